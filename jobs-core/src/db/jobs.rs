@@ -1,0 +1,294 @@
+//! Queries on the `jobs` table: insert, claim, complete, schedule, rescue, prune, and the
+//! per-job actions (retry, cancel, delete).
+
+use chrono::{DateTime, Utc};
+use diesel::QueryableByName;
+use diesel::pg::Pg;
+use diesel::prelude::*;
+use diesel::query_builder::{BoxedSqlQuery, SqlQuery};
+use diesel::sql_types::{Array, BigInt, Bool, Bytea, Int2, Int4, Nullable, Text, Timestamptz};
+use diesel_async::{AsyncConnectionCore, RunQueryDsl as AsyncRunQueryDsl};
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::schema::jobs;
+use crate::state::JobState;
+
+/// A job row as stored, every column.
+#[derive(Debug, Clone, PartialEq, Queryable, Selectable)]
+#[diesel(table_name = jobs, check_for_backend(Pg))]
+pub struct JobRow {
+    /// The job's id.
+    pub id: i64,
+    /// Its state.
+    pub state: JobState,
+    /// The queue it runs on.
+    pub queue: String,
+    /// Its kind (which registered job runs it).
+    pub kind: String,
+    /// Its arguments.
+    pub args: Value,
+    /// Application metadata.
+    pub meta: Value,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Priority: lower runs first.
+    pub priority: i16,
+    /// Claims so far.
+    pub attempt: i32,
+    /// Claims allowed before it is discarded.
+    pub max_attempts: i32,
+    /// Per-attempt time limit in milliseconds.
+    pub timeout_ms: Option<i64>,
+    /// When it was inserted.
+    pub created_at: DateTime<Utc>,
+    /// When it is (or was) due.
+    pub scheduled_at: DateTime<Utc>,
+    /// When its latest attempt started.
+    pub attempted_at: Option<DateTime<Utc>>,
+    /// When it reached a final state.
+    pub finalized_at: Option<DateTime<Utc>>,
+    /// The node of each claim, oldest first.
+    pub attempted_by: Vec<String>,
+    /// One entry per failed attempt.
+    pub errors: Value,
+    /// What the handler returned.
+    pub result: Option<Value>,
+    /// Hash of its uniqueness key.
+    pub unique_key: Option<Vec<u8>>,
+    /// The states in which the key is unique.
+    pub unique_states: Option<Vec<JobState>>,
+}
+
+/// A job to insert, already encoded. Built by the typed enqueue API
+/// ([`crate::EnqueueRequest`]); use it directly to insert jobs of several kinds at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    /// The job kind.
+    pub kind: String,
+    /// The queue.
+    pub queue: String,
+    /// The arguments as JSON text.
+    pub args: String,
+    /// Metadata as a JSON object's text.
+    pub meta: String,
+    /// Tags (validated: letters, digits and `_ - . :`).
+    pub tags: Vec<String>,
+    /// Priority: lower runs first.
+    pub priority: i16,
+    /// Attempts allowed.
+    pub max_attempts: i32,
+    /// Per-attempt time limit in milliseconds.
+    pub timeout_ms: Option<i64>,
+    /// Run at this time (absolute).
+    pub run_at: Option<DateTime<Utc>>,
+    /// Run after this many milliseconds, counted on the database clock.
+    pub delay_ms: Option<i64>,
+    /// The uniqueness key's hash and the states in which it is unique.
+    pub unique: Option<(Vec<u8>, Vec<JobState>)>,
+}
+
+/// What inserting one job did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inserted {
+    /// The new job's id, or the id of the job that already held the uniqueness key.
+    pub id: i64,
+    /// `true` when nothing was inserted because a job with the same uniqueness key exists.
+    pub existing: bool,
+}
+
+#[derive(QueryableByName)]
+struct InsertedRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Nullable<Bytea>)]
+    unique_key: Option<Vec<u8>>,
+    #[diesel(sql_type = Bool)]
+    existing: bool,
+}
+
+const INSERT_MANY: &str = "\
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int2[],
+                         $7::int4[], $8::int8[], $9::timestamptz[], $10::int8[], $11::bytea[], $12::text[])
+        WITH ORDINALITY AS u(kind, queue, args, meta, tags, priority, max_attempts, timeout_ms,
+                             run_at, delay_ms, unique_key, unique_states, ord)
+), timed AS (
+    SELECT input.*, clock.now,
+           COALESCE(input.run_at, clock.now + COALESCE(input.delay_ms, 0) * interval '1 millisecond') AS due
+    FROM input CROSS JOIN (SELECT COALESCE($13::timestamptz, now()) AS now) AS clock
+)
+INSERT INTO jobs (state, kind, queue, args, meta, tags, priority, max_attempts, timeout_ms,
+                  created_at, scheduled_at, unique_key, unique_states)
+SELECT CASE WHEN due > now THEN 'scheduled'::job_state ELSE 'available'::job_state END,
+       kind, queue, args::jsonb, meta::jsonb, string_to_array(tags, ','), priority, max_attempts,
+       timeout_ms, now, due, unique_key, unique_states::job_state[]
+FROM timed
+ORDER BY ord
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state = ANY (unique_states)
+DO UPDATE SET unique_key = EXCLUDED.unique_key
+RETURNING id, unique_key, (xmax <> 0) AS existing";
+
+/// The batch after removing in-batch duplicates of a uniqueness key (which the upsert
+/// cannot take twice): `rows` go to the database, `slot[i]` says which of them input `i`
+/// maps to.
+struct Deduplicated<'a> {
+    rows: Vec<&'a NewJob>,
+    slot: Vec<usize>,
+}
+
+fn deduplicate(jobs: &[NewJob]) -> Deduplicated<'_> {
+    let mut rows = Vec::with_capacity(jobs.len());
+    let mut slot = Vec::with_capacity(jobs.len());
+    let mut first_with_key: std::collections::HashMap<&[u8], usize> = Default::default();
+    for job in jobs {
+        if let Some((key, _)) = &job.unique
+            && let Some(&row) = first_with_key.get(key.as_slice())
+        {
+            slot.push(row);
+            continue;
+        }
+        if let Some((key, _)) = &job.unique {
+            first_with_key.insert(key.as_slice(), rows.len());
+        }
+        slot.push(rows.len());
+        rows.push(job);
+    }
+    Deduplicated { rows, slot }
+}
+
+fn states_literal(states: &[JobState]) -> String {
+    let names: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
+    format!("{{{}}}", names.join(","))
+}
+
+fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>) -> BoxedSqlQuery<'a, Pg, SqlQuery> {
+    let n = rows.len();
+    let mut kind = Vec::with_capacity(n);
+    let mut queue = Vec::with_capacity(n);
+    let mut args = Vec::with_capacity(n);
+    let mut meta = Vec::with_capacity(n);
+    let mut tags = Vec::with_capacity(n);
+    let mut priority = Vec::with_capacity(n);
+    let mut max_attempts = Vec::with_capacity(n);
+    let mut timeout_ms = Vec::with_capacity(n);
+    let mut run_at = Vec::with_capacity(n);
+    let mut delay_ms = Vec::with_capacity(n);
+    let mut unique_key = Vec::with_capacity(n);
+    let mut unique_states = Vec::with_capacity(n);
+    for job in rows {
+        kind.push(job.kind.as_str());
+        queue.push(job.queue.as_str());
+        args.push(job.args.as_str());
+        meta.push(job.meta.as_str());
+        tags.push(job.tags.join(","));
+        priority.push(job.priority);
+        max_attempts.push(job.max_attempts);
+        timeout_ms.push(job.timeout_ms);
+        run_at.push(job.run_at);
+        delay_ms.push(job.delay_ms);
+        unique_key.push(job.unique.as_ref().map(|(key, _)| key.clone()));
+        unique_states.push(job.unique.as_ref().map(|(_, states)| states_literal(states)));
+    }
+    diesel::sql_query(INSERT_MANY)
+        .into_boxed::<Pg>()
+        .bind::<Array<Text>, _>(kind)
+        .bind::<Array<Text>, _>(queue)
+        .bind::<Array<Text>, _>(args)
+        .bind::<Array<Text>, _>(meta)
+        .bind::<Array<Text>, _>(tags)
+        .bind::<Array<Int2>, _>(priority)
+        .bind::<Array<Int4>, _>(max_attempts)
+        .bind::<Array<Nullable<BigInt>>, _>(timeout_ms)
+        .bind::<Array<Nullable<Timestamptz>>, _>(run_at)
+        .bind::<Array<Nullable<BigInt>>, _>(delay_ms)
+        .bind::<Array<Nullable<Bytea>>, _>(unique_key)
+        .bind::<Array<Nullable<Text>>, _>(unique_states)
+        .bind::<Nullable<Timestamptz>, _>(now)
+}
+
+/// Maps the returned rows back to the inputs: conflicts by key, new rows in id order
+/// (ids are drawn in insertion order, which follows the input order).
+fn match_inserted(dedup: &Deduplicated<'_>, returned: Vec<InsertedRow>) -> Vec<Inserted> {
+    let mut existing_by_key = std::collections::HashMap::new();
+    let mut fresh = Vec::new();
+    for row in returned {
+        if row.existing {
+            if let Some(key) = row.unique_key {
+                existing_by_key.insert(key, row.id);
+            }
+        } else {
+            fresh.push(row.id);
+        }
+    }
+    fresh.sort_unstable();
+    let mut fresh = fresh.into_iter();
+    let per_row: Vec<Inserted> = dedup
+        .rows
+        .iter()
+        .map(|job| {
+            let conflict = job.unique.as_ref().and_then(|(key, _)| existing_by_key.get(key).copied());
+            match conflict {
+                Some(id) => Inserted { id, existing: true },
+                None => Inserted { id: fresh.next().unwrap_or_default(), existing: false },
+            }
+        })
+        .collect();
+    let mut seen = vec![false; per_row.len()];
+    dedup
+        .slot
+        .iter()
+        .map(|&row| {
+            let mut inserted = per_row[row];
+            if std::mem::replace(&mut seen[row], true) {
+                // a later copy of a key inserted earlier in this same batch
+                inserted.existing = true;
+            }
+            inserted
+        })
+        .collect()
+}
+
+/// Inserts jobs in one statement, inside whatever transaction `conn` is in.
+///
+/// Jobs whose uniqueness key is held by a job in one of its unique states are not
+/// inserted; their entry returns that job's id with `existing: true`. The insert trigger
+/// notifies the workers of each queue that received available jobs, on commit.
+pub async fn insert_many<C>(
+    conn: &mut C,
+    jobs: &[NewJob],
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<Inserted>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let dedup = deduplicate(jobs);
+    let returned: Vec<InsertedRow> = AsyncRunQueryDsl::load(insert_query(&dedup.rows, now), conn).await?;
+    Ok(match_inserted(&dedup, returned))
+}
+
+/// [`insert_many`] on a synchronous diesel connection (`PgConnection`, r2d2).
+pub fn insert_many_sync<C>(conn: &mut C, jobs: &[NewJob], now: Option<DateTime<Utc>>) -> Result<Vec<Inserted>>
+where
+    C: diesel::connection::LoadConnection<Backend = Pg>,
+{
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let dedup = deduplicate(jobs);
+    let returned: Vec<InsertedRow> = diesel::RunQueryDsl::load(insert_query(&dedup.rows, now), conn)?;
+    Ok(match_inserted(&dedup, returned))
+}
+
+/// Loads one job.
+pub async fn get<C>(conn: &mut C, id: i64) -> Result<Option<JobRow>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    Ok(AsyncRunQueryDsl::get_result(jobs::table.find(id).select(JobRow::as_select()), conn)
+        .await
+        .optional()?)
+}

@@ -1,0 +1,56 @@
+//! The one place that owns SQL.
+//!
+//! Every query the worker, the maintenance services, the client and the dashboard run is
+//! a named function here, taking typed parameters: the diesel DSL where it fits,
+//! `sql_query` with bound parameters where it does not (CTEs, `unnest` batches,
+//! `SKIP LOCKED` claims). Nothing outside this module writes SQL.
+//!
+//! Functions that depend on the time take `now: Option<DateTime<Utc>>`: `None` means the
+//! database's own `now()` (production), `Some` an injected clock (tests).
+
+pub mod admin;
+pub mod jobs;
+pub mod leader;
+pub mod migrations;
+pub mod nodes;
+pub mod queues;
+mod raw_json;
+pub mod schedules;
+pub mod stats;
+
+use std::time::Duration;
+
+use diesel_async::AsyncPgConnection;
+use diesel_async::pooled_connection::AsyncDieselConnectionManager;
+use diesel_async::pooled_connection::deadpool::{Object, Pool as DeadPool};
+
+pub use raw_json::RawJson;
+
+use crate::error::{Error, Result};
+
+/// A pool of async Postgres connections (deadpool).
+pub type Pool = DeadPool<AsyncPgConnection>;
+
+/// A connection checked out of a [`Pool`].
+pub type PooledConnection = Object<AsyncPgConnection>;
+
+/// Builds a connection pool of at most `max_size` connections for `database_url`.
+///
+/// Waiting for a connection is bounded (10 s) so a database that went away surfaces as an
+/// [`Error::Pool`] instead of a hang.
+pub fn pool(database_url: &str, max_size: usize) -> Result<Pool> {
+    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(database_url);
+    DeadPool::builder(manager)
+        .max_size(max_size.max(1))
+        .runtime(deadpool::Runtime::Tokio1)
+        .wait_timeout(Some(Duration::from_secs(10)))
+        .create_timeout(Some(Duration::from_secs(10)))
+        .build()
+        .map_err(|e| Error::Pool(e.to_string()))
+}
+
+/// Opens one connection outside any pool.
+pub async fn connect(database_url: &str) -> Result<AsyncPgConnection> {
+    use diesel_async::AsyncConnection;
+    Ok(AsyncPgConnection::establish(database_url).await?)
+}

@@ -1,0 +1,132 @@
+//! The crate's error type.
+
+use std::time::Duration;
+
+/// Everything that can go wrong in `jobs-core`.
+///
+/// Database errors keep diesel's error as their source; the other variants say what was
+/// wrong with the input or the configuration, naming the offending item.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A query failed.
+    #[error("database error: {0}")]
+    Database(#[from] diesel::result::Error),
+
+    /// A connection could not be opened.
+    #[error("could not connect to the database: {0}")]
+    Connection(#[from] diesel::ConnectionError),
+
+    /// The pool could not hand out a connection (the database is unreachable, or the pool
+    /// is exhausted past its wait timeout).
+    #[error("could not get a connection from the pool: {0}")]
+    Pool(String),
+
+    /// Running or reverting migrations failed.
+    #[error("migration failed: {0}")]
+    Migration(String),
+
+    /// Job arguments could not be encoded to JSON at the enqueue site.
+    #[error("the arguments of job kind `{kind}` could not be encoded as JSON: {source}")]
+    EncodeArgs {
+        /// The job kind.
+        kind: String,
+        /// What serde said.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// An argument payload is larger than the configured limit.
+    #[error("the arguments of job kind `{kind}` are {size} bytes, over the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// The job kind.
+        kind: String,
+        /// The size of the encoded arguments.
+        size: usize,
+        /// The limit in force.
+        limit: usize,
+    },
+
+    /// Two job definitions share one kind name.
+    #[error(
+        "two jobs are registered with the kind `{kind}`: `{first}` and `{second}`; \
+         give one of them another name with `#[job(kind = \"...\")]`"
+    )]
+    DuplicateKind {
+        /// The kind both claim.
+        kind: String,
+        /// The first definition's Rust type.
+        first: String,
+        /// The second definition's Rust type.
+        second: String,
+    },
+
+    /// A job kind is not registered in this binary.
+    #[error("no job is registered with the kind `{0}`")]
+    UnknownKind(String),
+
+    /// An option was given a value outside its range.
+    #[error("invalid option `{option}`: {reason}")]
+    InvalidOption {
+        /// Which option.
+        option: &'static str,
+        /// Why the value is rejected.
+        reason: String,
+    },
+
+    /// A cron expression or time zone did not parse.
+    #[error("cron schedule `{schedule}`: {reason}")]
+    InvalidSchedule {
+        /// The schedule's name.
+        schedule: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// No job with this id exists.
+    #[error("job {0} not found")]
+    JobNotFound(i64),
+
+    /// An operation did not finish in time.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+
+    /// The runtime is the wrong kind for the operation.
+    #[error("{0}")]
+    Runtime(String),
+
+    /// Starting or using a throwaway Postgres cluster failed (testing support).
+    #[error("throwaway postgres: {0}")]
+    Cluster(String),
+
+    /// An I/O error from the operating system.
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Error {
+    /// Whether the error came from the database connection going away (as opposed to a
+    /// query the database rejected), so that retrying later may succeed.
+    pub fn is_connection_error(&self) -> bool {
+        use diesel::result::Error as D;
+        match self {
+            Error::Connection(_) | Error::Pool(_) => true,
+            Error::Database(D::DatabaseError(kind, info)) => {
+                matches!(kind, diesel::result::DatabaseErrorKind::ClosedConnection)
+                    || info.message().contains("connection")
+                    || info.message().contains("terminating")
+            }
+            Error::Database(D::BrokenTransactionManager) => true,
+            _ => false,
+        }
+    }
+}
+
+impl From<diesel_async::pooled_connection::deadpool::PoolError> for Error {
+    fn from(e: diesel_async::pooled_connection::deadpool::PoolError) -> Self {
+        Error::Pool(e.to_string())
+    }
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

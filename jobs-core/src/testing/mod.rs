@@ -1,0 +1,8 @@
+//! Test support (feature `testing`): a throwaway Postgres, a database per test, and
+//! helpers for asserting on and running jobs in your own tests.
+
+pub mod cluster;
+mod database;
+
+pub use cluster::PgCluster;
+pub use database::{Server, TestDatabase, replace_database};

@@ -1,0 +1,1 @@
+//! The `#[job]` attribute (stub).
