@@ -13,7 +13,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => {
             let cluster = PgCluster::start_private(jobs_core::testing::cluster::TEST_SETTINGS)?;
             let url = cluster.admin_url();
-            println!("DATABASE_URL is unset: started a throwaway Postgres at {}", cluster.socket_dir().display());
+            println!(
+                "DATABASE_URL is unset: started a throwaway Postgres at {}",
+                cluster.socket_dir().display()
+            );
             (Some(cluster), url)
         }
     };
