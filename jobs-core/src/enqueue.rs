@@ -1,0 +1,363 @@
+//! Enqueueing jobs: typed requests, inside the caller's transaction, on any connection.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use diesel::pg::Pg;
+use diesel_async::AsyncConnectionCore;
+use serde::Serialize;
+
+use crate::db::jobs::{Inserted, NewJob};
+use crate::db::{self, Pool};
+use crate::error::{Error, Result};
+use crate::job::Job;
+use crate::unique::{UniqueBy, UniqueOptions};
+
+/// What enqueueing one job did: the job's id, and whether a job with the same uniqueness
+/// key already existed (then nothing was inserted and `id` is that job's).
+pub type Enqueued = Inserted;
+
+/// The largest argument (and metadata) payload accepted, in bytes of JSON.
+pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
+
+/// Where jobs can be inserted from async code: `&mut AsyncPgConnection` (in a transaction
+/// or not), a pooled connection, or `&Pool`.
+pub trait Enqueuer: Send {
+    /// Inserts the jobs in one statement.
+    fn insert(self, jobs: &[NewJob]) -> impl Future<Output = Result<Vec<Inserted>>> + Send;
+}
+
+impl<C> Enqueuer for &mut C
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
+        db::jobs::insert_many(self, jobs, None).await
+    }
+}
+
+impl Enqueuer for &Pool {
+    async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
+        let mut conn = self.get().await?;
+        db::jobs::insert_many(&mut conn, jobs, None).await
+    }
+}
+
+/// A job of kind `J` about to be enqueued, with per-call overrides of the kind's defaults.
+///
+/// ```no_run
+/// # use jobs_core::{EnqueueRequest, Job, JobContext};
+/// # use std::time::Duration;
+/// # #[derive(serde::Serialize, serde::Deserialize)] struct Welcome { user_id: i64 }
+/// # struct SendWelcome;
+/// # impl Job for SendWelcome { const KIND: &'static str = "w"; type Args = Welcome; type Output = (); type Error = std::io::Error;
+/// #   async fn run(_: JobContext, _: Welcome) -> Result<(), std::io::Error> { Ok(()) } }
+/// # async fn demo(conn: &mut diesel_async::AsyncPgConnection) -> jobs_core::Result<()> {
+/// let enqueued = EnqueueRequest::<SendWelcome>::new(Welcome { user_id: 7 })
+///     .run_in(Duration::from_secs(600))
+///     .priority(1)
+///     .meta("request_id", "req-42")
+///     .tag("signup")
+///     .enqueue(conn)
+///     .await?;
+/// println!("job {} (duplicate: {})", enqueued.id, enqueued.existing);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a request does nothing until it is enqueued"]
+pub struct EnqueueRequest<J: Job> {
+    args: J::Args,
+    queue: Option<String>,
+    priority: Option<i16>,
+    max_attempts: Option<i32>,
+    timeout: Option<Option<Duration>>,
+    run_at: Option<DateTime<Utc>>,
+    delay: Option<Duration>,
+    meta: serde_json::Map<String, serde_json::Value>,
+    tags: Vec<String>,
+    unique_key: Option<String>,
+    kind: PhantomData<fn() -> J>,
+}
+
+fn validate_tag(tag: &str) -> Result<()> {
+    let ok = !tag.is_empty()
+        && tag.len() <= 100
+        && tag.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidOption {
+            option: "tag",
+            reason: format!("`{tag}`: tags are 1 to 100 characters of letters, digits and _ - . : /"),
+        })
+    }
+}
+
+/// Checks a queue name: 1 to 128 characters, no control characters.
+pub fn validate_queue(queue: &str) -> Result<()> {
+    if queue.is_empty() || queue.chars().count() > 128 || queue.chars().any(char::is_control) {
+        return Err(Error::InvalidOption {
+            option: "queue",
+            reason: format!("`{}`: queue names are 1 to 128 printable characters", queue.escape_debug()),
+        });
+    }
+    Ok(())
+}
+
+fn millis(option: &'static str, d: Duration) -> Result<i64> {
+    let ms = i64::try_from(d.as_millis())
+        .map_err(|_| Error::InvalidOption { option, reason: format!("{d:?} is too long") })?;
+    Ok(ms)
+}
+
+impl<J: Job> EnqueueRequest<J> {
+    /// A request with the kind's defaults.
+    pub fn new(args: J::Args) -> Self {
+        EnqueueRequest {
+            args,
+            queue: None,
+            priority: None,
+            max_attempts: None,
+            timeout: None,
+            run_at: None,
+            delay: None,
+            meta: serde_json::Map::new(),
+            tags: Vec::new(),
+            unique_key: None,
+            kind: PhantomData,
+        }
+    }
+
+    /// Runs on this queue instead of the kind's.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Sets the priority (lower runs first).
+    pub fn priority(mut self, priority: i16) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Sets the number of attempts.
+    pub fn max_attempts(mut self, max_attempts: i32) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// Sets (or with `None` removes) the per-attempt time limit.
+    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Runs no earlier than `at`.
+    pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
+        self.run_at = Some(at);
+        self.delay = None;
+        self
+    }
+
+    /// Runs after `delay`, counted on the database's clock from the insert.
+    pub fn run_in(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self.run_at = None;
+        self
+    }
+
+    /// Adds a metadata entry (request id, user id, ...), visible to the job and the
+    /// dashboard. Values that fail to serialize are stored as `null`.
+    pub fn meta(mut self, key: impl Into<String>, value: impl Serialize) -> Self {
+        self.meta.insert(key.into(), serde_json::to_value(value).unwrap_or(serde_json::Value::Null));
+        self
+    }
+
+    /// Adds a tag.
+    pub fn tag(mut self, tag: impl Into<String>) -> Self {
+        self.tags.push(tag.into());
+        self
+    }
+
+    /// Sets the uniqueness key explicitly. Jobs of kinds without unique options become
+    /// unique among pending jobs for this call.
+    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
+        self.unique_key = Some(key.into());
+        self
+    }
+
+    /// The row this request inserts, validated and encoded.
+    pub fn to_new_job(&self) -> Result<NewJob> {
+        let defaults = J::options();
+        let kind = J::KIND;
+        let queue = self.queue.clone().unwrap_or_else(|| defaults.queue.to_string());
+        validate_queue(&queue)?;
+        let max_attempts = self.max_attempts.unwrap_or(defaults.max_attempts);
+        if max_attempts < 1 {
+            return Err(Error::InvalidOption {
+                option: "max_attempts",
+                reason: format!("{max_attempts}: a job needs at least one attempt"),
+            });
+        }
+        let timeout = self.timeout.unwrap_or(defaults.timeout);
+        let timeout_ms = match timeout {
+            Some(t) if t.is_zero() => {
+                return Err(Error::InvalidOption {
+                    option: "timeout",
+                    reason: "a timeout must be positive".into(),
+                });
+            }
+            Some(t) => Some(millis("timeout", t)?),
+            None => None,
+        };
+        let mut tags: Vec<String> = defaults.tags.iter().map(|t| t.to_string()).collect();
+        tags.extend(self.tags.iter().cloned());
+        tags.sort();
+        tags.dedup();
+        for tag in &tags {
+            validate_tag(tag)?;
+        }
+
+        let encode = |e| Error::EncodeArgs { kind: kind.to_owned(), source: e };
+        let unique = match (&defaults.unique, &self.unique_key) {
+            (None, None) => None,
+            (Some(u), explicit) => Some((u.clone(), explicit.as_deref())),
+            (None, Some(explicit)) => {
+                Some((UniqueOptions::new(UniqueBy::Key("".into())), Some(explicit.as_str())))
+            }
+        };
+        let (args, unique) = match unique {
+            None => (serde_json::to_string(&self.args).map_err(encode)?, None),
+            Some((options, explicit)) => {
+                // Canonical form (sorted keys) so equal arguments hash equally.
+                let value = serde_json::to_value(&self.args).map_err(encode)?;
+                let key = options.key(kind, &queue, &value, explicit, Utc::now().timestamp());
+                if options.states.is_empty() {
+                    return Err(Error::InvalidOption {
+                        option: "unique.states",
+                        reason: "uniqueness needs at least one state".into(),
+                    });
+                }
+                (value.to_string(), Some((key, options.states)))
+            }
+        };
+        if args.len() > MAX_PAYLOAD_BYTES {
+            return Err(Error::PayloadTooLarge {
+                kind: kind.to_owned(),
+                size: args.len(),
+                limit: MAX_PAYLOAD_BYTES,
+            });
+        }
+        let meta = serde_json::Value::Object(self.meta.clone()).to_string();
+        if meta.len() > MAX_PAYLOAD_BYTES {
+            return Err(Error::PayloadTooLarge {
+                kind: kind.to_owned(),
+                size: meta.len(),
+                limit: MAX_PAYLOAD_BYTES,
+            });
+        }
+        Ok(NewJob {
+            kind: kind.to_owned(),
+            queue,
+            args,
+            meta,
+            tags,
+            priority: self.priority.unwrap_or(defaults.priority),
+            max_attempts,
+            timeout_ms,
+            run_at: self.run_at,
+            delay_ms: self.delay.map(|d| millis("run_in", d)).transpose()?,
+            unique,
+        })
+    }
+
+    /// Inserts the job through `target` — in the caller's transaction when `target` is a
+    /// connection inside one: roll back, and the job never existed.
+    pub async fn enqueue<E: Enqueuer>(self, target: E) -> Result<Enqueued> {
+        let job = self.to_new_job()?;
+        first(target.insert(std::slice::from_ref(&job)).await?)
+    }
+
+    /// Inserts the job through a synchronous diesel connection (`PgConnection`, r2d2).
+    pub fn enqueue_sync<C>(self, conn: &mut C) -> Result<Enqueued>
+    where
+        C: diesel::connection::LoadConnection<Backend = Pg>,
+    {
+        let job = self.to_new_job()?;
+        first(db::jobs::insert_many_sync(conn, std::slice::from_ref(&job), None)?)
+    }
+}
+
+fn first(mut inserted: Vec<Inserted>) -> Result<Enqueued> {
+    inserted.pop().ok_or(Error::Database(diesel::result::Error::NotFound))
+}
+
+/// Anything that turns into a row to insert: an [`EnqueueRequest`] or a [`NewJob`].
+pub trait IntoNewJob {
+    /// The row.
+    fn into_new_job(self) -> Result<NewJob>;
+}
+
+impl<J: Job> IntoNewJob for EnqueueRequest<J> {
+    fn into_new_job(self) -> Result<NewJob> {
+        self.to_new_job()
+    }
+}
+
+impl IntoNewJob for NewJob {
+    fn into_new_job(self) -> Result<NewJob> {
+        validate_queue(&self.queue)?;
+        for tag in &self.tags {
+            validate_tag(tag)?;
+        }
+        Ok(self)
+    }
+}
+
+/// Inserts many jobs, of one kind or several, in one statement. Results come back in the
+/// order of the input.
+pub async fn enqueue_many<E, I>(target: E, jobs: I) -> Result<Vec<Enqueued>>
+where
+    E: Enqueuer,
+    I: IntoIterator,
+    I::Item: IntoNewJob,
+{
+    let rows = jobs.into_iter().map(IntoNewJob::into_new_job).collect::<Result<Vec<_>>>()?;
+    target.insert(&rows).await
+}
+
+/// [`enqueue_many`] on a synchronous diesel connection.
+pub fn enqueue_many_sync<C, I>(conn: &mut C, jobs: I) -> Result<Vec<Enqueued>>
+where
+    C: diesel::connection::LoadConnection<Backend = Pg>,
+    I: IntoIterator,
+    I::Item: IntoNewJob,
+{
+    let rows = jobs.into_iter().map(IntoNewJob::into_new_job).collect::<Result<Vec<_>>>()?;
+    db::jobs::insert_many_sync(conn, &rows, None)
+}
+
+/// Shorthands on every [`Job`]: `SendWelcome::enqueue(conn, args)`.
+pub trait JobExt: Job + Sized {
+    /// A request to customise before enqueueing.
+    fn build(args: Self::Args) -> EnqueueRequest<Self> {
+        EnqueueRequest::new(args)
+    }
+
+    /// Enqueues with the kind's defaults.
+    fn enqueue<E: Enqueuer>(target: E, args: Self::Args) -> impl Future<Output = Result<Enqueued>> + Send {
+        EnqueueRequest::<Self>::new(args).enqueue(target)
+    }
+
+    /// Enqueues with the kind's defaults on a synchronous connection.
+    fn enqueue_sync<C>(conn: &mut C, args: Self::Args) -> Result<Enqueued>
+    where
+        C: diesel::connection::LoadConnection<Backend = Pg>,
+    {
+        EnqueueRequest::<Self>::new(args).enqueue_sync(conn)
+    }
+}
+
+impl<J: Job> JobExt for J {}

@@ -1,0 +1,31 @@
+//! Contexts for calling a job's handler directly in a test, without a worker.
+
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::{ContextParts, JobContext};
+use crate::db::Pool;
+use crate::job::Job;
+
+/// A context for running `J`'s handler inline (`send_welcome::call(ctx, args)`): job id 0,
+/// first of `J`'s attempts, empty metadata, the given pool (if any).
+pub fn job_context<J: Job>(pool: Option<Pool>) -> JobContext {
+    let options = J::options();
+    let meta = RawValue::from_string("{}".to_owned()).unwrap_or_default();
+    JobContext::new(ContextParts {
+        id: 0,
+        kind: J::KIND,
+        queue: Arc::from(options.queue.as_ref()),
+        attempt: 1,
+        max_attempts: options.max_attempts,
+        priority: options.priority,
+        meta,
+        tags: options.tags.iter().map(|t| t.to_string()).collect(),
+        node: Arc::from("test"),
+        created_at: chrono::Utc::now(),
+        cancel: CancellationToken::new(),
+        pool,
+    })
+}

@@ -1,0 +1,8 @@
+//! Compile-time behaviour of `#[job]`: what it accepts, and the errors it gives.
+
+#[test]
+fn ui() {
+    let t = trybuild::TestCases::new();
+    t.pass("tests/ui/pass/*.rs");
+    t.compile_fail("tests/ui/fail/*.rs");
+}
