@@ -91,7 +91,15 @@ pub(crate) fn expand(attr: JobAttr, job: JobFn) -> TokenStream {
     let vis = &item.vis;
     let name = &item.sig.ident;
     let name_str = name.to_string();
-    let kind = attr.kind.clone().unwrap_or_else(|| name_str.trim_start_matches("r#").to_owned());
+    // The default kind is the function's path: `concat!(module_path!(), "::name")`.
+    let kind = match &attr.kind {
+        Some(kind) => quote!(#kind),
+        None => {
+            let suffix = format!("::{}", name_str.trim_start_matches("r#"));
+            quote!(::core::concat!(::core::module_path!(), #suffix))
+        }
+    };
+    let kind_doc = attr.kind.clone().unwrap_or_else(|| format!("<module path>::{name_str}"));
     let (doc_attrs, other_attrs): (Vec<_>, Vec<_>) =
         item.attrs.iter().partition(|a| a.path().is_ident("doc"));
     let body = &item.block;
@@ -139,7 +147,7 @@ pub(crate) fn expand(attr: JobAttr, job: JobFn) -> TokenStream {
         }
     });
     let doc_summary = format!(
-        "The `{kind}` job. Enqueue it with [`{name_str}::enqueue`] (async connection or pool), \
+        "The `{kind_doc}` job. Enqueue it with [`{name_str}::enqueue`] (async connection or pool), \
          [`{name_str}::enqueue_sync`] (diesel `PgConnection`) or [`{name_str}::build`] to set per-call options."
     );
 

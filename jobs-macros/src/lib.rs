@@ -10,7 +10,7 @@
 //!     Ok(())
 //! }
 //!
-//! assert_eq!(send_welcome::KIND, "send_welcome");
+//! assert!(send_welcome::KIND.ends_with("::send_welcome"));
 //! ```
 
 mod expand;
@@ -37,7 +37,7 @@ use proc_macro::TokenStream;
 ///
 /// | option | meaning | default |
 /// |---|---|---|
-/// | `kind = "billing.charge"` | the stored kind name; keep it stable | the function's name |
+/// | `kind = "billing.charge"` | the stored kind name; set it so that moving or renaming the function does not orphan queued rows | the function's path, `concat!(module_path!(), "::name")` |
 /// | `queue = "mail"` | the queue | `"default"` |
 /// | `priority = 1` | `i16`, lower runs first | `0` |
 /// | `max_attempts = 5` | attempts before the job is discarded | `20` |

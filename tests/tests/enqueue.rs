@@ -11,8 +11,8 @@ use jobs_core::db::jobs::JobRow;
 use jobs_core::schema::jobs;
 use jobs_core::testing::{TestDatabase, job_context};
 use jobs_core::{
-    Backoff, EnqueueRequest, Error, Job, JobContext, JobState, Outcome, Registry, RunOutcome, enqueue_many,
-    enqueue_many_sync, job,
+    Backoff, EnqueueRequest, Error, Job, JobContext, JobExt, JobState, Outcome, Registry, RunOutcome,
+    enqueue_many, enqueue_many_sync, job,
 };
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +44,29 @@ async fn sync_account(_ctx: JobContext, _args: Sync) -> Result<Outcome, std::io:
 async fn nightly_cleanup(_ctx: JobContext) -> Result<(), std::io::Error> {
     Ok(())
 }
+
+/// A job defined as a type, for users who prefer `impl Job` to `#[job]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Reindex {
+    index: String,
+}
+
+impl Job for Reindex {
+    const KIND: &'static str = "search.reindex";
+    type Args = Self;
+    type Output = usize;
+    type Error = std::io::Error;
+
+    fn options() -> jobs_core::JobOptions {
+        jobs_core::JobOptions::new().queue("search").max_attempts(2)
+    }
+
+    async fn run(_ctx: JobContext, args: Self) -> Result<usize, std::io::Error> {
+        Ok(args.index.len())
+    }
+}
+
+jobs_core::register_job!(Reindex);
 
 #[derive(QueryableByName)]
 struct Count {
@@ -143,7 +166,7 @@ async fn a_job_enqueued_in_a_rolled_back_transaction_never_existed_and_wakes_nob
     assert_eq!(rows.len(), 1);
     let row = &rows[0];
     assert_eq!(row.id, id);
-    assert_eq!(row.kind, "send_welcome");
+    assert_eq!(row.kind, "enqueue::send_welcome");
     assert_eq!(row.queue, "mail");
     assert_eq!(row.state, JobState::Available);
     assert_eq!(row.priority, 2);
@@ -311,7 +334,10 @@ async fn bad_input_is_a_typed_error_and_inserts_nothing() {
 
     let huge = Welcome { user_id: 1, email: "x".repeat(jobs_core::MAX_PAYLOAD_BYTES) };
     let err = send_welcome::enqueue(&pool, huge).await.expect_err("too large");
-    assert!(matches!(err, Error::PayloadTooLarge { ref kind, .. } if kind == "send_welcome"), "{err}");
+    assert!(
+        matches!(err, Error::PayloadTooLarge { ref kind, .. } if kind == "enqueue::send_welcome"),
+        "{err}"
+    );
 
     let err = send_welcome::build(welcome(1)).queue("").enqueue(&pool).await.expect_err("empty queue");
     assert!(matches!(err, Error::InvalidOption { option: "queue", .. }), "{err}");
@@ -329,9 +355,9 @@ async fn bad_input_is_a_typed_error_and_inserts_nothing() {
 #[tokio::test]
 async fn the_registry_runs_handlers_from_stored_arguments_and_rejects_bad_ones() {
     let registry = Registry::from_inventory().expect("no duplicate kinds");
-    assert!(registry.kinds().contains(&"send_welcome"));
+    assert!(registry.kinds().contains(&"enqueue::send_welcome"));
     assert!(registry.kinds().contains(&"accounts.sync"));
-    let descriptor = registry.get("send_welcome").expect("registered");
+    let descriptor = registry.get("enqueue::send_welcome").expect("registered");
 
     let args = serde_json::value::to_raw_value(&welcome(5)).expect("encode");
     let outcome = (descriptor.run)(job_context::<send_welcome>(None), &args).await;
@@ -351,6 +377,22 @@ async fn the_registry_runs_handlers_from_stored_arguments_and_rejects_bad_ones()
     assert_eq!(text, "sent to user6@example.com on mail");
     assert_eq!(
         EnqueueRequest::<send_welcome>::new(welcome(1)).to_new_job().expect("row").kind,
-        "send_welcome"
+        "enqueue::send_welcome"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_defined_as_a_type_shares_the_registry_and_the_enqueue_api() {
+    let db = TestDatabase::new().await.expect("test database");
+    let pool = db.pool(2).expect("pool");
+    let enqueued = Reindex::enqueue(&pool, Reindex { index: "products".into() }).await.expect("enqueue");
+    let mut conn = db.connect().await.expect("connect");
+    let row = jobs_core::db::jobs::get(&mut conn, enqueued.id).await.expect("get").expect("row");
+    assert_eq!((row.kind.as_str(), row.queue.as_str(), row.max_attempts), ("search.reindex", "search", 2));
+
+    let registry = Registry::from_inventory().expect("registry");
+    let descriptor = registry.get("search.reindex").expect("registered by register_job!");
+    let args = serde_json::value::to_raw_value(&row.args).expect("raw");
+    let outcome = (descriptor.run)(job_context::<Reindex>(None), &args).await;
+    assert_eq!(outcome, RunOutcome::Completed(Some("8".into())));
 }

@@ -67,7 +67,7 @@ fn main() {
     assert!(unique.by_queue);
     assert_eq!(options.tags, vec!["reports", "billing:v2"]);
 
-    assert_eq!(no_args::KIND, "no_args");
+    assert_eq!(no_args::KIND, concat!(module_path!(), "::no_args"));
     assert_eq!(no_args::options().unique.expect("unique").by, UniqueBy::Args);
     assert_eq!(linear::options().unique.expect("unique").by, UniqueBy::Kind);
     assert!(matches!(constant::options().backoff, Backoff::Constant(d) if d == Duration::from_millis(500)));
