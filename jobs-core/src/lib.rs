@@ -13,6 +13,7 @@ pub mod db;
 mod enqueue;
 mod error;
 mod job;
+pub mod maintenance;
 pub mod migrate;
 mod options;
 mod outcome;
@@ -22,11 +23,14 @@ mod state;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod unique;
+mod worker;
 
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::{ContextParts, JobContext};
 pub use db::Pool;
+pub use db::control::{cancel as cancel_job, delete as delete_job, retry as retry_job};
+pub use db::queues::set_paused as set_queue_paused;
 pub use enqueue::{
     EnqueueRequest, Enqueued, Enqueuer, IntoNewJob, JobExt, MAX_PAYLOAD_BYTES, enqueue_many,
     enqueue_many_sync, validate_queue,
@@ -40,6 +44,7 @@ pub use outcome::{Failure, HandlerReturn, IntoOutcome, Outcome, RunOutcome};
 pub use registry::{CronAttribute, JobDescriptor, MissedPolicy, Registry, RunFn};
 pub use state::{JobState, ParseStateError};
 pub use unique::{UniqueBy, UniqueOptions};
+pub use worker::{QueueConfig, ShutdownReport, Worker, WorkerBuilder, WorkerHandle};
 
 /// Re-exports for the code `#[job]` generates. Not a public API.
 #[doc(hidden)]

@@ -35,6 +35,7 @@ diesel::table! {
         attempted_by -> Array<Text>,
         errors -> Jsonb,
         result -> Nullable<Jsonb>,
+        cancel_requested_at -> Nullable<Timestamptz>,
         unique_key -> Nullable<Bytea>,
         unique_states -> Nullable<Array<JobState>>,
     }

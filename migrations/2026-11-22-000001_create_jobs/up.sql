@@ -37,6 +37,9 @@ CREATE TABLE jobs (
     -- one object per failed attempt: {attempt, at, attempted_at, worker, kind, message, backtrace}
     errors        jsonb       NOT NULL DEFAULT '[]',
     result        jsonb,
+    -- set by a cancel request: a running job is told over NOTIFY and, whatever its
+    -- handler then returns short of success, ends cancelled instead of retrying
+    cancel_requested_at timestamptz,
     -- sha256 of the uniqueness key; unique among rows whose state is in unique_states
     unique_key    bytea,
     unique_states job_state[],

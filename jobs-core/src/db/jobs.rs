@@ -54,6 +54,8 @@ pub struct JobRow {
     pub errors: Value,
     /// What the handler returned.
     pub result: Option<Value>,
+    /// When someone asked for the job to be cancelled.
+    pub cancel_requested_at: Option<DateTime<Utc>>,
     /// Hash of its uniqueness key.
     pub unique_key: Option<Vec<u8>>,
     /// The states in which the key is unique.

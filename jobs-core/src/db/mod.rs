@@ -9,8 +9,11 @@
 //! database's own `now()` (production), `Some` an injected clock (tests).
 
 pub mod admin;
+pub mod control;
+pub mod execution;
 pub mod jobs;
 pub mod leader;
+pub mod maintenance;
 pub mod migrations;
 pub mod nodes;
 pub mod queues;

@@ -1,0 +1,81 @@
+//! Actions on single jobs (cancel, retry, delete), and the control channel that carries
+//! cancellations and pauses to every node.
+
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Text};
+use diesel_async::{AsyncConnectionCore, RunQueryDsl};
+
+use crate::error::Result;
+use crate::state::JobState;
+
+/// The NOTIFY channel for control messages: `{"cancel": id}`, `{"queue": q, "paused": b}`.
+pub const CONTROL_CHANNEL: &str = "jobs_control";
+
+/// The NOTIFY channel on which inserts and the scheduler announce available jobs; the
+/// payload is the queue name.
+pub const AVAILABLE_CHANNEL: &str = "jobs_available";
+
+#[derive(QueryableByName)]
+struct StateRow {
+    #[diesel(sql_type = crate::schema::sql_types::JobState)]
+    state: JobState,
+}
+
+const CANCEL: &str = "\
+WITH target AS (
+    UPDATE jobs
+    SET state = CASE WHEN state = 'running' THEN state ELSE 'cancelled'::job_state END,
+        finalized_at = CASE WHEN state = 'running' THEN NULL ELSE now() END,
+        cancel_requested_at = now()
+    WHERE id = $1 AND state IN ('available', 'scheduled', 'running', 'retryable')
+    RETURNING id, state
+), told AS (
+    SELECT pg_notify($2, json_build_object('cancel', id)::text) FROM target WHERE state = 'running'
+)
+SELECT state FROM target, (SELECT count(*) FROM told) AS t";
+
+/// Cancels job `id`. A job that is not running is cancelled at once (`Cancelled`); a
+/// running one is marked and its node told over NOTIFY on commit, so its context is
+/// cancelled and it ends cancelled (`Running`). `None` when the job does not exist or is
+/// already finished.
+pub async fn cancel<C>(conn: &mut C, id: i64) -> Result<Option<JobState>>
+where
+    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+{
+    let rows: Vec<StateRow> =
+        diesel::sql_query(CANCEL).bind::<BigInt, _>(id).bind::<Text, _>(CONTROL_CHANNEL).load(conn).await?;
+    Ok(rows.into_iter().next().map(|r| r.state))
+}
+
+const RETRY: &str = "\
+WITH target AS (
+    UPDATE jobs
+    SET state = 'available', scheduled_at = now(), finalized_at = NULL, cancel_requested_at = NULL,
+        max_attempts = GREATEST(max_attempts, attempt + 1)
+    WHERE id = $1 AND state <> 'running'
+    RETURNING queue, state
+), woken AS (SELECT pg_notify($2, queue) FROM target)
+SELECT state FROM target, (SELECT count(*) FROM woken) AS w";
+
+/// Makes job `id` available to run now (from any state but running), granting one more
+/// attempt if it had used them all. Returns whether it was found and not running.
+pub async fn retry<C>(conn: &mut C, id: i64) -> Result<bool>
+where
+    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+{
+    let rows: Vec<StateRow> =
+        diesel::sql_query(RETRY).bind::<BigInt, _>(id).bind::<Text, _>(AVAILABLE_CHANNEL).load(conn).await?;
+    Ok(!rows.is_empty())
+}
+
+/// Deletes job `id` unless it is running (cancel it first). Returns whether a row went.
+pub async fn delete<C>(conn: &mut C, id: i64) -> Result<bool>
+where
+    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+{
+    let n = diesel::sql_query("DELETE FROM jobs WHERE id = $1 AND state <> 'running'")
+        .bind::<BigInt, _>(id)
+        .execute(conn)
+        .await?;
+    Ok(n > 0)
+}

@@ -1,0 +1,217 @@
+//! The worker's queries: claim a batch, write a batch of outcomes back, fenced on the
+//! attempt.
+
+use chrono::{DateTime, Utc};
+use diesel::QueryableByName;
+use diesel::sql_types::{Array, BigInt, Bool, Int2, Int4, Nullable, Text, Timestamptz};
+use diesel_async::{AsyncConnectionCore, RunQueryDsl};
+
+use crate::error::Result;
+use crate::state::JobState;
+
+/// A job a worker has just claimed: everything needed to run it.
+#[derive(Debug, Clone, QueryableByName)]
+pub struct ClaimedJob {
+    /// Job id.
+    #[diesel(sql_type = BigInt)]
+    pub id: i64,
+    /// Kind name.
+    #[diesel(sql_type = Text)]
+    pub kind: String,
+    /// Queue.
+    #[diesel(sql_type = Text)]
+    pub queue: String,
+    /// Arguments, as JSON text (decoded by the job's descriptor).
+    #[diesel(sql_type = Text)]
+    pub args: String,
+    /// Metadata, as JSON text.
+    #[diesel(sql_type = Text)]
+    pub meta: String,
+    /// Tags.
+    #[diesel(sql_type = Array<Text>)]
+    pub tags: Vec<String>,
+    /// Priority.
+    #[diesel(sql_type = Int2)]
+    pub priority: i16,
+    /// This claim's attempt number (the fence for the outcome).
+    #[diesel(sql_type = Int4)]
+    pub attempt: i32,
+    /// Attempts allowed.
+    #[diesel(sql_type = Int4)]
+    pub max_attempts: i32,
+    /// Per-attempt limit.
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub timeout_ms: Option<i64>,
+    /// Insert time.
+    #[diesel(sql_type = Timestamptz)]
+    pub created_at: DateTime<Utc>,
+    /// When it became due.
+    #[diesel(sql_type = Timestamptz)]
+    pub scheduled_at: DateTime<Utc>,
+    /// This claim's time.
+    #[diesel(sql_type = Timestamptz)]
+    pub attempted_at: DateTime<Utc>,
+}
+
+const FETCH_AVAILABLE: &str = "\
+WITH clock AS (SELECT COALESCE($4::timestamptz, now()) AS now),
+claimable AS (
+    SELECT id FROM jobs
+    WHERE state = 'available' AND queue = $1
+      AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = $1 AND q.paused)
+    ORDER BY priority, scheduled_at, id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs
+SET state = 'running',
+    attempt = jobs.attempt + 1,
+    attempted_at = clock.now,
+    attempted_by = array_append(jobs.attempted_by, $3)
+FROM claimable, clock
+WHERE jobs.id = claimable.id
+RETURNING jobs.id, jobs.kind, jobs.queue, jobs.args::text AS args, jobs.meta::text AS meta, jobs.tags,
+          jobs.priority, jobs.attempt, jobs.max_attempts, jobs.timeout_ms, jobs.created_at,
+          jobs.scheduled_at, jobs.attempted_at";
+
+/// Claims up to `limit` available jobs of `queue` for `node`, in one statement: the
+/// highest priority first, then the longest due, skipping rows other workers hold. The
+/// claimed rows become `running` with their attempt incremented and `node` appended to
+/// `attempted_by`. A paused queue yields nothing.
+pub async fn fetch_available<C>(
+    conn: &mut C,
+    queue: &str,
+    limit: i64,
+    node: &str,
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<ClaimedJob>>
+where
+    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+{
+    Ok(diesel::sql_query(FETCH_AVAILABLE)
+        .bind::<Text, _>(queue)
+        .bind::<BigInt, _>(limit)
+        .bind::<Text, _>(node)
+        .bind::<Nullable<Timestamptz>, _>(now)
+        .load(conn)
+        .await?)
+}
+
+/// What happened to one claimed job, to be written back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// Job id.
+    pub id: i64,
+    /// The attempt it was claimed with: the write applies only if the row is still
+    /// `running` at this attempt.
+    pub attempt: i32,
+    /// The new state: completed, retryable, scheduled (snoozed), available (handed back
+    /// at shutdown), discarded or cancelled.
+    pub state: JobState,
+    /// The result as JSON text.
+    pub result: Option<String>,
+    /// An entry to append to `errors`, as JSON text.
+    pub error: Option<String>,
+    /// Run again this long after now (retry backoff, snooze).
+    pub delay_ms: Option<i64>,
+    /// Whether the attempt is given back (snooze, shutdown).
+    pub give_back_attempt: bool,
+    /// Delete the row instead of writing it (delete-on-completion queues, completed jobs).
+    pub delete: bool,
+}
+
+// A job whose cancellation was requested while it ran ends cancelled unless it succeeded.
+const NEW_STATE: &str = "CASE WHEN jobs.cancel_requested_at IS NOT NULL AND c.state IN ('retryable', 'scheduled', 'available') \
+     THEN 'cancelled'::job_state ELSE c.state::job_state END";
+
+fn complete_sql() -> String {
+    format!(
+        "\
+UPDATE jobs
+SET state = {NEW_STATE},
+    finalized_at = CASE WHEN ({NEW_STATE}) IN ('completed', 'discarded', 'cancelled') THEN clock.now END,
+    result = COALESCE(c.result::jsonb, jobs.result),
+    errors = CASE WHEN c.error IS NULL THEN jobs.errors ELSE jobs.errors || jsonb_build_array(c.error::jsonb) END,
+    scheduled_at = CASE WHEN c.delay_ms IS NULL THEN jobs.scheduled_at
+                        ELSE clock.now + c.delay_ms * interval '1 millisecond' END,
+    attempt = jobs.attempt - c.give_back::int
+FROM unnest($1::int8[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::bool[])
+         AS c(id, attempt, state, result, error, delay_ms, give_back),
+     (SELECT COALESCE($8::timestamptz, now()) AS now) AS clock
+WHERE jobs.id = c.id AND jobs.state = 'running' AND jobs.attempt = c.attempt
+RETURNING jobs.id"
+    )
+}
+
+const DELETE_COMPLETED: &str = "\
+DELETE FROM jobs
+USING unnest($1::int8[], $2::int4[]) AS c(id, attempt)
+WHERE jobs.id = c.id AND jobs.state = 'running' AND jobs.attempt = c.attempt
+RETURNING jobs.id";
+
+#[derive(QueryableByName)]
+struct Id {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+}
+
+/// Writes a batch of outcomes: one `UPDATE ... FROM unnest(...)` for the rows kept, one
+/// `DELETE` for the rows deleted on completion. Each write is fenced: it applies only to a
+/// row still `running` at the claimed attempt, so a completion arriving after the job was
+/// rescued (and perhaps claimed again) changes nothing. Returns the ids that applied.
+pub async fn complete_many<C>(
+    conn: &mut C,
+    completions: &[Completion],
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<i64>>
+where
+    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+{
+    let (deletes, updates): (Vec<&Completion>, Vec<&Completion>) =
+        completions.iter().partition(|c| c.delete && c.state == JobState::Completed);
+    let mut applied = Vec::with_capacity(completions.len());
+    if !updates.is_empty() {
+        let n = updates.len();
+        let (mut id, mut attempt, mut state, mut result, mut error, mut delay, mut give_back) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        for c in &updates {
+            id.push(c.id);
+            attempt.push(c.attempt);
+            state.push(c.state.as_str());
+            result.push(c.result.as_deref());
+            error.push(c.error.as_deref());
+            delay.push(c.delay_ms);
+            give_back.push(c.give_back_attempt);
+        }
+        let rows: Vec<Id> = diesel::sql_query(complete_sql())
+            .bind::<Array<BigInt>, _>(id)
+            .bind::<Array<Int4>, _>(attempt)
+            .bind::<Array<Text>, _>(state)
+            .bind::<Array<Nullable<Text>>, _>(result)
+            .bind::<Array<Nullable<Text>>, _>(error)
+            .bind::<Array<Nullable<BigInt>>, _>(delay)
+            .bind::<Array<Bool>, _>(give_back)
+            .bind::<Nullable<Timestamptz>, _>(now)
+            .load(conn)
+            .await?;
+        applied.extend(rows.into_iter().map(|r| r.id));
+    }
+    if !deletes.is_empty() {
+        let id: Vec<i64> = deletes.iter().map(|c| c.id).collect();
+        let attempt: Vec<i32> = deletes.iter().map(|c| c.attempt).collect();
+        let rows: Vec<Id> = diesel::sql_query(DELETE_COMPLETED)
+            .bind::<Array<BigInt>, _>(id)
+            .bind::<Array<Int4>, _>(attempt)
+            .load(conn)
+            .await?;
+        applied.extend(rows.into_iter().map(|r| r.id));
+    }
+    Ok(applied)
+}

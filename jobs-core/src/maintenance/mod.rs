@@ -1,0 +1,97 @@
+//! The leader's background services: the [`LeaderElector`], the [`Scheduler`], the
+//! [`Rescuer`] and the [`Pruner`].
+//!
+//! Every service has the same shape: a `*Config` with defaults, a `run_once()` that does
+//! one pass (tests call it directly), and a `run()` loop that calls it every interval —
+//! only while this node holds the leader lease, for all but the elector.
+
+mod leader;
+mod pruner;
+mod rescuer;
+mod scheduler;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+pub use leader::{LeaderConfig, LeaderElector};
+pub use pruner::{Pruner, PrunerConfig};
+pub use rescuer::{Rescuer, RescuerConfig};
+pub use scheduler::{Scheduler, SchedulerConfig};
+
+use crate::clock::{Clock, SystemClock};
+use crate::db::Pool;
+
+/// What every service needs: the pool, the clock, this node's name, and whether it leads.
+#[derive(Clone)]
+pub struct ServiceContext {
+    /// The pool.
+    pub pool: Pool,
+    /// The clock queries are given.
+    pub clock: Arc<dyn Clock>,
+    /// This node's name.
+    pub node: Arc<str>,
+    leader: Arc<AtomicBool>,
+}
+
+impl ServiceContext {
+    /// A context on `pool` with the system clock, for node `node`, not (yet) leader.
+    pub fn new(pool: Pool, node: impl Into<Arc<str>>) -> ServiceContext {
+        ServiceContext {
+            pool,
+            clock: Arc::new(SystemClock),
+            node: node.into(),
+            leader: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The same context with another clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> ServiceContext {
+        self.clock = clock;
+        self
+    }
+
+    /// Whether this node holds the leader lease.
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_leader(&self, leader: bool) {
+        self.leader.store(leader, Ordering::Release);
+    }
+}
+
+/// Calls `pass` every `interval` while the node leads, until `stop` fires.
+pub(crate) async fn leader_loop<F, Fut>(
+    ctx: &ServiceContext,
+    interval: Duration,
+    stop: &CancellationToken,
+    mut pass: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticker.tick() => {
+                if ctx.is_leader() {
+                    pass().await;
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for ServiceContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceContext")
+            .field("node", &self.node)
+            .field("leader", &self.is_leader())
+            .finish_non_exhaustive()
+    }
+}

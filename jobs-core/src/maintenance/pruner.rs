@@ -1,0 +1,89 @@
+//! The pruner: deletes finished jobs older than their state's retention, in bounded
+//! batches so that it never holds long locks or bloats one transaction.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{ServiceContext, leader_loop};
+use crate::db;
+use crate::error::Result;
+use crate::state::JobState;
+
+/// Settings of the [`Pruner`].
+#[derive(Debug, Clone)]
+pub struct PrunerConfig {
+    /// How often to prune.
+    pub interval: Duration,
+    /// How long completed jobs are kept (`None`: forever).
+    pub completed: Option<Duration>,
+    /// How long cancelled jobs are kept.
+    pub cancelled: Option<Duration>,
+    /// How long discarded jobs are kept.
+    pub discarded: Option<Duration>,
+    /// Rows deleted per statement.
+    pub batch: i64,
+    /// Statements per state per pass (the rest waits for the next pass).
+    pub max_batches: u32,
+}
+
+impl Default for PrunerConfig {
+    fn default() -> Self {
+        PrunerConfig {
+            interval: Duration::from_secs(60),
+            completed: Some(Duration::from_secs(24 * 3600)),
+            cancelled: Some(Duration::from_secs(7 * 24 * 3600)),
+            discarded: Some(Duration::from_secs(7 * 24 * 3600)),
+            batch: 1_000,
+            max_batches: 100,
+        }
+    }
+}
+
+/// Deletes old finished jobs.
+#[derive(Debug, Clone, Default)]
+pub struct Pruner {
+    config: PrunerConfig,
+}
+
+impl Pruner {
+    /// A pruner with `config`.
+    pub fn new(config: PrunerConfig) -> Pruner {
+        Pruner { config }
+    }
+
+    /// One pass over the three final states. Returns how many rows went.
+    pub async fn run_once(&self, ctx: &ServiceContext) -> Result<i64> {
+        let mut conn = ctx.pool.get().await?;
+        let mut total = 0;
+        let retention = [
+            (JobState::Completed, self.config.completed),
+            (JobState::Cancelled, self.config.cancelled),
+            (JobState::Discarded, self.config.discarded),
+        ];
+        for (state, keep) in retention {
+            let Some(keep) = keep else { continue };
+            for _ in 0..self.config.max_batches {
+                let n = db::maintenance::prune(&mut conn, state, keep, self.config.batch, ctx.clock.db_now())
+                    .await?;
+                total += n;
+                if n < self.config.batch {
+                    break;
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    /// Runs every interval while the node leads, until `stop` fires.
+    pub async fn run(self, ctx: ServiceContext, stop: CancellationToken) {
+        leader_loop(&ctx, self.config.interval, &stop, || async {
+            match self.run_once(&ctx).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(deleted = n, "pruned finished jobs"),
+                Err(e) => tracing::warn!(error = %e, "pruner pass failed"),
+            }
+        })
+        .await;
+    }
+}

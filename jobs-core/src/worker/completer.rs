@@ -1,0 +1,125 @@
+//! Writing outcomes back in batches: whatever has queued up while the previous write was
+//! in flight goes out in the next single statement.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::runtime::Shared;
+use crate::db;
+use crate::db::execution::Completion;
+
+/// The executors' side of the completer.
+#[derive(Debug, Clone)]
+pub(crate) struct CompletionSender {
+    tx: mpsc::Sender<Completion>,
+}
+
+impl CompletionSender {
+    /// Queues an outcome for writing. Waits when the completer is far behind.
+    pub(crate) async fn submit(&self, completion: Completion) {
+        if let Err(e) = self.tx.send(completion).await {
+            // Only after the completer stopped, which happens once every job finished.
+            tracing::error!(
+                job.id = e.0.id,
+                "completion arrived after the completer stopped; the rescuer will retry the job"
+            );
+        }
+    }
+}
+
+/// The completer's configuration.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CompleterConfig {
+    /// The most outcomes written in one statement.
+    pub(crate) max_batch: usize,
+    /// The channel's capacity.
+    pub(crate) capacity: usize,
+}
+
+impl Default for CompleterConfig {
+    fn default() -> Self {
+        CompleterConfig { max_batch: 2_000, capacity: 10_000 }
+    }
+}
+
+/// Creates the channel.
+pub(crate) fn channel(config: CompleterConfig) -> (CompletionSender, mpsc::Receiver<Completion>) {
+    let (tx, rx) = mpsc::channel(config.capacity);
+    (CompletionSender { tx }, rx)
+}
+
+/// Writes `batch`, retrying with backoff while the database is unreachable: an outcome is
+/// never dropped because of a transient error. Gives up only when `give_up` fires (then the
+/// rescuer returns the jobs to the queue).
+async fn write(shared: &Shared, batch: &[Completion], give_up: &CancellationToken) {
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let result = async {
+            let mut conn = shared.pool.get().await?;
+            db::execution::complete_many(&mut conn, batch, shared.clock.db_now()).await
+        }
+        .await;
+        match result {
+            Ok(applied) => {
+                if applied.len() < batch.len() {
+                    tracing::info!(
+                        skipped = batch.len() - applied.len(),
+                        "outcomes ignored: their jobs were rescued or cancelled meanwhile"
+                    );
+                }
+                metrics::counter!("jobs_completion_batches_total").increment(1);
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, batch = batch.len(), "writing outcomes failed; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = give_up.cancelled() => {
+                        tracing::error!(batch = batch.len(), "gave up writing outcomes at shutdown; the rescuer will retry these jobs");
+                        return;
+                    }
+                }
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// The completer loop. Ends after `stop` fires and everything queued was written.
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    mut rx: mpsc::Receiver<Completion>,
+    config: CompleterConfig,
+    stop: CancellationToken,
+    give_up: CancellationToken,
+) {
+    let mut batch = Vec::with_capacity(config.max_batch);
+    loop {
+        tokio::select! {
+            n = rx.recv_many(&mut batch, config.max_batch) => {
+                if n == 0 {
+                    break;
+                }
+                write(&shared, &batch, &give_up).await;
+                batch.clear();
+            }
+            _ = stop.cancelled() => {
+                // Every executor has finished: drain what is left.
+                while let Ok(completion) = rx.try_recv() {
+                    batch.push(completion);
+                    if batch.len() == config.max_batch {
+                        write(&shared, &batch, &give_up).await;
+                        batch.clear();
+                    }
+                }
+                if !batch.is_empty() {
+                    write(&shared, &batch, &give_up).await;
+                }
+                break;
+            }
+        }
+    }
+}

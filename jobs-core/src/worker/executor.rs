@@ -1,0 +1,272 @@
+//! Running one claimed job in its own task: decode, run under its timeout, catch panics,
+//! honour cancellation, and turn what happened into a [`Completion`].
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use serde_json::value::RawValue;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::panic_capture;
+use super::runtime::{QueueRuntime, Shared};
+use crate::context::{ContextParts, JobContext};
+use crate::db::execution::{ClaimedJob, Completion};
+use crate::outcome::{Failure, RunOutcome};
+use crate::state::JobState;
+
+/// Why a running job's token was cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum StopReason {
+    /// Not stopped.
+    None = 0,
+    /// Someone cancelled the job.
+    Cancelled = 1,
+    /// The worker is shutting down past its deadline.
+    Shutdown = 2,
+}
+
+/// The handle the worker keeps on each running job.
+#[derive(Debug, Clone)]
+pub(crate) struct RunningJob {
+    pub(crate) token: CancellationToken,
+    reason: Arc<AtomicU8>,
+}
+
+impl RunningJob {
+    fn new() -> RunningJob {
+        RunningJob {
+            token: CancellationToken::new(),
+            reason: Arc::new(AtomicU8::new(StopReason::None as u8)),
+        }
+    }
+
+    /// Stops the job for `reason` (the first reason wins).
+    pub(crate) fn stop(&self, reason: StopReason) {
+        let _ = self.reason.compare_exchange(
+            StopReason::None as u8,
+            reason as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        self.token.cancel();
+    }
+
+    fn reason(&self) -> StopReason {
+        match self.reason.load(Ordering::Acquire) {
+            1 => StopReason::Cancelled,
+            2 => StopReason::Shutdown,
+            _ => StopReason::None,
+        }
+    }
+}
+
+/// What ended the run, before it is turned into a state.
+enum Ended {
+    Ran(RunOutcome),
+    TimedOut(Duration),
+    Panicked(Failure),
+    Stopped(StopReason),
+    UnknownKind,
+}
+
+fn error_entry(shared: &Shared, job: &ClaimedJob, failure: &Failure) -> Option<String> {
+    let entry = serde_json::json!({
+        "attempt": job.attempt,
+        "at": shared.clock.now(),
+        "node": &*shared.node,
+        "error_type": failure.error_type,
+        "message": failure.message,
+        "backtrace": failure.backtrace,
+    });
+    Some(entry.to_string())
+}
+
+fn failure(error_type: &str, message: String) -> Failure {
+    Failure { message, error_type: error_type.to_owned(), backtrace: None }
+}
+
+/// Turns the end of a run into the row's next state.
+fn completion(shared: &Shared, queue: &QueueRuntime, job: &ClaimedJob, ended: Ended) -> Completion {
+    let mut c = Completion {
+        id: job.id,
+        attempt: job.attempt,
+        state: JobState::Completed,
+        result: None,
+        error: None,
+        delay_ms: None,
+        give_back_attempt: false,
+        delete: false,
+    };
+    let failed = |c: &mut Completion, f: Failure| {
+        c.error = error_entry(shared, job, &f);
+        if job.attempt >= job.max_attempts {
+            c.state = JobState::Discarded;
+        } else {
+            c.state = JobState::Retryable;
+            let backoff = shared.registry.get(&job.kind).map(|d| (d.options)().backoff).unwrap_or_default();
+            c.delay_ms = Some(i64::try_from(backoff.delay(job.attempt).as_millis()).unwrap_or(i64::MAX));
+        }
+    };
+    match ended {
+        Ended::Ran(RunOutcome::Completed(result)) => {
+            c.result = result;
+            c.delete = queue.config.delete_on_completion;
+        }
+        Ended::Ran(RunOutcome::Failed(f)) | Ended::Panicked(f) => failed(&mut c, f),
+        Ended::TimedOut(limit) => {
+            failed(&mut c, failure("timeout", format!("the attempt exceeded its {limit:?} timeout")))
+        }
+        Ended::UnknownKind => failed(
+            &mut c,
+            failure(
+                "unknown_kind",
+                format!("no job of kind `{}` is registered on node {}", job.kind, shared.node),
+            ),
+        ),
+        Ended::Ran(RunOutcome::Snoozed(delay)) => {
+            c.state = JobState::Scheduled;
+            c.delay_ms = Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
+            c.give_back_attempt = true;
+        }
+        Ended::Ran(RunOutcome::Cancelled(reason)) => {
+            c.state = JobState::Cancelled;
+            c.error = error_entry(shared, job, &failure("cancelled", reason));
+        }
+        Ended::Ran(RunOutcome::Discarded(f)) => {
+            c.state = JobState::Discarded;
+            c.error = error_entry(shared, job, &f);
+        }
+        Ended::Stopped(StopReason::Cancelled) | Ended::Stopped(StopReason::None) => {
+            c.state = JobState::Cancelled;
+            c.error = error_entry(shared, job, &failure("cancelled", "cancelled while running".into()));
+        }
+        Ended::Stopped(StopReason::Shutdown) => {
+            // Handed back without using up the attempt; the scheduler makes it available.
+            c.state = JobState::Retryable;
+            c.delay_ms = Some(0);
+            c.give_back_attempt = true;
+            c.error = error_entry(
+                shared,
+                job,
+                &failure("shutdown", format!("node {} shut down before the job finished", shared.node)),
+            );
+        }
+    }
+    c
+}
+
+/// Spawns the task that runs `job`, holding `permit` (its concurrency slot) until the
+/// outcome is handed to the completer.
+pub(crate) fn spawn(
+    shared: Arc<Shared>,
+    queue: Arc<QueueRuntime>,
+    job: ClaimedJob,
+    permit: OwnedSemaphorePermit,
+) {
+    let running = RunningJob::new();
+    shared.running.lock().unwrap_or_else(|e| e.into_inner()).insert(job.id, running.clone());
+    let span = tracing::info_span!("job", job.id = job.id, job.kind = %job.kind, job.attempt = job.attempt, job.queue = %job.queue);
+    let tracker = shared.tracker.clone();
+    tracker.spawn(
+        async move {
+            let latency = (job.attempted_at - job.scheduled_at).to_std().unwrap_or_default();
+            metrics::histogram!("jobs_queue_latency_seconds", "queue" => queue.label).record(latency.as_secs_f64());
+            let started = Instant::now();
+            let ended = run(&shared, &queue, &job, &running).await;
+            let kind_label: &'static str = shared.registry.get(&job.kind).map_or("unknown", |d| d.kind);
+            metrics::histogram!("jobs_duration_seconds", "queue" => queue.label, "kind" => kind_label)
+                .record(started.elapsed().as_secs_f64());
+            let completion = completion(&shared, &queue, &job, ended);
+            let counter = match completion.state {
+                JobState::Completed => "jobs_completed_total",
+                JobState::Discarded => "jobs_discarded_total",
+                JobState::Cancelled => "jobs_cancelled_total",
+                JobState::Scheduled => "jobs_snoozed_total",
+                _ => "jobs_failed_total",
+            };
+            metrics::counter!(counter, "queue" => queue.label, "kind" => kind_label).increment(1);
+            match completion.state {
+                JobState::Completed => tracing::debug!("completed"),
+                JobState::Retryable | JobState::Discarded => {
+                    tracing::warn!(error = completion.error.as_deref().unwrap_or(""), state = %completion.state, "attempt failed")
+                }
+                state => tracing::info!(%state, "ended"),
+            }
+            shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&job.id);
+            shared.completions.submit(completion).await;
+            drop(permit);
+            queue.slot_freed.notify_one();
+        }
+        .instrument(span),
+    );
+}
+
+async fn run(shared: &Shared, queue: &QueueRuntime, job: &ClaimedJob, running: &RunningJob) -> Ended {
+    let Some(descriptor) = shared.registry.get(&job.kind) else {
+        return Ended::UnknownKind;
+    };
+    let meta = RawValue::from_string(job.meta.clone()).unwrap_or_default();
+    let ctx = JobContext::new(ContextParts {
+        id: job.id,
+        kind: descriptor.kind,
+        queue: queue.name.clone(),
+        attempt: job.attempt,
+        max_attempts: job.max_attempts,
+        priority: job.priority,
+        meta,
+        tags: job.tags.clone(),
+        node: shared.node.clone(),
+        created_at: job.created_at,
+        cancel: running.token.clone(),
+        pool: Some(shared.pool.clone()),
+    });
+    let args = match serde_json::from_str::<&RawValue>(&job.args) {
+        Ok(args) => args,
+        Err(e) => {
+            return Ended::Ran(RunOutcome::Discarded(failure(
+                "invalid_args",
+                format!("the stored arguments are not valid JSON: {e}"),
+            )));
+        }
+    };
+    // The descriptor decodes the arguments before it returns the future; a panic there is
+    // caught like one in the handler.
+    let future = match std::panic::catch_unwind(AssertUnwindSafe(|| (descriptor.run)(ctx, args))) {
+        Ok(future) => future,
+        Err(payload) => return Ended::Panicked(panic_failure(payload.as_ref())),
+    };
+    let guarded = AssertUnwindSafe(future).catch_unwind();
+    let timeout = job.timeout_ms.and_then(|ms| u64::try_from(ms).ok()).map(Duration::from_millis);
+    let outcome = async {
+        match timeout {
+            Some(limit) => tokio::time::timeout(limit, guarded).await.ok(),
+            None => Some(guarded.await),
+        }
+    };
+    tokio::select! {
+        biased;
+        _ = running.token.cancelled() => Ended::Stopped(running.reason()),
+        result = outcome => match result {
+            Some(Ok(outcome)) => Ended::Ran(outcome),
+            Some(Err(payload)) => Ended::Panicked(panic_failure(payload.as_ref())),
+            None => {
+                running.token.cancel();
+                Ended::TimedOut(timeout.unwrap_or_default())
+            }
+        },
+    }
+}
+
+fn panic_failure(payload: &(dyn std::any::Any + Send)) -> Failure {
+    Failure {
+        message: format!("panicked: {}", panic_capture::message(payload)),
+        error_type: "panic".into(),
+        backtrace: panic_capture::take_backtrace(),
+    }
+}

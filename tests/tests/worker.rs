@@ -1,0 +1,532 @@
+//! The worker runtime against a real Postgres: claims, outcomes, retries, timeouts,
+//! panics, cancellation, pause, shutdown, rescue, pruning, and exactly-once execution.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use diesel::prelude::*;
+use diesel::sql_types::BigInt;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use jobs_core::db::execution::{Completion, complete_many, fetch_available};
+use jobs_core::db::jobs::JobRow;
+use jobs_core::maintenance::{
+    Pruner, PrunerConfig, Rescuer, RescuerConfig, Scheduler, SchedulerConfig, ServiceContext,
+};
+use jobs_core::schema::jobs;
+use jobs_core::testing::TestDatabase;
+use jobs_core::{
+    Clock, JobContext, JobState, ManualClock, Outcome, Pool, QueueConfig, Registry, Worker, WorkerBuilder,
+    enqueue_many, job,
+};
+use jobs_tests::wait_for;
+use serde::{Deserialize, Serialize};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Record {
+    n: i64,
+}
+
+#[job(kind = "test.record", queue = "work")]
+async fn record(ctx: JobContext, args: Record) -> Result<i64, jobs_core::Error> {
+    let mut conn = ctx.conn().await?;
+    diesel::sql_query("INSERT INTO runs (job_id, n, node) VALUES ($1, $2, $3)")
+        .bind::<BigInt, _>(ctx.id())
+        .bind::<BigInt, _>(args.n)
+        .bind::<diesel::sql_types::Text, _>(ctx.node())
+        .execute(&mut conn)
+        .await
+        .map_err(jobs_core::Error::Database)?;
+    Ok(args.n)
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum Behaviour {
+    Fail,
+    Panic,
+    Hang,
+    Snooze,
+    Cancel,
+    Discard,
+    Succeed,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("card declined")]
+struct Declined;
+
+#[job(kind = "test.behave", queue = "work", max_attempts = 3, timeout = "300ms",
+      backoff = exponential(base = "10s", max = "1h"))]
+async fn behave(ctx: JobContext, args: Behaviour) -> Result<Outcome<&'static str>, Declined> {
+    match args {
+        Behaviour::Fail => Err(Declined),
+        Behaviour::Panic => panic!("boom at attempt {}", ctx.attempt()),
+        Behaviour::Hang => {
+            std::future::pending::<()>().await;
+            Ok(Outcome::Complete("unreachable"))
+        }
+        Behaviour::Snooze => Ok(Outcome::snooze(Duration::from_secs(3600))),
+        Behaviour::Cancel => Ok(Outcome::cancel("customer left")),
+        Behaviour::Discard => Ok(Outcome::discard("bad address")),
+        Behaviour::Succeed => Ok(Outcome::Complete("done")),
+    }
+}
+
+/// Waits until cancelled, then reports it; never times out by itself.
+#[job(kind = "test.wait", queue = "work")]
+async fn wait_until_cancelled(ctx: JobContext) -> Result<(), std::io::Error> {
+    ctx.cancelled().await;
+    Ok(())
+}
+
+async fn setup(db: &TestDatabase) -> (Pool, AsyncPgConnection) {
+    let mut conn = db.connect().await.expect("connect");
+    diesel::sql_query("CREATE TABLE runs (job_id bigint NOT NULL, n bigint NOT NULL, node text NOT NULL)")
+        .execute(&mut conn)
+        .await
+        .expect("runs table");
+    (db.pool(12).expect("pool"), conn)
+}
+
+fn worker(pool: &Pool) -> WorkerBuilder {
+    Worker::builder(pool.clone())
+        .queue("work", 10)
+        .registry(Registry::from_inventory().expect("registry"))
+        .poll_interval(Duration::from_millis(200))
+        .heartbeat_interval(Duration::from_millis(500))
+}
+
+async fn job_row(conn: &mut AsyncPgConnection, id: i64) -> JobRow {
+    jobs_core::db::jobs::get(conn, id).await.expect("get").expect("job exists")
+}
+
+async fn wait_state(conn: &mut AsyncPgConnection, id: i64, state: JobState) -> JobRow {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(2);
+    loop {
+        let row = job_row(conn, id).await;
+        if row.state == state {
+            return row;
+        }
+        assert!(start.elapsed() < DEADLINE, "job {id} did not become {state} within {DEADLINE:?}: {row:?}");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+async fn count(conn: &mut AsyncPgConnection, sql: &str) -> i64 {
+    diesel::sql_query(sql).get_result::<Count>(conn).await.expect("count").n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_jobs_on_three_workers_each_run_exactly_once() {
+    let db = TestDatabase::new().await.expect("test database");
+    let (_, mut conn) = setup(&db).await;
+    let mut handles = Vec::new();
+    for i in 0..3 {
+        let pool = db.pool(12).expect("pool");
+        let w = Worker::builder(pool)
+            .queue("work", 50)
+            .node_name(format!("node-{i}"))
+            .registry(Registry::from_inventory().expect("registry"))
+            .build()
+            .expect("build");
+        handles.push(w.start().await.expect("start"));
+    }
+    let pool = db.pool(2).expect("pool");
+    let requests: Vec<_> = (0..10_000).map(|n| record::build(Record { n })).collect();
+    enqueue_many(&pool, requests).await.expect("enqueue");
+
+    wait_for("all 10,000 jobs to complete", Duration::from_secs(180), || async {
+        let mut c = pool.get().await.ok()?;
+        let done = count(&mut c, "SELECT count(*) AS n FROM jobs WHERE state = 'completed'").await;
+        (done == 10_000).then_some(())
+    })
+    .await;
+    for handle in handles {
+        handle.shutdown().await.expect("shutdown");
+    }
+    assert_eq!(count(&mut conn, "SELECT count(*) AS n FROM runs").await, 10_000);
+    assert_eq!(
+        count(&mut conn, "SELECT count(DISTINCT job_id) AS n FROM runs").await,
+        10_000,
+        "no job ran twice"
+    );
+    assert_eq!(count(&mut conn, "SELECT count(DISTINCT n) AS n FROM runs").await, 10_000);
+    assert_eq!(count(&mut conn, "SELECT count(*) AS n FROM jobs WHERE attempt <> 1").await, 0);
+    let nodes = count(&mut conn, "SELECT count(DISTINCT node) AS n FROM runs").await;
+    println!("10,000 jobs ran exactly once, spread over {nodes} nodes");
+    assert_eq!(count(&mut conn, "SELECT count(*) AS n FROM job_nodes").await, 0, "nodes unregistered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_retry_on_the_backoff_policy_then_discard() {
+    let db = TestDatabase::new().await.expect("test database");
+    let (pool, mut conn) = setup(&db).await;
+    let clock = ManualClock::new(Utc::now());
+    let handle = worker(&pool).clock(Arc::new(clock.clone())).without_maintenance().build().expect("build");
+    let handle = handle.start().await.expect("start");
+    let ctx = ServiceContext::new(pool.clone(), "test-scheduler").with_clock(Arc::new(clock.clone()));
+    let id = behave::enqueue(&pool, Behaviour::Fail).await.expect("enqueue").id;
+
+    // Attempt 1 fails: retry after 10 s (+ up to 10 % jitter) on the job's clock.
+    let row = wait_state(&mut conn, id, JobState::Retryable).await;
+    assert_eq!(row.attempt, 1);
+    let delay = (row.scheduled_at - clock.now()).to_std().expect("in the future");
+    assert!(
+        delay >= Duration::from_secs(10) && delay <= Duration::from_secs(11),
+        "attempt 1 delay {delay:?}"
+    );
+    assert_eq!(row.errors[0]["message"], "card declined");
+    assert_eq!(row.errors[0]["attempt"], 1);
+    assert_eq!(row.errors[0]["node"], handle.node());
+    assert!(row.errors[0]["error_type"].as_str().is_some_and(|t| t.ends_with("Declined")));
+
+    // Not due yet: the scheduler leaves it.
+    assert_eq!(Scheduler::default().run_once(&ctx).await.expect("schedule"), 0);
+    clock.advance(Duration::from_secs(12));
+    assert_eq!(Scheduler::default().run_once(&ctx).await.expect("schedule"), 1);
+
+    // Attempt 2 fails: 20 s.
+    let row = wait_for("attempt 2 to fail", DEADLINE, || async {
+        let mut c = pool.get().await.ok()?;
+        let row = job_row(&mut c, id).await;
+        (row.state == JobState::Retryable && row.attempt == 2).then_some(row)
+    })
+    .await;
+    let delay = (row.scheduled_at - clock.now()).to_std().expect("in the future");
+    assert!(
+        delay >= Duration::from_secs(20) && delay <= Duration::from_secs(22),
+        "attempt 2 delay {delay:?}"
+    );
+
+    // Attempt 3 of 3 fails: discarded, with three errors recorded.
+    clock.advance(Duration::from_secs(23));
+    assert_eq!(Scheduler::default().run_once(&ctx).await.expect("schedule"), 1);
+    let row = wait_state(&mut conn, id, JobState::Discarded).await;
+    assert_eq!(row.attempt, 3);
+    assert_eq!(row.errors.as_array().map(Vec::len), Some(3));
+    assert!(row.finalized_at.is_some());
+    handle.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn panics_timeouts_and_explicit_outcomes_are_recorded() {
+    let db = TestDatabase::new().await.expect("test database");
+    let (pool, mut conn) = setup(&db).await;
+    let handle = worker(&pool).without_maintenance().build().expect("build").start().await.expect("start");
+    let ids: Vec<i64> = enqueue_many(
+        &pool,
+        [
+            Behaviour::Panic,
+            Behaviour::Hang,
+            Behaviour::Snooze,
+            Behaviour::Cancel,
+            Behaviour::Discard,
+            Behaviour::Succeed,
+        ]
+        .map(behave::build),
+    )
+    .await
+    .expect("enqueue")
+    .iter()
+    .map(|e| e.id)
+    .collect();
+
+    let panicked = wait_state(&mut conn, ids[0], JobState::Retryable).await;
+    let error = &panicked.errors[0];
+    assert_eq!(error["error_type"], "panic");
+    assert_eq!(error["message"], "panicked: boom at attempt 1");
+    assert!(error["backtrace"].as_str().is_some_and(|b| !b.is_empty()), "backtrace recorded: {error}");
+
+    let started = Instant::now();
+    let timed_out = wait_state(&mut conn, ids[1], JobState::Retryable).await;
+    assert_eq!(timed_out.errors[0]["error_type"], "timeout");
+    assert!(timed_out.errors[0]["message"].as_str().is_some_and(|m| m.contains("300ms")));
+    assert!(started.elapsed() < Duration::from_secs(30));
+
+    let snoozed = wait_state(&mut conn, ids[2], JobState::Scheduled).await;
+    assert_eq!(snoozed.attempt, 0, "a snooze gives the attempt back");
+    let delay = snoozed.scheduled_at - snoozed.attempted_at.expect("attempted");
+    assert!((delay.num_seconds() - 3600).abs() <= 1, "snoozed for an hour: {delay}");
+
+    let cancelled = wait_state(&mut conn, ids[3], JobState::Cancelled).await;
+    assert_eq!(cancelled.errors[0]["message"], "customer left");
+    assert!(cancelled.finalized_at.is_some());
+    let discarded = wait_state(&mut conn, ids[4], JobState::Discarded).await;
+    assert_eq!(discarded.errors[0]["message"], "bad address");
+    assert_eq!(discarded.attempt, 1, "discarded at once, attempts left unused");
+    let done = wait_state(&mut conn, ids[5], JobState::Completed).await;
+    assert_eq!(done.result, Some(serde_json::json!("done")));
+    assert!(done.errors.as_array().is_some_and(Vec::is_empty));
+
+    handle.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_completion_after_a_rescue_is_ignored() {
+    let db = TestDatabase::new().await.expect("test database");
+    let (pool, mut conn) = setup(&db).await;
+    let id = record::enqueue(&pool, Record { n: 1 }).await.expect("enqueue").id;
+
+    // A node claims the job and then goes silent (it never heartbeats).
+    let claimed = fetch_available(&mut conn, "work", 10, "ghost-node", None).await.expect("claim");
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].attempt, 1);
+    let ctx = ServiceContext::new(pool.clone(), "rescuer-node");
+    let rescued = Rescuer::new(RescuerConfig::default()).run_once(&ctx).await.expect("rescue");
+    assert_eq!(rescued, vec![id]);
+    let row = job_row(&mut conn, id).await;
+    assert_eq!(row.state, JobState::Retryable);
+    assert_eq!(row.errors[0]["error_type"], "rescued_node_lost");
+
+    // The ghost finishes late: its completion is fenced out.
+    let late = Completion {
+        id,
+        attempt: 1,
+        state: JobState::Completed,
+        result: Some("\"late\"".into()),
+        error: None,
+        delay_ms: None,
+        give_back_attempt: false,
+        delete: false,
+    };
+    assert!(complete_many(&mut conn, std::slice::from_ref(&late), None).await.expect("complete").is_empty());
+    assert_eq!(job_row(&mut conn, id).await.state, JobState::Retryable);
+
+    // Claimed again (attempt 2), the stale attempt-1 write still does nothing; the
+    // current claim's write applies.
+    Scheduler::default().run_once(&ctx).await.expect("schedule");
+    let again = fetch_available(&mut conn, "work", 10, "ghost-node", None).await.expect("claim");
+    assert_eq!(again[0].attempt, 2);
+    assert!(complete_many(&mut conn, std::slice::from_ref(&late), None).await.expect("complete").is_empty());
+    let current = Completion { attempt: 2, result: Some("\"on time\"".into()), ..late };
+    assert_eq!(complete_many(&mut conn, &[current], None).await.expect("complete"), vec![id]);
+    let row = job_row(&mut conn, id).await;
+    assert_eq!((row.state, row.result), (JobState::Completed, Some(serde_json::json!("on time"))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_nodes_jobs_are_rescued_and_run_elsewhere() {
+    let db = TestDatabase::new().await.expect("test database");
+    let (pool, mut conn) = setup(&db).await;
+    let doomed = worker(&pool).node_name("doomed").without_maintenance().build().expect("build");
+    let doomed = doomed.start().await.expect("start");
+    let id = wait_until_cancelled::enqueue(&pool, ()).await.expect("enqueue").id;
+    wait_state(&mut conn, id, JobState::Running).await;
+    doomed.kill();
+
+    // The doomed node's heartbeat row is still there; the rescuer waits for it to go
+    // stale (10 s by default): age it rather than wait.
+    diesel::sql_query(
+        "UPDATE job_nodes SET heartbeat_at = now() - interval '1 minute' WHERE name = 'doomed'",
+    )
+    .execute(&mut conn)
+    .await
+    .expect("age heartbeat");
+    // The survivor leads, so its own rescuer and scheduler bring the job back.
+    let survivor = worker(&pool)
+        .node_name("survivor")
+        .rescuer(RescuerConfig { interval: Duration::from_millis(100), ..RescuerConfig::default() })
+        .scheduler(SchedulerConfig { interval: Duration::from_millis(100), ..SchedulerConfig::default() })
+        .build()
+        .expect("build")
+        .start()
+        .await
+        .expect("start");
+    assert!(survivor.is_leader());
+    let row = wait_for("the survivor to pick the job up", DEADLINE, || async {
+        let mut c = pool.get().await.ok()?;
+        let row = job_row(&mut c, id).await;
+        (row.state == JobState::Running && row.attempt == 2).then_some(row)
+    })
+    .await;
+    assert_eq!(row.attempted_by, vec!["doomed".to_owned(), "survivor".to_owned()]);
+    assert_eq!(row.errors[0]["error_type"], "rescued_node_lost");
+
+    // Cancel it from another connection: the signal crosses nodes by NOTIFY.
+    assert_eq!(jobs_core::cancel_job(&mut conn, id).await.expect("cancel"), Some(JobState::Running));
+    let row = wait_state(&mut conn, id, JobState::Cancelled).await;
+    assert!(row.finalized_at.is_some());
+    survivor.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_queue_is_not_fetched_until_resumed() {
+    let db = TestDatabase::new().await.expect("test database");
+    let (pool, mut conn) = setup(&db).await;
+    jobs_core::set_queue_paused(&mut conn, "work", true).await.expect("pause");
+    let handle = worker(&pool)
+        .queue("other", 2)
+        .without_maintenance()
+        .build()
+        .expect("build")
+        .start()
+        .await
+        .expect("start");
+    let paused_id = record::enqueue(&pool, Record { n: 1 }).await.expect("enqueue").id;
+    let other_id = record::build(Record { n: 2 }).queue("other").enqueue(&pool).await.expect("enqueue").id;
+    // The worker is clearly running (it completed the other queue's later job)...
+    wait_state(&mut conn, other_id, JobState::Completed).await;
+    // ...and keeps polling the other queue, yet never once fetched the paused one.
+    let polled = handle.fetch_count("other");
+    wait_for("three more polls of the other queue", DEADLINE, || async {
+        (handle.fetch_count("other") >= polled + 3).then_some(())
+    })
+    .await;
+    assert_eq!(handle.fetch_count("work"), 0, "a paused queue is never fetched");
+    let row = job_row(&mut conn, paused_id).await;
+    assert_eq!((row.state, row.attempt), (JobState::Available, 0));
+
+    jobs_core::set_queue_paused(&mut conn, "work", false).await.expect("resume");
+    wait_state(&mut conn, paused_id, JobState::Completed).await;
+    assert!(handle.fetch_count("work") > 0);
+    handle.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_finishes_what_it_can_and_hands_back_the_rest() {
+    let db = TestDatabase::new().await.expect("test database");
+    let (pool, mut conn) = setup(&db).await;
+    let handle = worker(&pool)
+        .shutdown_timeout(Duration::from_millis(300))
+        .build()
+        .expect("build")
+        .start()
+        .await
+        .expect("start");
+    let ids: Vec<i64> = enqueue_many(&pool, (0..3).map(|_| wait_until_cancelled::build(())))
+        .await
+        .expect("enqueue")
+        .iter()
+        .map(|e| e.id)
+        .collect();
+    wait_for("three running jobs", DEADLINE, || async { (handle.running() == 3).then_some(()) }).await;
+    let report = handle.shutdown().await.expect("shutdown");
+    assert_eq!(report.handed_back, 3);
+    assert_eq!(count(&mut conn, "SELECT count(*) AS n FROM jobs WHERE state = 'running'").await, 0);
+    for id in ids {
+        let row = job_row(&mut conn, id).await;
+        assert_eq!(row.state, JobState::Retryable);
+        assert_eq!(row.attempt, 0, "handing back does not use up an attempt");
+        assert_eq!(row.errors[0]["error_type"], "shutdown");
+    }
+    assert_eq!(count(&mut conn, "SELECT count(*) AS n FROM job_nodes").await, 0);
+    assert_eq!(count(&mut conn, "SELECT count(*) AS n FROM job_leaders").await, 0, "lease released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_on_completion_leaves_no_row() {
+    let db = TestDatabase::new().await.expect("test database");
+    let (pool, mut conn) = setup(&db).await;
+    let handle = Worker::builder(pool.clone())
+        .queue_config(QueueConfig::new("work", 5).delete_on_completion())
+        .registry(Registry::from_inventory().expect("registry"))
+        .without_maintenance()
+        .build()
+        .expect("build")
+        .start()
+        .await
+        .expect("start");
+    let ok = behave::enqueue(&pool, Behaviour::Succeed).await.expect("enqueue").id;
+    let failing = behave::enqueue(&pool, Behaviour::Discard).await.expect("enqueue").id;
+    wait_state(&mut conn, failing, JobState::Discarded).await;
+    wait_for("the completed job to be deleted", DEADLINE, || async {
+        let mut c = pool.get().await.ok()?;
+        jobs_core::db::jobs::get(&mut c, ok).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    handle.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pruner_deletes_exactly_what_the_retention_says() {
+    let db = TestDatabase::new().await.expect("test database");
+    let (pool, mut conn) = setup(&db).await;
+    let now = Utc::now();
+    let ids: Vec<i64> = enqueue_many(&pool, (0..8).map(|n| record::build(Record { n })))
+        .await
+        .expect("enqueue")
+        .iter()
+        .map(|e| e.id)
+        .collect();
+    // (state, finalized hours ago)
+    let layout = [
+        (JobState::Completed, 25),
+        (JobState::Completed, 23),
+        (JobState::Completed, 48),
+        (JobState::Discarded, 25),
+        (JobState::Discarded, 200),
+        (JobState::Cancelled, 1),
+        (JobState::Cancelled, 30),
+        (JobState::Available, 0),
+    ];
+    for (id, (state, hours)) in ids.iter().zip(layout) {
+        if state.is_final() {
+            diesel::update(jobs::table.find(id))
+                .set((jobs::state.eq(state), jobs::finalized_at.eq(now - chrono::Duration::hours(hours))))
+                .execute(&mut conn)
+                .await
+                .expect("age job");
+        }
+    }
+    let clock = ManualClock::new(now);
+    let ctx = ServiceContext::new(pool.clone(), "pruner").with_clock(Arc::new(clock));
+    let pruner = Pruner::new(PrunerConfig {
+        completed: Some(Duration::from_secs(24 * 3600)),
+        discarded: Some(Duration::from_secs(7 * 24 * 3600)),
+        cancelled: None,
+        batch: 1,
+        ..PrunerConfig::default()
+    });
+    assert_eq!(pruner.run_once(&ctx).await.expect("prune"), 3);
+    let left: Vec<i64> = jobs::table.select(jobs::id).order(jobs::id).load(&mut conn).await.expect("ids");
+    assert_eq!(left, vec![ids[1], ids[3], ids[5], ids[6], ids[7]]);
+    assert_eq!(pruner.run_once(&ctx).await.expect("prune"), 0, "nothing more to do");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_notification_wake_up_beats_polling() {
+    let db = TestDatabase::new().await.expect("test database");
+    let (pool, mut conn) = setup(&db).await;
+    async fn median_latency(pool: &Pool, conn: &mut AsyncPgConnection, listen: bool) -> Duration {
+        let handle = Worker::builder(pool.clone())
+            .queue("work", 4)
+            .registry(Registry::from_inventory().expect("registry"))
+            .poll_interval(Duration::from_millis(500))
+            .listen(listen)
+            .without_maintenance()
+            .build()
+            .expect("build")
+            .start()
+            .await
+            .expect("start");
+        if listen {
+            wait_for("the LISTEN connection", DEADLINE, || async { handle.is_listening().then_some(()) })
+                .await;
+        }
+        let mut samples = Vec::new();
+        for n in 0..7 {
+            let start = Instant::now();
+            let id = record::enqueue(pool, Record { n }).await.expect("enqueue").id;
+            wait_state(conn, id, JobState::Completed).await;
+            samples.push(start.elapsed());
+        }
+        handle.shutdown().await.expect("shutdown");
+        samples.sort();
+        samples[samples.len() / 2]
+    }
+    let notified = median_latency(&pool, &mut conn, true).await;
+    let polled = median_latency(&pool, &mut conn, false).await;
+    println!("enqueue-to-completed median: {notified:?} with LISTEN/NOTIFY, {polled:?} polling every 500 ms");
+    assert!(notified < polled, "notification ({notified:?}) should beat polling ({polled:?})");
+    assert!(notified < Duration::from_millis(250), "a notified worker starts at once: {notified:?}");
+}
