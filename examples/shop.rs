@@ -1,10 +1,15 @@
-//! The demo: migrates, enqueues a few jobs and shows them.
+//! The demo: a shop that enqueues jobs in its transactions and runs a worker in-process.
 //!
-//! Run with `cargo run -p jobs-examples --bin shop`. Without `DATABASE_URL` it starts a
-//! throwaway Postgres and removes it on exit.
+//! `cargo run -p jobs-examples --bin shop`. Without `DATABASE_URL` it starts a throwaway
+//! Postgres and removes it on exit. Stop it with Ctrl-C.
 
-use jobs_core::db::jobs::NewJob;
+use std::time::Duration;
+
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use jobs_core::testing::PgCluster;
+use jobs_core::{JobState, Worker};
+use jobs_examples::{Charge, Welcome, charge_order, sales_report, send_welcome};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -20,23 +25,73 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             (Some(cluster), url)
         }
     };
-    let applied = jobs_core::migrate(jobs_core::db::connect(&url).await?).await?;
-    println!("migrations applied: {applied:?}");
+    jobs_core::migrate(jobs_core::db::connect(&url).await?).await?;
+    let pool = jobs_core::db::pool(&url, 16)?;
+
+    let worker = Worker::builder(pool.clone())
+        .queue("mailers", 10)
+        .queue("billing", 5)
+        .queue("reports", 1)
+        .build()?
+        .start()
+        .await?;
+    println!("worker {} started", worker.node());
+
+    // Sign-ups: the user row and the welcome mail commit together.
     let mut conn = jobs_core::db::connect(&url).await?;
-    let job = NewJob {
-        kind: "demo".into(),
-        queue: "default".into(),
-        args: "{\"hello\":\"world\"}".into(),
-        meta: "{}".into(),
-        tags: vec![],
-        priority: 0,
-        max_attempts: 3,
-        timeout_ms: None,
-        run_at: None,
-        delay_ms: None,
-        unique: None,
-    };
-    let inserted = jobs_core::db::jobs::insert_many(&mut conn, &[job], None).await?;
-    println!("enqueued job {}", inserted[0].id);
+    diesel::sql_query("CREATE TABLE IF NOT EXISTS users (id bigint PRIMARY KEY, email text NOT NULL)")
+        .execute(&mut conn)
+        .await?;
+    for user_id in 1..=20_i64 {
+        let email = if user_id % 10 == 0 {
+            format!("user{user_id}@bounce.example")
+        } else {
+            format!("user{user_id}@example.com")
+        };
+        conn.transaction(async |tx| {
+            diesel::sql_query("INSERT INTO users VALUES ($1, $2) ON CONFLICT DO NOTHING")
+                .bind::<diesel::sql_types::BigInt, _>(user_id)
+                .bind::<diesel::sql_types::Text, _>(&email)
+                .execute(tx)
+                .await?;
+            send_welcome::enqueue(&mut *tx, Welcome { user_id, email: email.clone() }).await?;
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    // Order 1 is submitted twice (a double click): `unique(fields(order_id))` keeps one job.
+    let orders = [(1, 1999), (1, 1999), (2, 0), (3, -500), (7, 4200), (8, 1250)];
+    let charges = jobs_core::enqueue_many(
+        &pool,
+        orders.map(|(order_id, cents)| charge_order::build(Charge { order_id, cents })),
+    )
+    .await?;
+    println!(
+        "order 1 twice: jobs {} and {} (second already queued: {})",
+        charges[0].id, charges[1].id, charges[1].existing
+    );
+    sales_report::build(()).meta("warehouse_busy", true).enqueue(&pool).await?;
+
+    println!("jobs enqueued; press Ctrl-C to stop");
+    let mut ticker = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            _ = ticker.tick() => {
+                use jobs_core::schema::jobs::dsl::*;
+                let counts: Vec<(JobState, i64)> = jobs
+                    .group_by(state)
+                    .select((state, diesel::dsl::count_star()))
+                    .order(state)
+                    .load(&mut conn)
+                    .await?;
+                let line: Vec<String> = counts.iter().map(|(s, n)| format!("{s}: {n}")).collect();
+                println!("{}", line.join(", "));
+            }
+        }
+    }
+    let report = worker.shutdown().await?;
+    println!("worker stopped ({} jobs handed back)", report.handed_back);
     Ok(())
 }

@@ -530,3 +530,28 @@ async fn the_notification_wake_up_beats_polling() {
     assert!(notified < polled, "notification ({notified:?}) should beat polling ({polled:?})");
     assert!(notified < Duration::from_millis(250), "a notified worker starts at once: {notified:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leader_at_a_time_and_another_takes_over_when_the_lease_expires() {
+    use jobs_core::maintenance::{LeaderConfig, LeaderElector};
+    let db = TestDatabase::new().await.expect("test database");
+    let pool = db.pool(4).expect("pool");
+    let clock = ManualClock::new(Utc::now());
+    let a = ServiceContext::new(pool.clone(), "node-a").with_clock(Arc::new(clock.clone()));
+    let b = ServiceContext::new(pool.clone(), "node-b").with_clock(Arc::new(clock.clone()));
+    let elector =
+        LeaderElector::new(LeaderConfig { ttl: Duration::from_secs(15), ..LeaderConfig::default() });
+
+    assert!(elector.run_once(&a).await.expect("a"));
+    assert!(!elector.run_once(&b).await.expect("b"), "the lease is held");
+    clock.advance(Duration::from_secs(10));
+    assert!(elector.run_once(&a).await.expect("a renews"));
+    clock.advance(Duration::from_secs(10));
+    assert!(!elector.run_once(&b).await.expect("b"), "renewed 10 s ago for 15 s");
+    // a stops renewing (it died): once the lease runs out, b takes over.
+    clock.advance(Duration::from_secs(6));
+    assert!(elector.run_once(&b).await.expect("b takes over"));
+    assert!(b.is_leader());
+    assert!(!elector.run_once(&a).await.expect("a"), "a learns it lost the lease");
+    assert!(!a.is_leader());
+}
