@@ -15,19 +15,20 @@ use crate::schema::sql_types::JobState as JobStateSql;
 /// Where a job is in its life. Each variant names the component that moves a job into it.
 ///
 /// ```text
-///            insert (run_at in the future)        snooze / shutdown
+///            insert (run_at in the future)             snooze
 ///   enqueue ───────────────► scheduled ◄─────────────────────┐
 ///      │                        │ scheduler (due)            │
 ///      │ insert (due now)       ▼                            │
 ///      └───────────────────► available ──claim──► running ───┼──► completed
 ///                               ▲                   │  │     ├──► cancelled
 ///                               │ scheduler (due)   │  │     └──► discarded
-///                           retryable ◄─── error ───┘  │
-///                               ▲ rescuer (node dead,  │
+///                           retryable ◄─── error, ──┘  │
+///                               ▲        shutdown      │
+///                               │ rescuer (node dead,  │
 ///                               └─ timed out) ─────────┘
 /// ```
 ///
-/// People (the dashboard, [`Client`](crate::Client)) can also retry a job that is not
+/// People (the dashboard, [`cancel_job`](crate::cancel_job), [`retry_job`](crate::retry_job)) can also retry a job that is not
 /// running (→ `available`), cancel one that is not finished (→ `cancelled`), and delete
 /// one.
 #[derive(
@@ -39,14 +40,15 @@ pub enum JobState {
     /// Ready to run now. Set by enqueue (no future `run_at`), by the scheduler when a
     /// `scheduled` or `retryable` job falls due, and by a manual retry.
     Available,
-    /// Waiting for its `scheduled_at`. Set by enqueue with a future `run_at`, by a handler
-    /// that snoozes, and by graceful shutdown when it hands back an unfinished job.
+    /// Waiting for its `scheduled_at`. Set by enqueue with a future `run_at`, and by the
+    /// completer for a handler that snoozes (the attempt is given back).
     Scheduled,
     /// Claimed by a worker, which increments `attempt` and appends itself to
-    /// `attempted_by`. Set only by the worker's fetch (`db::jobs::fetch_available`).
+    /// `attempted_by`. Set only by the worker's claim (`db::execution::fetch_available`).
     Running,
     /// Failed an attempt and will run again after its backoff. Set by the worker's
-    /// completer when a handler errs, panics or times out with attempts left, and by the
+    /// completer when a handler errs, panics or times out with attempts left, by graceful
+    /// shutdown when it hands back an unfinished job (attempt given back), and by the
     /// rescuer for jobs whose node died or that ran past their timeout.
     Retryable,
     /// Finished successfully; `result` holds the handler's output. Set by the completer.
@@ -56,7 +58,7 @@ pub enum JobState {
     /// that asked to discard. Set by the completer and the rescuer.
     Discarded,
     /// Stopped on purpose: by a handler returning `Outcome::Cancel`, or by a person or
-    /// program cancelling it (`Client::cancel`, the dashboard). Set by the completer or by
+    /// program cancelling it ([`cancel_job`](crate::cancel_job), the dashboard). Set by the completer or by
     /// the cancel query itself.
     Cancelled,
 }
