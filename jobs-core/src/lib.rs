@@ -57,6 +57,7 @@ extern crate self as jobs_core;
 mod backoff;
 pub mod clock;
 mod context;
+pub mod cron;
 pub mod db;
 mod enqueue;
 mod error;

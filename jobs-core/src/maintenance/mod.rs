@@ -1,10 +1,11 @@
 //! The leader's background services: the [`LeaderElector`], the [`Scheduler`], the
-//! [`Rescuer`] and the [`Pruner`].
+//! [`Rescuer`], the [`Pruner`] and the [`CronEnqueuer`].
 //!
 //! Every service has the same shape: a `*Config` with defaults, a `run_once()` that does
 //! one pass (tests call it directly), and a `run()` loop that calls it every interval —
 //! only while this node holds the leader lease, for all but the elector.
 
+mod cron_enqueuer;
 mod leader;
 mod pruner;
 mod rescuer;
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+pub use cron_enqueuer::{CronConfig, CronEnqueuer, Fired};
 pub use leader::{LeaderConfig, LeaderElector};
 pub use pruner::{Pruner, PrunerConfig};
 pub use rescuer::{Rescuer, RescuerConfig};

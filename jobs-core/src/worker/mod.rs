@@ -35,12 +35,13 @@ use self::completer::CompleterConfig;
 use self::executor::StopReason;
 use self::runtime::{QueueRuntime, RuntimeConfig, Shared};
 use crate::clock::{Clock, SystemClock};
+use crate::cron::Periodic;
 use crate::db::{self, Pool};
 use crate::enqueue::validate_queue;
 use crate::error::{Error, Result};
 use crate::maintenance::{
-    LeaderConfig, LeaderElector, Pruner, PrunerConfig, Rescuer, RescuerConfig, Scheduler, SchedulerConfig,
-    ServiceContext,
+    CronConfig, CronEnqueuer, LeaderConfig, LeaderElector, Pruner, PrunerConfig, Rescuer, RescuerConfig,
+    Scheduler, SchedulerConfig, ServiceContext,
 };
 use crate::registry::Registry;
 
@@ -62,6 +63,8 @@ pub struct WorkerBuilder {
     scheduler: SchedulerConfig,
     rescuer: RescuerConfig,
     pruner: PrunerConfig,
+    cron: CronConfig,
+    schedules: Vec<Periodic>,
 }
 
 fn default_node_name() -> String {
@@ -168,7 +171,20 @@ impl WorkerBuilder {
         self
     }
 
-    /// Checks the configuration and builds the worker.
+    /// Cron enqueuer settings.
+    pub fn cron(mut self, config: CronConfig) -> Self {
+        self.cron = config;
+        self
+    }
+
+    /// Adds a periodic job (besides those declared with `#[job(cron = ...)]`).
+    pub fn schedule(mut self, schedule: Periodic) -> Self {
+        self.schedules.push(schedule);
+        self
+    }
+
+    /// Checks the configuration and builds the worker. Fails on an invalid cron
+    /// schedule, naming it.
     pub fn build(self) -> Result<Worker> {
         if self.queues.is_empty() {
             return Err(Error::InvalidOption {
@@ -198,6 +214,11 @@ impl WorkerBuilder {
             Some(r) => r,
             None => Registry::from_inventory()?,
         };
+        let mut schedules: Vec<Periodic> =
+            registry.descriptors().filter_map(Periodic::from_descriptor).collect();
+        schedules.sort_by(|a, b| a.name().cmp(b.name()));
+        schedules.extend(self.schedules);
+        let cron = CronEnqueuer::new(self.cron, &schedules)?;
         let node: Arc<str> = Arc::from(self.node.unwrap_or_else(default_node_name));
         let (sender, receiver) = completer::channel(CompleterConfig::default());
         let queues = self
@@ -239,7 +260,13 @@ impl WorkerBuilder {
             shared,
             receiver,
             shutdown_timeout: self.shutdown_timeout,
-            maintenance: self.maintenance.then_some((self.leader, self.scheduler, self.rescuer, self.pruner)),
+            maintenance: self.maintenance.then_some((
+                self.leader,
+                self.scheduler,
+                self.rescuer,
+                self.pruner,
+                cron,
+            )),
             listen: self.listen,
         })
     }
@@ -250,7 +277,7 @@ pub struct Worker {
     shared: Arc<Shared>,
     receiver: tokio::sync::mpsc::Receiver<crate::db::execution::Completion>,
     shutdown_timeout: Duration,
-    maintenance: Option<(LeaderConfig, SchedulerConfig, RescuerConfig, PrunerConfig)>,
+    maintenance: Option<(LeaderConfig, SchedulerConfig, RescuerConfig, PrunerConfig, CronEnqueuer)>,
     listen: bool,
 }
 
@@ -282,6 +309,8 @@ impl Worker {
             scheduler: SchedulerConfig::default(),
             rescuer: RescuerConfig::default(),
             pruner: PrunerConfig::default(),
+            cron: CronConfig::default(),
+            schedules: Vec::new(),
         }
     }
 
@@ -329,7 +358,7 @@ impl Worker {
         }
         let service_ctx =
             ServiceContext::new(shared.pool.clone(), shared.node.clone()).with_clock(shared.clock.clone());
-        if let Some((leader, scheduler, rescuer, pruner)) = self.maintenance {
+        if let Some((leader, scheduler, rescuer, pruner, cron)) = self.maintenance {
             let elector = LeaderElector::new(leader);
             // Try once now so a single node starts its services without waiting a tick.
             if let Err(e) = elector.run_once(&service_ctx).await {
@@ -342,6 +371,9 @@ impl Worker {
             services
                 .push(tokio::spawn(Rescuer::new(rescuer).run(service_ctx.clone(), stop_services.clone())));
             services.push(tokio::spawn(Pruner::new(pruner).run(service_ctx.clone(), stop_services.clone())));
+            if !cron.is_empty() {
+                services.push(tokio::spawn(cron.run(service_ctx.clone(), stop_services.clone())));
+            }
         }
         tracing::info!(node = %shared.node, queues = ?shared.queues.keys().collect::<Vec<_>>(), "worker started");
         Ok(WorkerHandle {

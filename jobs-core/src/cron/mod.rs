@@ -1,0 +1,161 @@
+//! Cron schedules: periodic jobs declared in code (`#[job(cron = "...")]` or
+//! [`Periodic`]), fired once per slot by the leader's
+//! [`CronEnqueuer`](crate::maintenance::CronEnqueuer).
+
+mod slots;
+
+use chrono::{DateTime, Utc};
+use diesel::pg::Pg;
+use diesel_async::AsyncConnectionCore;
+
+pub use slots::{CronExpr, normalize};
+
+use crate::db;
+use crate::db::jobs::NewJob;
+use crate::db::schedules::{ScheduleDef, ScheduleRow};
+use crate::enqueue::Enqueued;
+use crate::error::{Error, Result};
+use crate::job::Job;
+use crate::options::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobOptions};
+use crate::registry::{JobDescriptor, MissedPolicy};
+use crate::state::JobState;
+use crate::unique::{UniqueBy, UniqueOptions};
+
+/// A periodic job declared when configuring the worker:
+/// `Periodic::new::<sales_report>("nightly-sales", "0 3 * * *", ())`.
+#[derive(Debug, Clone)]
+pub struct Periodic {
+    name: String,
+    expression: String,
+    timezone: String,
+    kind: &'static str,
+    args: std::result::Result<String, String>,
+    options: JobOptions,
+    missed: MissedPolicy,
+}
+
+impl Periodic {
+    /// Enqueues a `J` with `args` at every slot of `expression` (five fields, or six with
+    /// seconds first, or `@daily`-style), in UTC unless [`timezone`](Self::timezone) says
+    /// otherwise. The name identifies the schedule in the database and the dashboard.
+    pub fn new<J: Job>(name: impl Into<String>, expression: impl Into<String>, args: J::Args) -> Periodic {
+        Periodic {
+            name: name.into(),
+            expression: expression.into(),
+            timezone: "UTC".into(),
+            kind: J::KIND,
+            args: serde_json::to_string(&args).map_err(|e| e.to_string()),
+            options: J::options(),
+            missed: MissedPolicy::Skip,
+        }
+    }
+
+    /// The schedule declared on a job's attribute, named after the kind.
+    pub fn from_descriptor(descriptor: &JobDescriptor) -> Option<Periodic> {
+        let cron = descriptor.cron?;
+        Some(Periodic {
+            name: descriptor.kind.to_owned(),
+            expression: cron.expression.to_owned(),
+            timezone: cron.timezone.to_owned(),
+            kind: descriptor.kind,
+            args: (cron.args)().map_err(|e| e.to_string()),
+            options: (descriptor.options)(),
+            missed: cron.missed,
+        })
+    }
+
+    /// Evaluates the expression in this IANA zone (e.g. `Europe/Paris`).
+    pub fn timezone(mut self, timezone: impl Into<String>) -> Periodic {
+        self.timezone = timezone.into();
+        self
+    }
+
+    /// What to do about slots missed while no node ran.
+    pub fn missed(mut self, policy: MissedPolicy) -> Periodic {
+        self.missed = policy;
+        self
+    }
+
+    /// The schedule's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Checks the schedule; errors name it.
+    pub(crate) fn resolve(&self) -> Result<(ScheduleDef, CronExpr)> {
+        let invalid = |reason: String| Error::InvalidSchedule { schedule: self.name.clone(), reason };
+        if self.name.trim().is_empty() {
+            return Err(invalid("a schedule needs a name".into()));
+        }
+        let expr = CronExpr::parse(&self.expression, &self.timezone).map_err(invalid)?;
+        let args = self.args.clone().map_err(|e| invalid(format!("its arguments do not encode: {e}")))?;
+        let options = serde_json::json!({
+            "queue": self.options.queue,
+            "priority": self.options.priority,
+            "max_attempts": self.options.max_attempts,
+            "timeout_ms": self.options.timeout.map(|t| t.as_millis() as u64),
+            "tags": self.options.tags,
+        });
+        let def = ScheduleDef {
+            name: self.name.clone(),
+            expression: expr.expression().to_owned(),
+            timezone: self.timezone.clone(),
+            kind: self.kind.to_owned(),
+            args,
+            options,
+            missed_policy: self.missed.as_str().to_owned(),
+        };
+        Ok((def, expr))
+    }
+}
+
+/// The job a schedule enqueues. With a `slot`, the job carries a uniqueness key for
+/// (schedule, slot) in every state, so a slot can only ever be enqueued once.
+pub(crate) fn job_for(row: &ScheduleRow, slot: Option<DateTime<Utc>>) -> NewJob {
+    let o = &row.options;
+    let queue = o.get("queue").and_then(|v| v.as_str()).unwrap_or(DEFAULT_QUEUE).to_owned();
+    let unique = slot.map(|slot| {
+        let key = format!("cron:{}:{}", row.name, slot.timestamp_millis());
+        let options = UniqueOptions::new(UniqueBy::Key(key.into())).states(JobState::ALL);
+        (options.key(&row.kind, &queue, &serde_json::Value::Null, None, 0), JobState::ALL.to_vec())
+    });
+    let mut meta = serde_json::json!({ "cron": row.name });
+    if let Some(slot) = slot {
+        meta["slot"] = serde_json::json!(slot);
+    }
+    NewJob {
+        kind: row.kind.clone(),
+        queue,
+        args: row.args.clone(),
+        meta: meta.to_string(),
+        tags: o
+            .get("tags")
+            .and_then(|v| v.as_array())
+            .map(|a| a.iter().filter_map(|t| t.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default(),
+        priority: o.get("priority").and_then(|v| v.as_i64()).and_then(|p| i16::try_from(p).ok()).unwrap_or(0),
+        max_attempts: o
+            .get("max_attempts")
+            .and_then(|v| v.as_i64())
+            .and_then(|p| i32::try_from(p).ok())
+            .unwrap_or(DEFAULT_MAX_ATTEMPTS),
+        timeout_ms: o.get("timeout_ms").and_then(|v| v.as_i64()),
+        run_at: None,
+        delay_ms: None,
+        unique,
+    }
+}
+
+/// Enqueues schedule `name`'s job now, outside its slots ("run now" in the dashboard).
+/// `None` when no such schedule exists.
+pub async fn run_now<C>(conn: &mut C, name: &str) -> Result<Option<Enqueued>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let Some(row) = db::schedules::get(conn, name).await? else {
+        return Ok(None);
+    };
+    let job = job_for(&row, None);
+    let inserted = db::jobs::insert_many(conn, std::slice::from_ref(&job), None).await?;
+    Ok(inserted.into_iter().next())
+}
