@@ -79,3 +79,71 @@ where
         .await?;
     Ok(n > 0)
 }
+
+#[derive(QueryableByName)]
+struct Affected {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+const RETRY_MANY: &str = "\
+WITH target AS (
+    UPDATE jobs
+    SET state = 'available', scheduled_at = now(), finalized_at = NULL, cancel_requested_at = NULL,
+        max_attempts = GREATEST(max_attempts, attempt + 1)
+    WHERE id = ANY ($1) AND state <> 'running'
+    RETURNING queue
+), woken AS (SELECT pg_notify($2, queue) FROM (SELECT DISTINCT queue FROM target) AS q)
+SELECT (SELECT count(*) FROM target) + 0 * (SELECT count(*) FROM woken) AS n";
+
+const CANCEL_MANY: &str = "\
+WITH target AS (
+    UPDATE jobs
+    SET state = CASE WHEN state = 'running' THEN state ELSE 'cancelled'::job_state END,
+        finalized_at = CASE WHEN state = 'running' THEN NULL ELSE now() END,
+        cancel_requested_at = now()
+    WHERE id = ANY ($1) AND state IN ('available', 'scheduled', 'running', 'retryable')
+    RETURNING id, state
+), told AS (
+    SELECT pg_notify($2, json_build_object('cancel', id)::text) FROM target WHERE state = 'running'
+)
+SELECT (SELECT count(*) FROM target) + 0 * (SELECT count(*) FROM told) AS n";
+
+/// [`retry`] for many jobs in one statement. Returns how many were made available.
+pub async fn retry_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+where
+    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+{
+    let row: Affected = diesel::sql_query(RETRY_MANY)
+        .bind::<diesel::sql_types::Array<BigInt>, _>(ids)
+        .bind::<Text, _>(AVAILABLE_CHANNEL)
+        .get_result(conn)
+        .await?;
+    Ok(row.n)
+}
+
+/// [`cancel`] for many jobs in one statement. Returns how many were cancelled or told to
+/// stop.
+pub async fn cancel_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+where
+    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+{
+    let row: Affected = diesel::sql_query(CANCEL_MANY)
+        .bind::<diesel::sql_types::Array<BigInt>, _>(ids)
+        .bind::<Text, _>(CONTROL_CHANNEL)
+        .get_result(conn)
+        .await?;
+    Ok(row.n)
+}
+
+/// [`delete`] for many jobs in one statement (running ones are kept). Returns how many went.
+pub async fn delete_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+where
+    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+{
+    let n = diesel::sql_query("DELETE FROM jobs WHERE id = ANY ($1) AND state <> 'running'")
+        .bind::<diesel::sql_types::Array<BigInt>, _>(ids)
+        .execute(conn)
+        .await?;
+    Ok(n as i64)
+}

@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod control;
+pub mod dashboard;
 pub mod execution;
 pub mod jobs;
 pub mod leader;

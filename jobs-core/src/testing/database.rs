@@ -80,7 +80,7 @@ async fn ensure_template(server: &Server) -> Result<String> {
                     let building = format!("{template}_building");
                     db::admin::drop_database(&mut admin, &building).await?;
                     db::admin::create_database(&mut admin, &building, None).await?;
-                    migrate(db::connect(&server.url_for(&building)).await?).await?;
+                    migrate_on_own_runtime(server.url_for(&building)).await?;
                     db::admin::rename_database(&mut admin, &building, &template).await?;
                 }
                 Ok::<_, Error>(())
@@ -91,6 +91,24 @@ async fn ensure_template(server: &Server) -> Result<String> {
         })
         .await
         .cloned()
+}
+
+/// Runs the migrations on a multi-thread runtime of their own (the harness needs one), so
+/// that tests on any runtime flavour (`#[actix_web::test]`, `#[tokio::test]`) can build the
+/// template.
+async fn migrate_on_own_runtime(url: String) -> Result<()> {
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Runtime(format!("cannot start a runtime for migrations: {e}")))?;
+        runtime.block_on(async { migrate(db::connect(&url).await?).await.map(|_| ()) })
+    });
+    tokio::task::spawn_blocking(move || thread.join())
+        .await
+        .map_err(|e| Error::Runtime(format!("migration thread: {e}")))?
+        .map_err(|_| Error::Runtime("the migration thread panicked".into()))?
 }
 
 /// A database of its own for one test: created on [`TestDatabase::new`], dropped (with

@@ -78,6 +78,7 @@ enum Ended {
 fn error_entry(shared: &Shared, job: &ClaimedJob, failure: &Failure) -> Option<String> {
     let entry = serde_json::json!({
         "attempt": job.attempt,
+        "attempted_at": job.attempted_at,
         "at": shared.clock.now(),
         "node": &*shared.node,
         "error_type": failure.error_type,

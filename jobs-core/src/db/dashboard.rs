@@ -1,0 +1,297 @@
+//! The dashboard's read models: filtered job lists with keyset pagination, counts that
+//! stay fast on large tables (exact up to a cap, the planner's estimate beyond), the
+//! overview's figures, and bulk actions in bounded batches.
+
+use chrono::{DateTime, Utc};
+use diesel::QueryableByName;
+use diesel::pg::Pg;
+use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Double, Jsonb, Nullable, Text, Timestamptz};
+use diesel_async::{AsyncConnectionCore, RunQueryDsl};
+
+use crate::db::jobs::JobRow;
+use crate::error::Result;
+use crate::schema::jobs;
+use crate::state::JobState;
+
+diesel::define_sql_function! {
+    /// The document the GIN search index covers: `{"args": args, "meta": meta}`.
+    fn jobs_search_document(args: diesel::sql_types::Jsonb, meta: diesel::sql_types::Jsonb) -> diesel::sql_types::Jsonb;
+}
+
+/// What the jobs list shows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobFilter {
+    /// Any of these states (all when empty).
+    pub states: Vec<JobState>,
+    /// Exactly this queue.
+    pub queue: Option<String>,
+    /// Exactly this kind.
+    pub kind: Option<String>,
+    /// Having this tag.
+    pub tag: Option<String>,
+    /// Arguments or metadata containing this JSON (`@>`), e.g. `{"user_id": 7}`.
+    pub search: Option<serde_json::Value>,
+    /// Created at or after.
+    pub from: Option<DateTime<Utc>>,
+    /// Created before.
+    pub to: Option<DateTime<Utc>>,
+}
+
+type Boxed<'a> = jobs::BoxedQuery<'a, Pg>;
+
+fn filtered(filter: &JobFilter) -> Boxed<'_> {
+    let mut q = jobs::table.into_boxed::<Pg>();
+    if !filter.states.is_empty() {
+        q = q.filter(jobs::state.eq_any(filter.states.clone()));
+    }
+    if let Some(queue) = &filter.queue {
+        q = q.filter(jobs::queue.eq(queue));
+    }
+    if let Some(kind) = &filter.kind {
+        q = q.filter(jobs::kind.eq(kind));
+    }
+    if let Some(tag) = &filter.tag {
+        q = q.filter(jobs::tags.contains(vec![tag.clone()]));
+    }
+    if let Some(search) = &filter.search {
+        let doc = jobs_search_document(jobs::args, jobs::meta);
+        q = q.filter(doc.contains(serde_json::json!({ "args": search })).or(
+            jobs_search_document(jobs::args, jobs::meta).contains(serde_json::json!({ "meta": search })),
+        ));
+    }
+    if let Some(from) = filter.from {
+        q = q.filter(jobs::created_at.ge(from));
+    }
+    if let Some(to) = filter.to {
+        q = q.filter(jobs::created_at.lt(to));
+    }
+    q
+}
+
+/// A page of jobs, newest first, strictly older than `before` (an id) when given.
+pub async fn list_jobs<C>(
+    conn: &mut C,
+    filter: &JobFilter,
+    before: Option<i64>,
+    limit: i64,
+) -> Result<Vec<JobRow>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let mut q = filtered(filter);
+    if let Some(before) = before {
+        q = q.filter(jobs::id.lt(before));
+    }
+    Ok(q.select(JobRow::as_select()).order(jobs::id.desc()).limit(limit).load(conn).await?)
+}
+
+/// A count: exact, or (past the cap) the planner's estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    /// Counted.
+    Exact(i64),
+    /// More than the cap; the planner estimates this many.
+    Estimate(i64),
+}
+
+impl Count {
+    /// The number, exact or estimated.
+    pub fn value(self) -> i64 {
+        match self {
+            Count::Exact(n) | Count::Estimate(n) => n,
+        }
+    }
+}
+
+/// Counts the jobs matching `filter`: exactly up to `cap`, otherwise estimated.
+pub async fn count_jobs<C>(conn: &mut C, filter: &JobFilter, cap: i64) -> Result<Count>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let ids: Vec<i64> = filtered(filter).select(jobs::id).limit(cap + 1).load(conn).await?;
+    let n = ids.len() as i64;
+    if n <= cap {
+        return Ok(Count::Exact(n));
+    }
+    let estimate = estimate_rows(conn, filter).await?.max(n);
+    Ok(Count::Estimate(estimate))
+}
+
+#[derive(QueryableByName)]
+struct Estimate {
+    #[diesel(sql_type = Double)]
+    rows: f64,
+}
+
+/// The planner's estimate of matching rows, from column statistics.
+async fn estimate_rows<C>(conn: &mut C, filter: &JobFilter) -> Result<i64>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let states: Vec<String> = filter.states.iter().map(|s| s.as_str().to_owned()).collect();
+    let row: Estimate = diesel::sql_query(ESTIMATE)
+        .bind::<Array<Text>, _>(states)
+        .bind::<Nullable<Text>, _>(filter.queue.as_deref())
+        .bind::<Nullable<Text>, _>(filter.kind.as_deref())
+        .bind::<Nullable<Text>, _>(filter.tag.as_deref())
+        .bind::<Nullable<Jsonb>, _>(filter.search.as_ref())
+        .bind::<Nullable<Timestamptz>, _>(filter.from)
+        .bind::<Nullable<Timestamptz>, _>(filter.to)
+        .get_result(conn)
+        .await?;
+    Ok(row.rows.round() as i64)
+}
+
+// Selectivity product from pg_stats, per filtered column, times the table's row estimate.
+// (EXPLAIN cannot take bind parameters through the extended protocol reliably, and
+// building its text would mean building SQL from strings.)
+const ESTIMATE: &str = "\
+WITH total AS (SELECT GREATEST(reltuples, 0)::float8 AS n FROM pg_class WHERE oid = 'jobs'::regclass),
+freq AS (
+    SELECT attname, vals, freqs FROM (
+        SELECT attname, most_common_vals::text::text[] AS vals, most_common_freqs AS freqs
+        FROM pg_stats WHERE schemaname = current_schema() AND tablename = 'jobs'
+          AND attname IN ('state', 'queue', 'kind')
+    ) s
+),
+sel AS (
+    SELECT
+      CASE WHEN cardinality($1::text[]) = 0 THEN 1.0 ELSE COALESCE((
+        SELECT sum(f) FROM freq, unnest(vals, freqs) AS u(v, f) WHERE attname = 'state' AND v = ANY ($1)), 0.0) END
+    * CASE WHEN $2::text IS NULL THEN 1.0 ELSE COALESCE((
+        SELECT f FROM freq, unnest(vals, freqs) AS u(v, f) WHERE attname = 'queue' AND v = $2), 0.01) END
+    * CASE WHEN $3::text IS NULL THEN 1.0 ELSE COALESCE((
+        SELECT f FROM freq, unnest(vals, freqs) AS u(v, f) WHERE attname = 'kind' AND v = $3), 0.01) END
+    * CASE WHEN $4::text IS NULL THEN 1.0 ELSE 0.1 END
+    * CASE WHEN $5::jsonb IS NULL THEN 1.0 ELSE 0.01 END
+    * CASE WHEN $6::timestamptz IS NULL AND $7::timestamptz IS NULL THEN 1.0 ELSE 0.33 END AS s
+)
+SELECT (total.n * sel.s)::float8 AS rows FROM total, sel";
+
+/// Jobs per state: exact up to `cap` each, estimated beyond.
+pub async fn state_counts<C>(conn: &mut C, cap: i64) -> Result<Vec<(JobState, Count)>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let mut out = Vec::with_capacity(JobState::ALL.len());
+    for state in JobState::ALL {
+        let filter = JobFilter { states: vec![state], ..JobFilter::default() };
+        out.push((state, count_jobs(conn, &filter, cap).await?));
+    }
+    Ok(out)
+}
+
+/// One queue's pending work, for the overview and queues pages.
+#[derive(Debug, Clone, PartialEq, QueryableByName)]
+pub struct QueueDepth {
+    /// Queue name.
+    #[diesel(sql_type = Text)]
+    pub queue: String,
+    /// Available jobs.
+    #[diesel(sql_type = BigInt)]
+    pub available: i64,
+    /// Scheduled jobs.
+    #[diesel(sql_type = BigInt)]
+    pub scheduled: i64,
+    /// Running jobs.
+    #[diesel(sql_type = BigInt)]
+    pub running: i64,
+    /// Retryable jobs.
+    #[diesel(sql_type = BigInt)]
+    pub retryable: i64,
+    /// Seconds the oldest available job has waited (its latency).
+    #[diesel(sql_type = Nullable<Double>)]
+    pub oldest_available_secs: Option<f64>,
+    /// Whether the queue is paused.
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    pub paused: bool,
+}
+
+const QUEUE_DEPTHS: &str = "\
+WITH pending AS (
+    SELECT queue, state, count(*) AS n, min(scheduled_at) FILTER (WHERE state = 'available') AS oldest
+    FROM jobs WHERE state IN ('available', 'scheduled', 'running', 'retryable')
+    GROUP BY queue, state
+), names AS (
+    SELECT queue FROM pending UNION SELECT name FROM job_queues
+)
+SELECT names.queue,
+       COALESCE(sum(n) FILTER (WHERE state = 'available'), 0)::int8 AS available,
+       COALESCE(sum(n) FILTER (WHERE state = 'scheduled'), 0)::int8 AS scheduled,
+       COALESCE(sum(n) FILTER (WHERE state = 'running'), 0)::int8 AS running,
+       COALESCE(sum(n) FILTER (WHERE state = 'retryable'), 0)::int8 AS retryable,
+       EXTRACT(EPOCH FROM now() - min(oldest))::float8 AS oldest_available_secs,
+       COALESCE(bool_or(q.paused), false) AS paused
+FROM names
+LEFT JOIN pending ON pending.queue = names.queue
+LEFT JOIN job_queues q ON q.name = names.queue
+GROUP BY names.queue
+ORDER BY names.queue";
+
+/// Pending jobs per queue (available, scheduled, running, retryable), the age of the
+/// oldest available job, and the pause flag. Reads only pending rows.
+pub async fn queue_depths<C>(conn: &mut C) -> Result<Vec<QueueDepth>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    Ok(diesel::sql_query(QUEUE_DEPTHS).load(conn).await?)
+}
+
+/// Finished jobs in one minute of the last hour.
+#[derive(Debug, Clone, PartialEq, QueryableByName)]
+pub struct Throughput {
+    /// The minute.
+    #[diesel(sql_type = Timestamptz)]
+    pub minute: DateTime<Utc>,
+    /// Completed in it.
+    #[diesel(sql_type = BigInt)]
+    pub completed: i64,
+    /// Discarded in it.
+    #[diesel(sql_type = BigInt)]
+    pub discarded: i64,
+    /// Failed attempts (jobs that became retryable) are not finalized; this counts
+    /// cancelled jobs.
+    #[diesel(sql_type = BigInt)]
+    pub cancelled: i64,
+}
+
+const THROUGHPUT: &str = "\
+SELECT m.minute,
+       COALESCE(sum(1) FILTER (WHERE j.state = 'completed'), 0)::int8 AS completed,
+       COALESCE(sum(1) FILTER (WHERE j.state = 'discarded'), 0)::int8 AS discarded,
+       COALESCE(sum(1) FILTER (WHERE j.state = 'cancelled'), 0)::int8 AS cancelled
+FROM generate_series(date_trunc('minute', now()) - interval '59 minutes', date_trunc('minute', now()),
+                     interval '1 minute') AS m(minute)
+LEFT JOIN jobs j
+  ON j.state IN ('completed', 'discarded', 'cancelled')
+ AND j.finalized_at >= m.minute AND j.finalized_at < m.minute + interval '1 minute'
+GROUP BY m.minute
+ORDER BY m.minute";
+
+/// Completed, discarded and cancelled jobs per minute over the last hour (from the
+/// finalized-at index).
+pub async fn throughput_last_hour<C>(conn: &mut C) -> Result<Vec<Throughput>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    Ok(diesel::sql_query(THROUGHPUT).load(conn).await?)
+}
+
+/// The ids of up to `limit` jobs matching `filter` with id below `before` (for bulk
+/// actions, which walk the filter in bounded batches).
+pub async fn matching_ids<C>(
+    conn: &mut C,
+    filter: &JobFilter,
+    before: Option<i64>,
+    limit: i64,
+) -> Result<Vec<i64>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let mut q = filtered(filter);
+    if let Some(before) = before {
+        q = q.filter(jobs::id.lt(before));
+    }
+    Ok(q.select(jobs::id).order(jobs::id.desc()).limit(limit).load(conn).await?)
+}

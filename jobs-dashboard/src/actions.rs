@@ -1,0 +1,250 @@
+//! Every POST: retry, cancel, delete or run one job, the selected jobs, or all jobs
+//! matching a filter (after a confirmation stating the count, in bounded batches); pause
+//! and resume queues; enable, disable and run schedules.
+//!
+//! Each checks the access hook (read-only users are refused) and the CSRF token, then
+//! redirects (303) back with a notice.
+
+use actix_web::web::Bytes;
+use actix_web::{HttpRequest, HttpResponse, web};
+use askama::Template;
+use jobs_core::db;
+use jobs_core::db::dashboard::JobFilter;
+
+use crate::Dashboard;
+use crate::access::{self, Access};
+use crate::error::DashboardError;
+use crate::params;
+use crate::view::{self, PageCtx, count_label};
+
+/// Jobs changed per statement by a bulk action on a filter.
+const BULK_BATCH: i64 = 500;
+
+/// What can be done to jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobAction {
+    Retry,
+    Cancel,
+    Delete,
+}
+
+impl JobAction {
+    fn parse(s: &str) -> Result<JobAction, DashboardError> {
+        match s {
+            // "Run now" on a scheduled job is a retry: available now.
+            "retry" | "run" => Ok(JobAction::Retry),
+            "cancel" => Ok(JobAction::Cancel),
+            "delete" => Ok(JobAction::Delete),
+            other => Err(DashboardError::BadRequest(format!("unknown action `{other}`"))),
+        }
+    }
+
+    fn past(self) -> &'static str {
+        match self {
+            JobAction::Retry => "retried",
+            JobAction::Cancel => "cancelled",
+            JobAction::Delete => "deleted",
+        }
+    }
+
+    fn verb(self) -> &'static str {
+        match self {
+            JobAction::Retry => "retry",
+            JobAction::Cancel => "cancel",
+            JobAction::Delete => "delete",
+        }
+    }
+
+    async fn apply(self, conn: &mut db::PooledConnection, ids: &[i64]) -> Result<i64, DashboardError> {
+        Ok(match self {
+            JobAction::Retry => db::control::retry_many(conn, ids).await?,
+            JobAction::Cancel => db::control::cancel_many(conn, ids).await?,
+            JobAction::Delete => db::control::delete_many(conn, ids).await?,
+        })
+    }
+}
+
+/// Checks access and CSRF for a POST and returns its fields.
+fn authorize_post(
+    req: &HttpRequest,
+    d: &Dashboard,
+    body: &Bytes,
+) -> Result<Vec<(String, String)>, DashboardError> {
+    match d.config.auth.authorize(req) {
+        Access::Denied => return Err(DashboardError::Denied),
+        Access::ReadOnly => return Err(DashboardError::ReadOnly),
+        Access::Full => {}
+    }
+    let fields = params::pairs(body);
+    if !access::csrf_ok(req, params::value(&fields, "csrf")) {
+        return Err(DashboardError::Csrf);
+    }
+    Ok(fields)
+}
+
+/// Redirects to `return_to` when it points inside the dashboard, else to `fallback`.
+fn back(d: &Dashboard, fields: &[(String, String)], fallback: String, notice: &str) -> HttpResponse {
+    let target = params::value(fields, "return_to")
+        .filter(|t| t.starts_with(&format!("{}/", d.base)) && !t.starts_with("//") && !t.contains("://"))
+        .map(str::to_owned)
+        .unwrap_or(fallback);
+    let sep = if target.contains('?') { '&' } else { '?' };
+    let notice: String = form_urlencoded::byte_serialize(notice.as_bytes()).collect();
+    HttpResponse::SeeOther().insert_header(("location", format!("{target}{sep}notice={notice}"))).finish()
+}
+
+/// `POST /jobs/{id}/{action}`.
+pub(crate) async fn one(
+    req: HttpRequest,
+    d: web::Data<Dashboard>,
+    path: web::Path<(String, String)>,
+    body: Bytes,
+) -> Result<HttpResponse, DashboardError> {
+    let fields = authorize_post(&req, &d, &body)?;
+    let (id, action) = path.into_inner();
+    let id: i64 = id.parse().map_err(|_| DashboardError::BadRequest(format!("`{id}` is not a job id")))?;
+    let action = JobAction::parse(&action)?;
+    let mut conn = view::conn(&d.config.pool).await?;
+    if db::jobs::get(&mut conn, id).await?.is_none() {
+        return Err(DashboardError::NotFound(format!("job {id}")));
+    }
+    let n = action.apply(&mut conn, &[id]).await?;
+    let notice = if n == 1 {
+        format!("job {id} {}", action.past())
+    } else {
+        format!("job {id} was not {} (it is running or already finished)", action.past())
+    };
+    let fallback = if action == JobAction::Delete && n == 1 {
+        format!("{}/jobs", d.base)
+    } else {
+        format!("{}/jobs/{id}", d.base)
+    };
+    Ok(back(&d, &fields, fallback, &notice))
+}
+
+#[derive(Template)]
+#[template(path = "confirm.html")]
+struct Confirm {
+    c: PageCtx,
+    action: &'static str,
+    count: String,
+    count_value: i64,
+    query: String,
+    fields: Vec<(String, String)>,
+}
+
+/// `POST /jobs/bulk`: `action`, and either `scope=selected` with `id` fields, or
+/// `scope=all` with the filter's fields (confirmed with `confirmed=<count>`).
+pub(crate) async fn bulk(
+    req: HttpRequest,
+    d: web::Data<Dashboard>,
+    body: Bytes,
+) -> Result<HttpResponse, DashboardError> {
+    let fields = authorize_post(&req, &d, &body)?;
+    let action = JobAction::parse(params::value(&fields, "action").unwrap_or(""))?;
+    let mut conn = view::conn(&d.config.pool).await?;
+    match params::value(&fields, "scope").unwrap_or("selected") {
+        "selected" => {
+            let ids = params::ids(&fields, "id")?;
+            if ids.is_empty() {
+                return Err(DashboardError::BadRequest("no jobs selected".into()));
+            }
+            if ids.len() > 10_000 {
+                return Err(DashboardError::BadRequest("select at most 10,000 jobs at once".into()));
+            }
+            let n = action.apply(&mut conn, &ids).await?;
+            let notice = format!("{n} of {} selected jobs {}", ids.len(), action.past());
+            Ok(back(&d, &fields, format!("{}/jobs", d.base), &notice))
+        }
+        "all" => {
+            let filter = params::filter(&fields)?;
+            if params::value(&fields, "confirmed").is_none() {
+                return confirm(&req, &d, &mut conn, action, &filter, &fields).await;
+            }
+            let mut before = None;
+            let mut total = 0;
+            loop {
+                let ids = db::dashboard::matching_ids(&mut conn, &filter, before, BULK_BATCH).await?;
+                let Some(&last) = ids.last() else { break };
+                total += action.apply(&mut conn, &ids).await?;
+                if (ids.len() as i64) < BULK_BATCH {
+                    break;
+                }
+                before = Some(last);
+            }
+            let notice = format!("{total} matching jobs {}", action.past());
+            Ok(back(&d, &fields, format!("{}/jobs?{}", d.base, params::query_string(&filter)), &notice))
+        }
+        other => Err(DashboardError::BadRequest(format!("unknown scope `{other}`"))),
+    }
+}
+
+async fn confirm(
+    req: &HttpRequest,
+    d: &web::Data<Dashboard>,
+    conn: &mut db::PooledConnection,
+    action: JobAction,
+    filter: &JobFilter,
+    fields: &[(String, String)],
+) -> Result<HttpResponse, DashboardError> {
+    let mut c = PageCtx::new(req, d, "jobs")?;
+    let count = db::dashboard::count_jobs(conn, filter, 100_000).await?;
+    let cookie = c.take_cookie();
+    let page = Confirm {
+        c,
+        action: action.verb(),
+        count: count_label(count),
+        count_value: count.value(),
+        query: params::query_string(filter),
+        fields: fields.iter().filter(|(k, _)| k != "csrf" && k != "confirmed").cloned().collect(),
+    };
+    view::respond(&page, cookie)
+}
+
+/// `POST /queues/{name}/pause|resume`.
+pub(crate) async fn queue(
+    req: HttpRequest,
+    d: web::Data<Dashboard>,
+    path: web::Path<(String, String)>,
+    body: Bytes,
+) -> Result<HttpResponse, DashboardError> {
+    let fields = authorize_post(&req, &d, &body)?;
+    let (name, action) = path.into_inner();
+    let paused = match action.as_str() {
+        "pause" => true,
+        "resume" => false,
+        other => return Err(DashboardError::BadRequest(format!("unknown queue action `{other}`"))),
+    };
+    jobs_core::validate_queue(&name).map_err(|e| DashboardError::BadRequest(e.to_string()))?;
+    let mut conn = view::conn(&d.config.pool).await?;
+    db::queues::set_paused(&mut conn, &name, paused).await?;
+    let notice = format!("queue {name} {}", if paused { "paused" } else { "resumed" });
+    Ok(back(&d, &fields, format!("{}/queues", d.base), &notice))
+}
+
+/// `POST /cron/{name}/enable|disable|run`.
+pub(crate) async fn schedule(
+    req: HttpRequest,
+    d: web::Data<Dashboard>,
+    path: web::Path<(String, String)>,
+    body: Bytes,
+) -> Result<HttpResponse, DashboardError> {
+    let fields = authorize_post(&req, &d, &body)?;
+    let (name, action) = path.into_inner();
+    let mut conn = view::conn(&d.config.pool).await?;
+    let notice = match action.as_str() {
+        "enable" | "disable" => {
+            let enabled = action == "enable";
+            if !db::schedules::set_enabled(&mut conn, &name, enabled).await? {
+                return Err(DashboardError::NotFound(format!("schedule {name}")));
+            }
+            format!("schedule {name} {}", if enabled { "enabled" } else { "disabled" })
+        }
+        "run" => match jobs_core::cron::run_now(&mut conn, &name).await? {
+            Some(job) => format!("schedule {name} enqueued job {}", job.id),
+            None => return Err(DashboardError::NotFound(format!("schedule {name}"))),
+        },
+        other => return Err(DashboardError::BadRequest(format!("unknown schedule action `{other}`"))),
+    };
+    Ok(back(&d, &fields, format!("{}/cron", d.base), &notice))
+}

@@ -1,0 +1,65 @@
+//! Errors, rendered as a page with a proper status (never a panic).
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use askama::Template;
+
+/// What can go wrong serving a dashboard request.
+#[derive(Debug, thiserror::Error)]
+pub enum DashboardError {
+    /// A query parameter or form field is invalid.
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    /// The hook denied access.
+    #[error("you do not have access to the jobs dashboard")]
+    Denied,
+    /// A read-only user tried to act.
+    #[error("this dashboard is read-only for you")]
+    ReadOnly,
+    /// The form's CSRF token is missing or wrong.
+    #[error("the form expired or did not come from this dashboard; reload the page and try again")]
+    Csrf,
+    /// No such job, queue or schedule.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The database failed.
+    #[error("database error: {0}")]
+    Jobs(#[from] jobs_core::Error),
+    /// A template failed to render.
+    #[error("template error: {0}")]
+    Template(#[from] askama::Error),
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+struct ErrorPage<'a> {
+    status: u16,
+    reason: &'a str,
+    message: String,
+}
+
+impl ResponseError for DashboardError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            DashboardError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            DashboardError::Denied | DashboardError::ReadOnly | DashboardError::Csrf => StatusCode::FORBIDDEN,
+            DashboardError::NotFound(_) => StatusCode::NOT_FOUND,
+            DashboardError::Jobs(e) if e.is_connection_error() => StatusCode::SERVICE_UNAVAILABLE,
+            DashboardError::Jobs(_) | DashboardError::Template(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let status = self.status_code();
+        if status.is_server_error() {
+            tracing::error!(error = %self, "dashboard request failed");
+        }
+        let page = ErrorPage {
+            status: status.as_u16(),
+            reason: status.canonical_reason().unwrap_or("Error"),
+            message: self.to_string(),
+        };
+        let body = page.render().unwrap_or_else(|_| format!("{} {}", status.as_u16(), self));
+        HttpResponse::build(status).content_type("text/html; charset=utf-8").body(body)
+    }
+}

@@ -1,0 +1,75 @@
+//! Cron schedules: expression, next runs, last run and its outcome; enable, disable, run
+//! now.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use askama::Template;
+use jobs_core::cron::CronExpr;
+use jobs_core::db;
+
+use crate::Dashboard;
+use crate::error::DashboardError;
+use crate::view::{self, PageCtx};
+
+/// A schedule as the page shows it.
+pub(crate) struct ScheduleView {
+    pub(crate) name: String,
+    pub(crate) expression: String,
+    pub(crate) timezone: String,
+    pub(crate) kind: String,
+    pub(crate) enabled: bool,
+    pub(crate) active: bool,
+    pub(crate) next_runs: Vec<String>,
+    pub(crate) last_run: String,
+    pub(crate) last_job: Option<(i64, String)>,
+}
+
+#[derive(Template)]
+#[template(path = "cron.html")]
+struct CronPage {
+    c: PageCtx,
+    schedules: Vec<ScheduleView>,
+}
+
+pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
+    let mut c = PageCtx::new(&req, &d, "cron")?;
+    let mut conn = view::conn(&d.config.pool).await?;
+    let mut schedules = Vec::new();
+    for row in db::schedules::list(&mut conn).await? {
+        let mut next_runs = Vec::new();
+        match CronExpr::parse(&row.expression, &row.timezone) {
+            Ok(expr) => {
+                let mut t = chrono::Utc::now();
+                for _ in 0..3 {
+                    match expr.next_after(t) {
+                        Some(next) => {
+                            next_runs.push(view::time(&next));
+                            t = next;
+                        }
+                        None => break,
+                    }
+                }
+            }
+            Err(e) => next_runs.push(e),
+        }
+        let last_job = match row.last_job_id {
+            Some(id) => db::jobs::get(&mut conn, id)
+                .await?
+                .map(|j| (id, j.state.as_str().to_owned()))
+                .or(Some((id, "pruned".into()))),
+            None => None,
+        };
+        schedules.push(ScheduleView {
+            last_run: row.last_run_at.map(|t| view::time(&t)).unwrap_or_else(|| "never".into()),
+            name: row.name,
+            expression: row.expression,
+            timezone: row.timezone,
+            kind: row.kind,
+            enabled: row.enabled,
+            active: row.active,
+            next_runs,
+            last_job,
+        });
+    }
+    let cookie = c.take_cookie();
+    view::respond(&CronPage { c, schedules }, cookie)
+}

@@ -1,0 +1,97 @@
+//! The overview: counts by state and queue, the last hour's throughput, queue latency,
+//! live nodes.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use askama::Template;
+use jobs_core::db;
+use jobs_core::db::dashboard::{QueueDepth, Throughput};
+use jobs_core::db::nodes::NodeRow;
+
+use crate::Dashboard;
+use crate::error::DashboardError;
+use crate::view::{self, PageCtx, count_label, human_duration};
+
+/// Counts above this are estimated.
+pub(crate) const COUNT_CAP: i64 = 10_000;
+
+/// One bar of the throughput chart (SVG units).
+pub(crate) struct Bar {
+    pub(crate) x: usize,
+    pub(crate) ok_height: f64,
+    pub(crate) failed_height: f64,
+    pub(crate) title: String,
+}
+
+#[derive(Template)]
+#[template(path = "overview.html")]
+struct Overview {
+    c: PageCtx,
+    states: Vec<(&'static str, String)>,
+    queues: Vec<QueueDepth>,
+    bars: Vec<Bar>,
+    finished_last_hour: i64,
+    failed_last_hour: i64,
+    nodes: Vec<NodeRow>,
+    now: chrono::DateTime<chrono::Utc>,
+}
+
+impl Overview {
+    fn latency(&self, q: &QueueDepth) -> String {
+        q.oldest_available_secs.map_or_else(|| "–".to_owned(), human_duration)
+    }
+
+    fn seen_ago(&self, n: &NodeRow) -> String {
+        human_duration((self.now - n.heartbeat_at).num_milliseconds().max(0) as f64 / 1000.0)
+    }
+}
+
+/// The chart's bars from per-minute counts, scaled to a 100-unit height.
+pub(crate) fn bars(minutes: &[Throughput]) -> Vec<Bar> {
+    let max =
+        minutes.iter().map(|m| m.completed + m.discarded + m.cancelled).max().unwrap_or(0).max(1) as f64;
+    minutes
+        .iter()
+        .enumerate()
+        .map(|(i, m)| Bar {
+            x: i * 10,
+            ok_height: m.completed as f64 / max * 100.0,
+            failed_height: (m.discarded + m.cancelled) as f64 / max * 100.0,
+            title: format!(
+                "{}: {} completed, {} discarded, {} cancelled",
+                m.minute.format("%H:%M"),
+                m.completed,
+                m.discarded,
+                m.cancelled
+            ),
+        })
+        .collect()
+}
+
+pub(crate) async fn redirect_to_slash(d: web::Data<Dashboard>) -> HttpResponse {
+    HttpResponse::PermanentRedirect().insert_header(("location", format!("{}/", d.base))).finish()
+}
+
+pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
+    let mut c = PageCtx::new(&req, &d, "overview")?;
+    let mut conn = view::conn(&d.config.pool).await?;
+    let states = db::dashboard::state_counts(&mut conn, COUNT_CAP)
+        .await?
+        .into_iter()
+        .map(|(s, n)| (s.as_str(), count_label(n)))
+        .collect();
+    let queues = db::dashboard::queue_depths(&mut conn).await?;
+    let minutes = db::dashboard::throughput_last_hour(&mut conn).await?;
+    let nodes = db::nodes::list(&mut conn).await?;
+    let cookie = c.take_cookie();
+    let page = Overview {
+        states,
+        queues,
+        finished_last_hour: minutes.iter().map(|m| m.completed).sum(),
+        failed_last_hour: minutes.iter().map(|m| m.discarded + m.cancelled).sum(),
+        bars: bars(&minutes),
+        nodes,
+        now: chrono::Utc::now(),
+        c,
+    };
+    view::respond(&page, cookie)
+}

@@ -1,0 +1,403 @@
+//! Every dashboard route through actix's test service, against a real Postgres: status,
+//! content, and the effect of each action in the database.
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{Service, ServiceResponse};
+use actix_web::http::StatusCode;
+use actix_web::{App, test};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use jobs_core::db::jobs::NewJob;
+use jobs_core::schema::jobs;
+use jobs_core::testing::TestDatabase;
+use jobs_core::{JobState, Pool};
+use jobs_dashboard::{Access, DashboardConfig};
+
+fn new_job(kind: &str, queue: &str, args: serde_json::Value) -> NewJob {
+    NewJob {
+        kind: kind.into(),
+        queue: queue.into(),
+        args: args.to_string(),
+        meta: r#"{"request_id":"req-1"}"#.into(),
+        tags: vec!["signup".into()],
+        priority: 0,
+        max_attempts: 5,
+        timeout_ms: None,
+        run_at: None,
+        delay_ms: None,
+        unique: None,
+    }
+}
+
+/// Inserts `n` jobs and returns their ids.
+async fn insert(pool: &Pool, jobs: Vec<NewJob>) -> Vec<i64> {
+    let mut conn = pool.get().await.expect("conn");
+    jobs_core::db::jobs::insert_many(&mut conn, &jobs, None)
+        .await
+        .expect("insert")
+        .iter()
+        .map(|i| i.id)
+        .collect()
+}
+
+/// Marks a job discarded with one recorded error (as a worker would).
+async fn fail(pool: &Pool, id: i64, message: &str) {
+    let mut conn = pool.get().await.expect("conn");
+    let errors = serde_json::json!([{
+        "attempt": 1, "at": "2026-11-22T10:00:01Z", "attempted_at": "2026-11-22T10:00:00Z",
+        "node": "node-a", "error_type": "panic", "message": message, "backtrace": "at shop::charge (src/lib.rs:62)"
+    }]);
+    diesel::update(jobs::table.find(id))
+        .set((
+            jobs::state.eq(JobState::Discarded),
+            jobs::attempt.eq(1),
+            jobs::attempted_at.eq(diesel::dsl::now),
+            jobs::finalized_at.eq(diesel::dsl::now),
+            jobs::attempted_by.eq(vec!["node-a".to_owned()]),
+            jobs::errors.eq(errors),
+        ))
+        .execute(&mut conn)
+        .await
+        .expect("fail job");
+}
+
+async fn state_of(pool: &Pool, id: i64) -> Option<JobState> {
+    let mut conn = pool.get().await.expect("conn");
+    jobs_core::db::jobs::get(&mut conn, id).await.expect("get").map(|j| j.state)
+}
+
+async fn body_text(response: ServiceResponse<impl MessageBody>) -> String {
+    let bytes = test::read_body(response).await;
+    String::from_utf8(bytes.to_vec()).expect("utf-8")
+}
+
+/// The dashboard mounted at `/admin/jobs`, with `access` for every request.
+async fn app(
+    pool: &Pool,
+    access: Access,
+) -> impl Service<actix_http::Request, Response = ServiceResponse<impl MessageBody>, Error = actix_web::Error>
+{
+    let config = DashboardConfig::new(pool.clone()).authorize(move |_: &actix_web::HttpRequest| access);
+    test::init_service(App::new().service(jobs_dashboard::scope("/admin/jobs", config))).await
+}
+
+/// GETs a page, returning status, body, and the CSRF cookie's value if one was set.
+async fn get<S, B>(app: &S, uri: &str) -> (StatusCode, String, Option<String>)
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody,
+{
+    let response = test::call_service(app, test::TestRequest::get().uri(uri).to_request()).await;
+    let status = response.status();
+    let cookie = response
+        .response()
+        .cookies()
+        .find(|c| c.name() == "jobs_dashboard_csrf")
+        .map(|c| c.value().to_owned());
+    (status, body_text(response).await, cookie)
+}
+
+/// POSTs a form with the CSRF cookie and field (unless `csrf` is `None`).
+async fn post<S, B>(
+    app: &S,
+    uri: &str,
+    csrf: Option<&str>,
+    fields: &[(&str, &str)],
+) -> (StatusCode, String, String)
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody,
+{
+    let mut form = form_urlencoded::Serializer::new(String::new());
+    if let Some(token) = csrf {
+        form.append_pair("csrf", token);
+    }
+    for (k, v) in fields {
+        form.append_pair(k, v);
+    }
+    let mut request = test::TestRequest::post()
+        .uri(uri)
+        .insert_header(("content-type", "application/x-www-form-urlencoded"))
+        .set_payload(form.finish());
+    if let Some(token) = csrf {
+        request = request.cookie(actix_web::cookie::Cookie::new("jobs_dashboard_csrf", token.to_owned()));
+    }
+    let response = test::call_service(app, request.to_request()).await;
+    let status = response.status();
+    let location =
+        response.headers().get("location").and_then(|l| l.to_str().ok()).unwrap_or_default().to_owned();
+    (status, body_text(response).await, location)
+}
+
+async fn token<S, B>(app: &S) -> String
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody,
+{
+    get(app, "/admin/jobs/").await.2.expect("a CSRF cookie on first visit")
+}
+
+#[actix_web::test]
+async fn the_overview_shows_counts_queues_and_the_chart() {
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    let ids = insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({})); 3]).await;
+    fail(&pool, ids[0], "smtp down").await;
+    let app = app(&pool, Access::Full).await;
+
+    let (status, body, cookie) = get(&app, "/admin/jobs/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(cookie.is_some(), "the first page sets the CSRF cookie");
+    assert!(body.contains("<h1>Overview</h1>"));
+    assert!(body.contains(r#"<span class="n">2</span><span class="label">available</span>"#), "{body}");
+    assert!(body.contains(r#"<span class="n">1</span><span class="label">discarded</span>"#));
+    assert!(body.contains(r#"href="/admin/jobs/jobs?queue=mailers""#));
+    assert!(body.contains(r#"<svg class="chart" id="throughput""#));
+    assert!(body.contains("1 discarded or cancelled"), "the last hour counts the failure");
+    let (status, _, _) = get(&app, "/admin/jobs").await;
+    assert_eq!(status, StatusCode::PERMANENT_REDIRECT);
+    let (status, _, _) = get(&app, "/admin/jobs/assets/dashboard.js").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body, _) = get(&app, "/admin/jobs/nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body.contains("404 Not Found"));
+}
+
+#[actix_web::test]
+async fn the_jobs_list_filters_searches_and_pages_by_keyset() {
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    let mut batch: Vec<NewJob> =
+        (0..120).map(|i| new_job("mail", "mailers", serde_json::json!({"user_id": i}))).collect();
+    batch.push(new_job("charge", "billing", serde_json::json!({"order_id": 9})));
+    let ids = insert(&pool, batch).await;
+    fail(&pool, ids[120], "card declined").await;
+    let app = app(&pool, Access::Full).await;
+
+    let (status, body, _) = get(&app, "/admin/jobs/jobs").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains(r#"<small id="job-count">121</small>"#));
+    assert_eq!(body.matches(r#"class="job-link""#).count(), 50);
+    assert!(body.contains(&format!(">{}</a>", ids[120])), "newest first");
+    let older = format!("before={}", ids[71]);
+    assert!(body.contains(&older), "the older link continues after the last row shown");
+
+    let (_, page2, _) = get(&app, &format!("/admin/jobs/jobs?{older}")).await;
+    assert_eq!(page2.matches(r#"class="job-link""#).count(), 50);
+    assert!(page2.contains(&format!(">{}</a>", ids[70])) && !page2.contains(&format!(">{}</a>", ids[71])));
+
+    let (_, failed, _) = get(&app, "/admin/jobs/jobs?state=discarded").await;
+    assert_eq!(failed.matches(r#"class="job-link""#).count(), 1);
+    assert!(failed.contains("card declined"));
+
+    let (_, found, _) = get(&app, "/admin/jobs/jobs?q=user_id%3D7").await;
+    assert_eq!(found.matches(r#"class="job-link""#).count(), 1);
+    assert!(found.contains(&format!(">{}</a>", ids[7])));
+    let (_, by_meta, _) =
+        get(&app, "/admin/jobs/jobs?q=%7B%22request_id%22%3A%22req-1%22%7D&queue=billing").await;
+    assert_eq!(by_meta.matches(r#"class="job-link""#).count(), 1);
+    let (_, tagged, _) = get(&app, "/admin/jobs/jobs?tag=signup&kind=charge").await;
+    assert_eq!(tagged.matches(r#"class="job-link""#).count(), 1);
+    let (_, none, _) = get(&app, "/admin/jobs/jobs?from=2099-01-01").await;
+    assert!(none.contains("No jobs match."));
+
+    for bad in ["state=exploded", "from=yesterday", "q=%7Bnot-json", "before=abc"] {
+        let (status, body, _) = get(&app, &format!("/admin/jobs/jobs?{bad}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+        assert!(body.contains("400 Bad Request"), "{bad}: {body}");
+    }
+}
+
+#[actix_web::test]
+async fn a_job_page_shows_args_errors_backtrace_and_timeline() {
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    let ids = insert(
+        &pool,
+        vec![new_job("charge", "billing", serde_json::json!({"order_id": 7, "note": "<script>"}))],
+    )
+    .await;
+    fail(&pool, ids[0], "payment gateway crashed").await;
+    let app = app(&pool, Access::Full).await;
+
+    let (status, body, _) = get(&app, &format!("/admin/jobs/jobs/{}", ids[0])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains(r#"<span class="badge state-discarded" id="job-state">discarded</span>"#));
+    assert!(body.contains("&#34;order_id&#34;: 7"), "args shown, escaped: {body}");
+    assert!(body.contains("&#60;script&#62;") && !body.contains("<script>&#34;"), "escaped");
+    assert!(body.contains("payment gateway crashed"));
+    assert!(body.contains("at shop::charge (src/lib.rs:62)"), "backtrace");
+    assert!(body.contains("attempt 1 started</strong> on node-a, ran 1.0 s"), "timeline: {body}");
+    assert!(body.contains(r#"id="retry""#) && body.contains(r#"id="delete""#));
+
+    assert_eq!(get(&app, "/admin/jobs/jobs/999999").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(get(&app, "/admin/jobs/jobs/seven").await.0, StatusCode::BAD_REQUEST);
+}
+
+#[actix_web::test]
+async fn actions_need_the_csrf_token_and_change_the_job() {
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    let ids = insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({})); 3]).await;
+    fail(&pool, ids[0], "boom").await;
+    let app = app(&pool, Access::Full).await;
+    let csrf = token(&app).await;
+
+    let retry = format!("/admin/jobs/jobs/{}/retry", ids[0]);
+    let (status, body, _) = post(&app, &retry, None, &[]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(body.contains("reload the page"));
+    // A forged form: the victim's cookie, but not its token.
+    let forged = test::TestRequest::post()
+        .uri(&retry)
+        .insert_header(("content-type", "application/x-www-form-urlencoded"))
+        .cookie(actix_web::cookie::Cookie::new("jobs_dashboard_csrf", csrf.clone()))
+        .set_payload(format!("csrf={}", "0".repeat(64)))
+        .to_request();
+    assert_eq!(test::call_service(&app, forged).await.status(), StatusCode::FORBIDDEN, "mismatch");
+    assert_eq!(state_of(&pool, ids[0]).await, Some(JobState::Discarded));
+
+    let (status, _, location) = post(&app, &retry, Some(&csrf), &[]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(
+        location.starts_with(&format!("/admin/jobs/jobs/{}?notice=job+{}+retried", ids[0], ids[0])),
+        "{location}"
+    );
+    assert_eq!(state_of(&pool, ids[0]).await, Some(JobState::Available));
+
+    let (status, _, _) = post(&app, &format!("/admin/jobs/jobs/{}/cancel", ids[1]), Some(&csrf), &[]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(state_of(&pool, ids[1]).await, Some(JobState::Cancelled));
+    let (_, _, location) = post(
+        &app,
+        &format!("/admin/jobs/jobs/{}/delete", ids[2]),
+        Some(&csrf),
+        &[("return_to", "https://evil.example/")],
+    )
+    .await;
+    assert!(location.starts_with("/admin/jobs/jobs?notice="), "no open redirect: {location}");
+    assert_eq!(state_of(&pool, ids[2]).await, None);
+
+    assert_eq!(post(&app, "/admin/jobs/jobs/1/explode", Some(&csrf), &[]).await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(post(&app, "/admin/jobs/jobs/424242/retry", Some(&csrf), &[]).await.0, StatusCode::NOT_FOUND);
+    let (_, page, _) = get(&app, &format!("/admin/jobs/jobs/{}?notice=job+retried", ids[0])).await;
+    assert!(page.contains(r#"<p class="notice" id="notice">job retried</p>"#));
+}
+
+#[actix_web::test]
+async fn bulk_actions_on_selected_jobs_and_on_a_whole_filter_after_confirmation() {
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    let ids = insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({})); 1_203]).await;
+    for id in &ids {
+        fail(&pool, *id, "boom").await;
+    }
+    let app = app(&pool, Access::Full).await;
+    let csrf = token(&app).await;
+
+    let (first, second) = (ids[0].to_string(), ids[1].to_string());
+    let (status, _, location) = post(
+        &app,
+        "/admin/jobs/jobs/bulk",
+        Some(&csrf),
+        &[("action", "retry"), ("scope", "selected"), ("id", &first), ("id", &second)],
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(location.contains("notice=2+of+2+selected+jobs+retried"), "{location}");
+    assert_eq!(state_of(&pool, ids[1]).await, Some(JobState::Available));
+
+    // All matching: first a confirmation that states the count, then the action in batches.
+    let filter = [("action", "retry"), ("scope", "all"), ("state", "discarded"), ("queue", "mailers")];
+    let (status, body, _) = post(&app, "/admin/jobs/jobs/bulk", Some(&csrf), &filter).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("This will retry <strong>1,201</strong> jobs"), "{body}");
+    assert_eq!(state_of(&pool, ids[5]).await, Some(JobState::Discarded), "nothing happens before confirming");
+    let mut confirmed = filter.to_vec();
+    confirmed.push(("confirmed", "1201"));
+    let (status, _, location) = post(&app, "/admin/jobs/jobs/bulk", Some(&csrf), &confirmed).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(location.contains("notice=1201+matching+jobs+retried"), "{location}");
+    let mut conn = pool.get().await.expect("conn");
+    let discarded: i64 = jobs::table
+        .filter(jobs::state.eq(JobState::Discarded))
+        .count()
+        .get_result(&mut conn)
+        .await
+        .expect("count");
+    assert_eq!(discarded, 0);
+
+    let (status, _, _) =
+        post(&app, "/admin/jobs/jobs/bulk", Some(&csrf), &[("action", "retry"), ("scope", "selected")]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "nothing selected");
+}
+
+#[actix_web::test]
+async fn read_only_hides_and_refuses_actions_and_denied_sees_nothing() {
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    let ids = insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({}))]).await;
+    fail(&pool, ids[0], "boom").await;
+
+    let read_only = app(&pool, Access::ReadOnly).await;
+    let csrf = token(&read_only).await;
+    let (status, body, _) = get(&read_only, &format!("/admin/jobs/jobs/{}", ids[0])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains(r#"id="read-only""#));
+    assert!(!body.contains(r#"id="retry""#), "no action buttons");
+    let (_, list, _) = get(&read_only, "/admin/jobs/jobs").await;
+    assert!(!list.contains("bulk-bar"));
+    let (status, body, _) =
+        post(&read_only, &format!("/admin/jobs/jobs/{}/retry", ids[0]), Some(&csrf), &[]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(body.contains("read-only"));
+    assert_eq!(state_of(&pool, ids[0]).await, Some(JobState::Discarded));
+
+    let denied = app(&pool, Access::Denied).await;
+    let (status, body, _) = get(&denied, "/admin/jobs/").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(!body.contains("mailers"));
+}
+
+#[actix_web::test]
+async fn queues_pause_and_resume_and_cron_schedules_are_managed() {
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({}))]).await;
+    let mut conn = pool.get().await.expect("conn");
+    let def = jobs_core::db::schedules::ScheduleDef {
+        name: "nightly-report".into(),
+        expression: "0 0 3 * * *".into(),
+        timezone: "Europe/Paris".into(),
+        kind: "report".into(),
+        args: "null".into(),
+        options: serde_json::json!({"queue": "reports"}),
+        missed_policy: "skip".into(),
+    };
+    jobs_core::db::schedules::sync(&mut conn, &[def], false).await.expect("schedule");
+    let app = app(&pool, Access::Full).await;
+    let csrf = token(&app).await;
+
+    let (_, body, _) = get(&app, "/admin/jobs/queues").await;
+    assert!(body.contains(r#"<tr id="queue-mailers">"#) && body.contains(">Pause</button>"));
+    let (status, _, _) = post(&app, "/admin/jobs/queues/mailers/pause", Some(&csrf), &[]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(jobs_core::db::queues::is_paused(&mut conn, "mailers").await.expect("paused"));
+    let (_, body, _) = get(&app, "/admin/jobs/queues").await;
+    assert!(body.contains(r#"<td class="queue-state">paused</td>"#));
+    post(&app, "/admin/jobs/queues/mailers/resume", Some(&csrf), &[]).await;
+    assert!(!jobs_core::db::queues::is_paused(&mut conn, "mailers").await.expect("resumed"));
+
+    let (_, body, _) = get(&app, "/admin/jobs/cron").await;
+    assert!(body.contains("nightly-report") && body.contains("<code>0 0 3 * * *</code> Europe/Paris"));
+    post(&app, "/admin/jobs/cron/nightly-report/disable", Some(&csrf), &[]).await;
+    let row = jobs_core::db::schedules::get(&mut conn, "nightly-report").await.expect("get").expect("row");
+    assert!(!row.enabled);
+    let (status, _, location) = post(&app, "/admin/jobs/cron/nightly-report/run", Some(&csrf), &[]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(location.contains("enqueued+job"), "{location}");
+    let queued: i64 =
+        jobs::table.filter(jobs::queue.eq("reports")).count().get_result(&mut conn).await.expect("n");
+    assert_eq!(queued, 1);
+    assert_eq!(post(&app, "/admin/jobs/cron/missing/run", Some(&csrf), &[]).await.0, StatusCode::NOT_FOUND);
+}
