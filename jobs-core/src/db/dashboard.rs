@@ -69,6 +69,15 @@ fn filtered(filter: &JobFilter) -> Boxed<'_> {
     q
 }
 
+/// The filter's rows older than `before`, newest first, at most `limit`.
+fn page(filter: &JobFilter, before: Option<i64>, limit: i64) -> Boxed<'_> {
+    let mut q = filtered(filter);
+    if let Some(before) = before {
+        q = q.filter(jobs::id.lt(before));
+    }
+    q.order(jobs::id.desc()).limit(limit)
+}
+
 /// A page of jobs, newest first, strictly older than `before` (an id) when given.
 pub async fn list_jobs<C>(
     conn: &mut C,
@@ -79,11 +88,7 @@ pub async fn list_jobs<C>(
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    let mut q = filtered(filter);
-    if let Some(before) = before {
-        q = q.filter(jobs::id.lt(before));
-    }
-    Ok(q.select(JobRow::as_select()).order(jobs::id.desc()).limit(limit).load(conn).await?)
+    Ok(page(filter, before, limit).select(JobRow::as_select()).load(conn).await?)
 }
 
 /// A count: exact, or (past the cap) the planner's estimate.
@@ -289,9 +294,5 @@ pub async fn matching_ids<C>(
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    let mut q = filtered(filter);
-    if let Some(before) = before {
-        q = q.filter(jobs::id.lt(before));
-    }
-    Ok(q.select(jobs::id).order(jobs::id.desc()).limit(limit).load(conn).await?)
+    Ok(page(filter, before, limit).select(jobs::id).load(conn).await?)
 }
