@@ -1,4 +1,5 @@
-//! The demo: a shop that enqueues jobs in its transactions and runs a worker in-process.
+//! The demo: a shop that enqueues jobs in its transactions, runs a worker in-process, and
+//! mounts the dashboard at `/jobs/` (on `SHOP_BIND`, default `127.0.0.1:8080`).
 //!
 //! `cargo run -p jobs-examples --bin shop`. Without `DATABASE_URL` it starts a throwaway
 //! Postgres and removes it on exit. Stop it with Ctrl-C.
@@ -32,6 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .queue("mailers", 10)
         .queue("billing", 5)
         .queue("reports", 1)
+        .queue("maintenance", 1)
         .build()?
         .start()
         .await?;
@@ -73,6 +75,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     sales_report::build(()).meta("warehouse_busy", true).enqueue(&pool).await?;
 
+    // The dashboard, mounted in the shop's own actix-web app.
+    let bind = std::env::var("SHOP_BIND").unwrap_or_else(|_| "127.0.0.1:8080".into());
+    let dashboard = jobs_dashboard::DashboardConfig::new(pool.clone());
+    let server = actix_web::HttpServer::new(move || {
+        actix_web::App::new()
+            .route("/", actix_web::web::get().to(|| async { "The shop. Its jobs are at /jobs/" }))
+            .service(jobs_dashboard::scope("/jobs", dashboard.clone()))
+    })
+    .workers(2)
+    .bind(&bind)?
+    .run();
+    let server_handle = server.handle();
+    tokio::spawn(server);
+    println!("dashboard: http://{bind}/jobs/");
     println!("jobs enqueued; press Ctrl-C to stop");
     let mut ticker = tokio::time::interval(Duration::from_secs(2));
     loop {
@@ -91,6 +107,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
+    server_handle.stop(true).await;
     let report = worker.shutdown().await?;
     println!("worker stopped ({} jobs handed back)", report.handed_back);
     Ok(())

@@ -74,3 +74,9 @@ pub async fn sales_report(ctx: JobContext) -> Result<Outcome<u64>, std::io::Erro
     }
     Ok(Outcome::Complete(42))
 }
+
+/// Removes abandoned carts, every minute.
+#[job(kind = "shop.expire_carts", queue = "maintenance", cron = "* * * * *")]
+pub async fn expire_carts(_ctx: JobContext) -> Result<u64, std::io::Error> {
+    Ok(0)
+}
