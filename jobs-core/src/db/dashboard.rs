@@ -219,7 +219,9 @@ WITH pending AS (
     FROM jobs WHERE state IN ('available', 'scheduled', 'running', 'retryable')
     GROUP BY queue, state
 ), names AS (
-    SELECT queue FROM pending UNION SELECT name FROM job_queues
+    SELECT queue FROM pending
+    UNION SELECT name FROM job_queues
+    UNION SELECT jsonb_object_keys(queues) FROM job_nodes
 )
 SELECT names.queue,
        COALESCE(sum(n) FILTER (WHERE state = 'available'), 0)::int8 AS available,
@@ -234,8 +236,9 @@ LEFT JOIN job_queues q ON q.name = names.queue
 GROUP BY names.queue
 ORDER BY names.queue";
 
-/// Pending jobs per queue (available, scheduled, running, retryable), the age of the
-/// oldest available job, and the pause flag. Reads only pending rows.
+/// Every queue with pending jobs, a stored setting, or a node running it: its pending
+/// jobs per state, the age of its oldest available job, and its pause flag. Reads only
+/// pending rows.
 pub async fn queue_depths<C>(conn: &mut C) -> Result<Vec<QueueDepth>>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,

@@ -1,0 +1,235 @@
+//! The dashboard in a real headless Chromium (Debian's `chromium` and `chromium-driver`),
+//! driven over WebDriver, with a real worker behind it: open the overview, filter to the
+//! failed jobs, open one, read its error, retry it and watch it complete; bulk-retry; pause
+//! a queue. Screenshots go to `target/browser-screenshots/`.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use jobs_core::testing::TestDatabase;
+use jobs_core::{JobContext, JobState, Pool, Registry, Worker, enqueue_many, job};
+use jobs_tests::wait_for;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Fails its first attempt, succeeds on a retry.
+#[job(kind = "browser.charge", queue = "browser", max_attempts = 1)]
+async fn charge(ctx: JobContext, order: i64) -> Result<String, std::io::Error> {
+    if ctx.attempt() == 1 {
+        return Err(std::io::Error::other(format!("card declined for order {order}")));
+    }
+    Ok(format!("charged order {order}"))
+}
+
+/// chromedriver on a free port, killed on drop.
+struct Driver {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+async fn start_driver() -> Driver {
+    let port = free_port();
+    let child = Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver (Debian package chromium-driver) must be installed; .ci/run installs it");
+    let driver = Driver { child, port };
+    wait_for("chromedriver to listen", DEADLINE, || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok().map(|_| ())
+    })
+    .await;
+    driver
+}
+
+async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({
+            "binary": "/usr/bin/chromium",
+            "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-quic", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--window-size=1400,1000",
+                format!("--user-data-dir={}", profile.display()),
+            ]
+        }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("a Chromium session")
+}
+
+fn screenshots_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/browser-screenshots");
+    std::fs::create_dir_all(&dir).expect("screenshot dir");
+    dir
+}
+
+async fn screenshot(client: &Client, name: &str) {
+    let png = client.screenshot().await.expect("screenshot");
+    std::fs::write(screenshots_dir().join(format!("{name}.png")), png).expect("write screenshot");
+}
+
+/// The text of `css`, waiting (up to the deadline) for it to appear after a navigation.
+async fn text(client: &Client, css: &str) -> String {
+    client
+        .wait()
+        .at_most(DEADLINE)
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("element {css}: {e}"))
+        .text()
+        .await
+        .expect("text")
+}
+
+async fn job_state(pool: &Pool, id: i64) -> JobState {
+    let mut conn = pool.get().await.expect("conn");
+    jobs_core::db::jobs::get(&mut conn, id).await.expect("get").expect("job").state
+}
+
+/// Reloads until `css`'s text is `expected` (the page shows the database's state).
+async fn reload_until(client: &Client, css: &str, expected: &str) {
+    let start = Instant::now();
+    loop {
+        if let Ok(el) = client.find(Locator::Css(css)).await
+            && el.text().await.ok().as_deref() == Some(expected)
+        {
+            return;
+        }
+        assert!(start.elapsed() < DEADLINE, "{css} never showed {expected:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        client.refresh().await.expect("reload");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_a_failed_job_from_the_browser_then_bulk_retry_and_pause_a_queue() {
+    let db = TestDatabase::new().await.expect("test database");
+    let pool = db.pool(8).expect("pool");
+    let worker = Worker::builder(pool.clone())
+        .queue("browser", 5)
+        .registry(Registry::new().with::<charge>().expect("registry"))
+        .build()
+        .expect("worker")
+        .start()
+        .await
+        .expect("start");
+    let ids: Vec<i64> = enqueue_many(&pool, (1..=3).map(charge::build))
+        .await
+        .expect("enqueue")
+        .iter()
+        .map(|e| e.id)
+        .collect();
+    for &id in &ids {
+        wait_for("the first attempts to fail", DEADLINE, || async {
+            (job_state(&pool, id).await == JobState::Discarded).then_some(())
+        })
+        .await;
+    }
+
+    // The dashboard, mounted in an app served on a real port.
+    let config = jobs_dashboard::DashboardConfig::new(pool.clone()).refresh_seconds(3600);
+    let server = actix_web::HttpServer::new(move || {
+        actix_web::App::new().service(jobs_dashboard::scope("/jobs", config.clone()))
+    })
+    .workers(1)
+    .bind(("127.0.0.1", 0))
+    .expect("bind");
+    let port = server.addrs()[0].port();
+    let server = server.run();
+    let server_handle = server.handle();
+    tokio::spawn(server);
+    let base = format!("http://127.0.0.1:{port}/jobs");
+
+    let driver = start_driver().await;
+    let profile = std::env::temp_dir().join(format!("jobs-chromium-{}-{}", std::process::id(), port));
+    let client = browser(&driver, &profile).await;
+
+    // 1. The overview.
+    client.goto(&format!("{base}/")).await.expect("open overview");
+    assert_eq!(text(&client, "h1").await, "Overview");
+    assert_eq!(text(&client, "a.card.state-discarded .n").await, "3");
+    // Live refresh has a pause control.
+    client.find(Locator::Css("#live-toggle")).await.expect("toggle").click().await.expect("click");
+    assert_eq!(text(&client, "#live-toggle").await, "Live: paused");
+    screenshot(&client, "01-overview").await;
+
+    // 2. Filter to the failed jobs and open one.
+    client.find(Locator::Css("a.card.state-discarded")).await.expect("card").click().await.expect("click");
+    let links = client.find_all(Locator::Css("a.job-link")).await.expect("rows");
+    assert_eq!(links.len(), 3);
+    screenshot(&client, "02-failed-jobs").await;
+    let newest = ids[2];
+    client
+        .find(Locator::LinkText(&newest.to_string()))
+        .await
+        .expect("job link")
+        .click()
+        .await
+        .expect("open job");
+
+    // 3. Its error.
+    assert_eq!(text(&client, "#job-state").await, "discarded");
+    assert_eq!(text(&client, ".error-message").await, format!("card declined for order 3"));
+    screenshot(&client, "03-job-error").await;
+
+    // 4. Retry, and watch it complete.
+    client.find(Locator::Css("#retry")).await.expect("retry button").click().await.expect("retry");
+    assert!(text(&client, "#notice").await.contains("retried"));
+    reload_until(&client, "#job-state", "completed").await;
+    assert!(text(&client, "#result").await.contains("charged order 3"));
+    screenshot(&client, "04-job-completed").await;
+
+    // Bulk: select every failed job on the page and retry them.
+    client.goto(&format!("{base}/jobs?state=discarded")).await.expect("failed list");
+    client.find(Locator::Css("#select-all")).await.expect("select all").click().await.expect("check");
+    client.find(Locator::Css("#bulk-selected")).await.expect("bulk").click().await.expect("submit");
+    assert_eq!(text(&client, "#notice").await, "2 of 2 selected jobs retried");
+    screenshot(&client, "05-bulk-retried").await;
+    for &id in &ids[..2] {
+        wait_for("the bulk-retried jobs to complete", DEADLINE, || async {
+            (job_state(&pool, id).await == JobState::Completed).then_some(())
+        })
+        .await;
+    }
+
+    // Pause the queue.
+    client.goto(&format!("{base}/queues")).await.expect("queues");
+    client
+        .find(Locator::Css("#queue-browser .queue-toggle"))
+        .await
+        .expect("pause")
+        .click()
+        .await
+        .expect("click");
+    assert_eq!(text(&client, "#notice").await, "queue browser paused");
+    assert_eq!(text(&client, "#queue-browser .queue-state").await, "paused");
+    screenshot(&client, "06-queue-paused").await;
+    let mut conn = pool.get().await.expect("conn");
+    assert!(jobs_core::db::queues::is_paused(&mut conn, "browser").await.expect("paused"));
+
+    client.close().await.expect("close browser");
+    let _ = std::fs::remove_dir_all(&profile);
+    server_handle.stop(true).await;
+    worker.shutdown().await.expect("shutdown");
+}
