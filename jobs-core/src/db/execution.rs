@@ -6,6 +6,7 @@ use diesel::QueryableByName;
 use diesel::sql_types::{Array, BigInt, Bool, Int2, Int4, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 
+use crate::db::cached::CachedQuery;
 use crate::error::Result;
 use crate::state::JobState;
 
@@ -88,7 +89,7 @@ pub async fn fetch_available<C>(
 where
     C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
 {
-    Ok(diesel::sql_query(FETCH_AVAILABLE)
+    Ok(CachedQuery::new(FETCH_AVAILABLE)
         .bind::<Text, _>(queue)
         .bind::<BigInt, _>(limit)
         .bind::<Text, _>(node)
@@ -124,7 +125,7 @@ pub struct Completion {
 const NEW_STATE: &str = "CASE WHEN jobs.cancel_requested_at IS NOT NULL AND c.state IN ('retryable', 'scheduled', 'available') \
      THEN 'cancelled'::job_state ELSE c.state::job_state END";
 
-fn complete_sql() -> String {
+static COMPLETE_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "\
 UPDATE jobs
@@ -141,7 +142,7 @@ FROM unnest($1::int8[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::int8
 WHERE jobs.id = c.id AND jobs.state = 'running' AND jobs.attempt = c.attempt
 RETURNING jobs.id"
     )
-}
+});
 
 const DELETE_COMPLETED: &str = "\
 DELETE FROM jobs
@@ -190,7 +191,10 @@ where
             delay.push(c.delay_ms);
             give_back.push(c.give_back_attempt);
         }
-        let rows: Vec<Id> = diesel::sql_query(complete_sql())
+        // Not prepared once: a generic plan for this join against `unnest` degrades badly
+        // (measured: a 200k-job burn-down fell from ~25 k to ~6 k jobs/s); a plan made for
+        // each batch's actual arrays stays fast.
+        let rows: Vec<Id> = diesel::sql_query(COMPLETE_SQL.as_str())
             .bind::<Array<BigInt>, _>(id)
             .bind::<Array<Int4>, _>(attempt)
             .bind::<Array<Text>, _>(state)

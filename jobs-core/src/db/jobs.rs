@@ -5,11 +5,11 @@ use chrono::{DateTime, Utc};
 use diesel::QueryableByName;
 use diesel::pg::Pg;
 use diesel::prelude::*;
-use diesel::query_builder::{BoxedSqlQuery, SqlQuery};
 use diesel::sql_types::{Array, BigInt, Bool, Bytea, Int2, Int4, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl as AsyncRunQueryDsl};
 use serde_json::Value;
 
+use crate::db::cached::CachedQuery;
 use crate::error::Result;
 use crate::schema::jobs;
 use crate::state::JobState;
@@ -164,7 +164,7 @@ fn states_literal(states: &[JobState]) -> String {
     format!("{{{}}}", names.join(","))
 }
 
-fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>) -> BoxedSqlQuery<'a, Pg, SqlQuery> {
+fn insert_query(rows: &[&NewJob], now: Option<DateTime<Utc>>) -> CachedQuery<'static> {
     let n = rows.len();
     let mut kind = Vec::with_capacity(n);
     let mut queue = Vec::with_capacity(n);
@@ -179,10 +179,10 @@ fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>) -> BoxedSql
     let mut unique_key = Vec::with_capacity(n);
     let mut unique_states = Vec::with_capacity(n);
     for job in rows {
-        kind.push(job.kind.as_str());
-        queue.push(job.queue.as_str());
-        args.push(job.args.as_str());
-        meta.push(job.meta.as_str());
+        kind.push(job.kind.clone());
+        queue.push(job.queue.clone());
+        args.push(job.args.clone());
+        meta.push(job.meta.clone());
         tags.push(job.tags.join(","));
         priority.push(job.priority);
         max_attempts.push(job.max_attempts);
@@ -192,8 +192,7 @@ fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>) -> BoxedSql
         unique_key.push(job.unique.as_ref().map(|(key, _)| key.clone()));
         unique_states.push(job.unique.as_ref().map(|(_, states)| states_literal(states)));
     }
-    diesel::sql_query(INSERT_MANY)
-        .into_boxed::<Pg>()
+    CachedQuery::new(INSERT_MANY)
         .bind::<Array<Text>, _>(kind)
         .bind::<Array<Text>, _>(queue)
         .bind::<Array<Text>, _>(args)

@@ -9,6 +9,7 @@
 //! database's own `now()` (production), `Some` an injected clock (tests).
 
 pub mod admin;
+mod cached;
 pub mod control;
 pub mod dashboard;
 pub mod execution;

@@ -55,6 +55,7 @@ pub struct WorkerBuilder {
     heartbeat_interval: Duration,
     shutdown_timeout: Duration,
     max_fetch: usize,
+    fetch_cooldown: Duration,
     registry: Option<Registry>,
     clock: Arc<dyn Clock>,
     maintenance: bool,
@@ -119,6 +120,14 @@ impl WorkerBuilder {
     /// The most jobs claimed by one statement (default 1,000).
     pub fn max_fetch(mut self, n: usize) -> Self {
         self.max_fetch = n.max(1);
+        self
+    }
+
+    /// How long a busy queue (fewer than half its slots free) waits for more slots to free
+    /// before claiming, so that claims stay large (default 2 ms). An idle queue claims at
+    /// once.
+    pub fn fetch_cooldown(mut self, cooldown: Duration) -> Self {
+        self.fetch_cooldown = cooldown;
         self
     }
 
@@ -249,6 +258,7 @@ impl WorkerBuilder {
                 poll_interval: self.poll_interval,
                 heartbeat_interval: self.heartbeat_interval,
                 max_fetch: self.max_fetch,
+                fetch_cooldown: self.fetch_cooldown,
             },
             queues,
             running: Mutex::new(HashMap::new()),
@@ -301,6 +311,7 @@ impl Worker {
             heartbeat_interval: Duration::from_secs(2),
             shutdown_timeout: Duration::from_secs(30),
             max_fetch: 1_000,
+            fetch_cooldown: Duration::from_millis(2),
             registry: None,
             clock: Arc::new(SystemClock),
             maintenance: true,

@@ -41,6 +41,20 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: Can
             }
             continue;
         }
+        // A busy queue frees slots one by one; rather than claim a job or two per
+        // statement, give the others a moment (at most `fetch_cooldown`) to free up too.
+        let all = queue.config.concurrency;
+        if free < all {
+            let deadline = tokio::time::Instant::now() + shared.config.fetch_cooldown;
+            while queue.slots.available_permits() < all {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = queue.slot_freed.notified() => {}
+                    _ = tokio::time::sleep_until(deadline) => break,
+                }
+            }
+        }
+        let free = queue.slots.available_permits();
         let want = free.min(shared.config.max_fetch);
         queue.fetches.fetch_add(1, Ordering::Relaxed);
         let fetched = async {

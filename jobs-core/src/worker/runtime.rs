@@ -21,6 +21,7 @@ pub(crate) struct RuntimeConfig {
     pub(crate) poll_interval: Duration,
     pub(crate) heartbeat_interval: Duration,
     pub(crate) max_fetch: usize,
+    pub(crate) fetch_cooldown: Duration,
 }
 
 /// One queue as this node runs it.
