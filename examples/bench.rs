@@ -59,6 +59,9 @@ struct Args {
     /// Indexes to drop before measuring (to measure what each costs).
     #[arg(long, value_delimiter = ',')]
     drop_indexes: Vec<String>,
+    /// Extra SQL to run before measuring (e.g. to measure an index's cost).
+    #[arg(long)]
+    setup_sql: Option<String>,
     /// Write the figures as JSON here.
     #[arg(long, default_value = "target/bench.json")]
     json: String,
@@ -427,6 +430,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         sql(&pool, &format!("DROP INDEX IF EXISTS {index}")).await?;
         println!("dropped index {index}");
+    }
+    if let Some(setup) = &args.setup_sql {
+        sql(&pool, setup).await?;
+        println!("ran setup: {setup}");
     }
     let mut figures = Figures::new();
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);

@@ -59,11 +59,11 @@ CREATE TABLE jobs (
 -- Every index on `jobs` is paid for twice per job: a claim and a completion change `state`,
 -- so neither is a HOT update and each adds an entry to every index whose predicate the new
 -- row version meets. Partial indexes only cost while a row is in their states; full indexes
--- cost on every write. The benchmark (docs/benchmarks.md) measured the trade: dropping
--- full indexes on state, kind and a GIN on args/meta took a 100-slot burn-down from
--- ~13 k to ~19 k jobs/s, so the dashboard filters by state through the partial indexes
--- below, by queue through jobs_queue_state_idx, and searches args/meta by scanning newest
--- first (bounded by its page size and count cap).
+-- cost on every write. The benchmark (docs/benchmarks.md) measured the trade: full indexes
+-- on state and kind and a full GIN on args/meta took a 100-slot burn-down from ~19 k down
+-- to ~13 k jobs/s (the GIN alone ~20 %). So the dashboard filters by state through the
+-- partial indexes below and by queue through jobs_queue_state_idx, and the search GIN
+-- covers only the states people search in and a successful job never enters.
 
 -- db::execution::fetch_available (the claim): only available rows, in claim order.
 CREATE INDEX jobs_claim_idx ON jobs (queue, priority, scheduled_at, id) WHERE state = 'available';
@@ -75,12 +75,16 @@ CREATE INDEX jobs_finalized_idx ON jobs (state, finalized_at) WHERE finalized_at
 CREATE INDEX jobs_running_idx ON jobs (attempted_at) WHERE state = 'running';
 -- db::dashboard: queue (and queue + state) filters, newest first (keyset on id).
 CREATE INDEX jobs_queue_state_idx ON jobs (queue, state, id);
--- jobs_search_document(args, meta) @> '{"args": {...}}': the dashboard's search expression.
+-- db::dashboard::list_jobs: containment search in args and meta, one GIN for both:
+--   jobs_search_document(args, meta) @> '{"args": {...}}'
 -- (jsonb_build_object itself is only STABLE, so it is wrapped; the result depends on the
--- two arguments alone.) Deliberately not indexed: see above.
+-- two arguments alone.) Partial: failed, cancelled and waiting jobs, the ones people look
+-- for by argument; searches in other states scan newest first, bounded by page and cap.
 CREATE FUNCTION jobs_search_document(args jsonb, meta jsonb) RETURNS jsonb
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN jsonb_build_object('args', args, 'meta', meta);
+CREATE INDEX jobs_search_idx ON jobs USING gin (jobs_search_document(args, meta) jsonb_path_ops)
+    WHERE state IN ('scheduled', 'retryable', 'discarded', 'cancelled');
 -- db::jobs::insert_many (unique jobs): one row per key among the states that hold it.
 CREATE UNIQUE INDEX jobs_unique_idx ON jobs (unique_key)
     WHERE unique_key IS NOT NULL AND state = ANY (unique_states);
