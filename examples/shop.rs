@@ -37,7 +37,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?
         .start()
         .await?;
-    println!("worker {} started", worker.node());
+    println!(
+        "worker {} started: queues mailers (10 slots), billing (5), reports (1), maintenance (1)",
+        worker.node()
+    );
 
     // Sign-ups: the user row and the welcome mail commit together.
     let mut conn = jobs_core::db::connect(&url).await?;
@@ -70,8 +73,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .await?;
     println!(
-        "order 1 twice: jobs {} and {} (second already queued: {})",
-        charges[0].id, charges[1].id, charges[1].existing
+        "order 1 submitted twice: both calls returned job {} (the second found it already queued: {})",
+        charges[1].id, charges[1].existing
     );
     sales_report::build(()).meta("warehouse_busy", true).enqueue(&pool).await?;
 
@@ -89,7 +92,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server_handle = server.handle();
     tokio::spawn(server);
     println!("dashboard: http://{bind}/jobs/");
-    println!("jobs enqueued; press Ctrl-C to stop");
+    println!(
+        "enqueued: 20 welcome mails (each committed with its user row; the 2 to @bounce.example fail and\n\
+         retry with exponential backoff), 5 order charges (order 2 cancels itself, order 3 is discarded,\n\
+         order 7's handler panics and is retried), a sales report that snoozes 5 s, and a cron job\n\
+         every minute. Below: job counts by state every 2 s. Press Ctrl-C to stop."
+    );
     let mut ticker = tokio::time::interval(Duration::from_secs(2));
     loop {
         tokio::select! {
@@ -102,8 +110,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .order(state)
                     .load(&mut conn)
                     .await?;
-                let line: Vec<String> = counts.iter().map(|(s, n)| format!("{s}: {n}")).collect();
-                println!("{}", line.join(", "));
+                let line: Vec<String> = counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
+                println!("jobs by state: {}", line.join(" | "));
             }
         }
     }

@@ -555,3 +555,62 @@ async fn one_leader_at_a_time_and_another_takes_over_when_the_lease_expires() {
     assert!(!elector.run_once(&a).await.expect("a"), "a learns it lost the lease");
     assert!(!a.is_leader());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_running_past_its_timeout_on_a_live_node_is_rescued_and_fenced() {
+    let db = TestDatabase::new().await.expect("test database");
+    let (pool, mut conn) = setup(&db).await;
+    let start = Utc::now();
+    let clock = ManualClock::new(start);
+    // `behave` has a 300 ms timeout; the node below keeps heartbeating but never finishes.
+    let id = behave::enqueue(&pool, Behaviour::Hang).await.expect("enqueue").id;
+    jobs_core::db::nodes::heartbeat(&mut conn, "stuck-node", "host", 1, &serde_json::json!({}), Some(start))
+        .await
+        .expect("heartbeat");
+    let claimed = fetch_available(&mut conn, "work", 1, "stuck-node", Some(start)).await.expect("claim");
+    assert_eq!(claimed[0].id, id);
+    let ctx = ServiceContext::new(pool.clone(), "rescuer").with_clock(Arc::new(clock.clone()));
+    let rescuer =
+        Rescuer::new(RescuerConfig { timeout_grace: Duration::from_secs(5), ..RescuerConfig::default() });
+
+    // Within timeout + grace, and the node is alive: left alone.
+    clock.advance(Duration::from_secs(5));
+    jobs_core::db::nodes::heartbeat(
+        &mut conn,
+        "stuck-node",
+        "host",
+        1,
+        &serde_json::json!({}),
+        Some(clock.now()),
+    )
+    .await
+    .expect("heartbeat");
+    assert!(rescuer.run_once(&ctx).await.expect("rescue").is_empty());
+    // Past it: rescued as timed out, although the node still heartbeats.
+    clock.advance(Duration::from_secs(1));
+    jobs_core::db::nodes::heartbeat(
+        &mut conn,
+        "stuck-node",
+        "host",
+        1,
+        &serde_json::json!({}),
+        Some(clock.now()),
+    )
+    .await
+    .expect("heartbeat");
+    assert_eq!(rescuer.run_once(&ctx).await.expect("rescue"), vec![id]);
+    let row = job_row(&mut conn, id).await;
+    assert_eq!((row.state, row.attempt), (JobState::Retryable, 1));
+    assert_eq!(row.errors[0]["error_type"], "rescued_timeout");
+
+    // Out of attempts, a rescue discards instead.
+    diesel::update(jobs::table.find(id))
+        .set((jobs::state.eq(JobState::Running), jobs::attempt.eq(3), jobs::attempted_at.eq(start)))
+        .execute(&mut conn)
+        .await
+        .expect("claim again");
+    assert_eq!(rescuer.run_once(&ctx).await.expect("rescue"), vec![id]);
+    let row = job_row(&mut conn, id).await;
+    assert_eq!(row.state, JobState::Discarded);
+    assert!(row.finalized_at.is_some());
+}
