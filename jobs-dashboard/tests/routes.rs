@@ -190,9 +190,15 @@ async fn the_jobs_list_filters_searches_and_pages_by_keyset() {
     assert_eq!(failed.matches(r#"class="job-link""#).count(), 1);
     assert!(failed.contains("card declined"));
 
-    let (_, found, _) = get(&app, "/admin/jobs/jobs?q=user_id%3D7").await;
+    let (_, found, _) = get(&app, "/admin/jobs/jobs?state=available&q=user_id%3D7").await;
     assert_eq!(found.matches(r#"class="job-link""#).count(), 1);
     assert!(found.contains(&format!(">{}</a>", ids[7])));
+    // Without a state, search covers the indexed states: failed, cancelled, waiting.
+    let (_, failed_search, _) = get(&app, "/admin/jobs/jobs?q=order_id%3D9").await;
+    assert_eq!(failed_search.matches(r#"class="job-link""#).count(), 1);
+    assert!(failed_search.contains(r#"id="search-scope""#));
+    let (_, not_failed, _) = get(&app, "/admin/jobs/jobs?q=user_id%3D7").await;
+    assert!(not_failed.contains("No jobs match."), "available jobs need their state ticked");
     let (_, by_meta, _) =
         get(&app, "/admin/jobs/jobs?q=%7B%22request_id%22%3A%22req-1%22%7D&queue=billing").await;
     assert_eq!(by_meta.matches(r#"class="job-link""#).count(), 1);

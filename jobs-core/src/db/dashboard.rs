@@ -19,6 +19,11 @@ diesel::define_sql_function! {
     fn jobs_search_document(args: diesel::sql_types::Jsonb, meta: diesel::sql_types::Jsonb) -> diesel::sql_types::Jsonb;
 }
 
+/// The states the search index covers: a search without a state filter looks in these
+/// (searching other states means choosing them, and scans newest first).
+pub const SEARCHABLE_STATES: [JobState; 4] =
+    [JobState::Scheduled, JobState::Retryable, JobState::Discarded, JobState::Cancelled];
+
 /// What the jobs list shows.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobFilter {
@@ -40,10 +45,18 @@ pub struct JobFilter {
 
 type Boxed<'a> = jobs::BoxedQuery<'a, Pg>;
 
+/// `jobs.state IN ('a', 'b')` with the states as literals, not a bound array: only then
+/// can the planner match the partial indexes (claim, due, running, finalized, search) that
+/// make state filters fast. The text comes from the closed `JobState` enum alone.
+fn states_in(states: &[JobState]) -> diesel::expression::SqlLiteral<diesel::sql_types::Bool> {
+    let list: Vec<String> = states.iter().map(|s| format!("'{}'", s.as_str())).collect();
+    diesel::dsl::sql::<diesel::sql_types::Bool>(&format!("jobs.state IN ({})", list.join(", ")))
+}
+
 fn filtered(filter: &JobFilter) -> Boxed<'_> {
     let mut q = jobs::table.into_boxed::<Pg>();
     if !filter.states.is_empty() {
-        q = q.filter(jobs::state.eq_any(filter.states.clone()));
+        q = q.filter(states_in(&filter.states));
     }
     if let Some(queue) = &filter.queue {
         q = q.filter(jobs::queue.eq(queue));
@@ -55,6 +68,9 @@ fn filtered(filter: &JobFilter) -> Boxed<'_> {
         q = q.filter(jobs::tags.contains(vec![tag.clone()]));
     }
     if let Some(search) = &filter.search {
+        if filter.states.is_empty() {
+            q = q.filter(states_in(&SEARCHABLE_STATES));
+        }
         let doc = jobs_search_document(jobs::args, jobs::meta);
         q = q.filter(doc.contains(serde_json::json!({ "args": search })).or(
             jobs_search_document(jobs::args, jobs::meta).contains(serde_json::json!({ "meta": search })),
@@ -213,11 +229,15 @@ pub struct QueueDepth {
     pub paused: bool,
 }
 
+// One arm per partial index (claim, due, running), so each reads only its own states.
 const QUEUE_DEPTHS: &str = "\
 WITH pending AS (
-    SELECT queue, state, count(*) AS n, min(scheduled_at) FILTER (WHERE state = 'available') AS oldest
-    FROM jobs WHERE state IN ('available', 'scheduled', 'running', 'retryable')
-    GROUP BY queue, state
+    SELECT queue, 'available'::job_state AS state, count(*) AS n, min(scheduled_at) AS oldest
+    FROM jobs WHERE state = 'available' GROUP BY queue
+    UNION ALL
+    SELECT queue, state, count(*), NULL FROM jobs WHERE state IN ('scheduled', 'retryable') GROUP BY queue, state
+    UNION ALL
+    SELECT queue, 'running'::job_state, count(*), NULL FROM jobs WHERE state = 'running' GROUP BY queue
 ), names AS (
     SELECT queue FROM pending
     UNION SELECT name FROM job_queues
