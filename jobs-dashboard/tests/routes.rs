@@ -143,6 +143,14 @@ async fn the_overview_shows_counts_queues_and_the_chart() {
     let pool = db.pool(4).expect("pool");
     let ids = insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({})); 3]).await;
     fail(&pool, ids[0], "smtp down").await;
+    // The counters a worker's completer writes with each batch.
+    let mut conn = pool.get().await.expect("conn");
+    let counts = [
+        ("mailers", JobState::Completed, 4),
+        ("mailers", JobState::Retryable, 2),
+        ("mailers", JobState::Discarded, 1),
+    ];
+    jobs_core::db::stats::record(&mut conn, &counts, None).await.expect("stats");
     let app = app(&pool, Access::Full).await;
 
     let (status, body, cookie) = get(&app, "/admin/jobs/").await;
@@ -153,7 +161,10 @@ async fn the_overview_shows_counts_queues_and_the_chart() {
     assert!(body.contains(r#"<span class="n">1</span><span class="label">discarded</span>"#));
     assert!(body.contains(r#"href="/admin/jobs/jobs?queue=mailers""#));
     assert!(body.contains(r#"<svg class="chart" id="throughput""#));
-    assert!(body.contains("1 discarded or cancelled"), "the last hour counts the failure");
+    assert!(
+        body.contains("4 completed, 3 failed (retried, discarded or cancelled)"),
+        "the last hour's counters"
+    );
     let (status, _, _) = get(&app, "/admin/jobs").await;
     assert_eq!(status, StatusCode::PERMANENT_REDIRECT);
     let (status, _, _) = get(&app, "/admin/jobs/assets/dashboard.js").await;

@@ -44,6 +44,13 @@ async fn the_worker_counts_claims_outcomes_durations_and_latency() {
     .await;
     worker.shutdown().await.expect("shutdown");
 
+    // The completer also wrote the per-minute counters the dashboard's chart reads.
+    let mut conn = pool.get().await.expect("conn");
+    let minutes = jobs_core::db::dashboard::throughput_last_hour(&mut conn).await.expect("throughput");
+    let completed: i64 = minutes.iter().map(|m| m.completed).sum();
+    let retried: i64 = minutes.iter().map(|m| m.retried).sum();
+    assert_eq!((completed, retried), (3, 1));
+
     let mut counters = std::collections::HashMap::new();
     let mut histograms = std::collections::HashMap::new();
     for (key, _, _, value) in snapshotter.snapshot().into_vec() {

@@ -291,6 +291,7 @@ async fn a_late_completion_after_a_rescue_is_ignored() {
     // The ghost finishes late: its completion is fenced out.
     let late = Completion {
         id,
+        queue: "work".into(),
         attempt: 1,
         state: JobState::Completed,
         result: Some("\"late\"".into()),

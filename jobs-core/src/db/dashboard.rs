@@ -266,39 +266,40 @@ where
     Ok(diesel::sql_query(QUEUE_DEPTHS).load(conn).await?)
 }
 
-/// Finished jobs in one minute of the last hour.
+/// Outcomes in one minute of the last hour.
 #[derive(Debug, Clone, PartialEq, QueryableByName)]
 pub struct Throughput {
     /// The minute.
     #[diesel(sql_type = Timestamptz)]
     pub minute: DateTime<Utc>,
-    /// Completed in it.
+    /// Jobs completed in it.
     #[diesel(sql_type = BigInt)]
     pub completed: i64,
-    /// Discarded in it.
+    /// Failed attempts that will be retried.
+    #[diesel(sql_type = BigInt)]
+    pub retried: i64,
+    /// Jobs discarded in it.
     #[diesel(sql_type = BigInt)]
     pub discarded: i64,
-    /// Failed attempts (jobs that became retryable) are not finalized; this counts
-    /// cancelled jobs.
+    /// Jobs cancelled in it.
     #[diesel(sql_type = BigInt)]
     pub cancelled: i64,
 }
 
 const THROUGHPUT: &str = "\
 SELECT m.minute,
-       COALESCE(sum(1) FILTER (WHERE j.state = 'completed'), 0)::int8 AS completed,
-       COALESCE(sum(1) FILTER (WHERE j.state = 'discarded'), 0)::int8 AS discarded,
-       COALESCE(sum(1) FILTER (WHERE j.state = 'cancelled'), 0)::int8 AS cancelled
+       COALESCE(sum(s.count) FILTER (WHERE s.state = 'completed'), 0)::int8 AS completed,
+       COALESCE(sum(s.count) FILTER (WHERE s.state = 'retryable'), 0)::int8 AS retried,
+       COALESCE(sum(s.count) FILTER (WHERE s.state = 'discarded'), 0)::int8 AS discarded,
+       COALESCE(sum(s.count) FILTER (WHERE s.state = 'cancelled'), 0)::int8 AS cancelled
 FROM generate_series(date_trunc('minute', now()) - interval '59 minutes', date_trunc('minute', now()),
                      interval '1 minute') AS m(minute)
-LEFT JOIN jobs j
-  ON j.state IN ('completed', 'discarded', 'cancelled')
- AND j.finalized_at >= m.minute AND j.finalized_at < m.minute + interval '1 minute'
+LEFT JOIN job_stats s ON s.bucket = m.minute
 GROUP BY m.minute
 ORDER BY m.minute";
 
-/// Completed, discarded and cancelled jobs per minute over the last hour (from the
-/// finalized-at index).
+/// Outcomes per minute over the last hour, from the counters the workers write with each
+/// completion batch (`job_stats`): 60 small reads, whatever the size of `jobs`.
 pub async fn throughput_last_hour<C>(conn: &mut C) -> Result<Vec<Throughput>>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,

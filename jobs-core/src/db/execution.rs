@@ -103,6 +103,8 @@ where
 pub struct Completion {
     /// Job id.
     pub id: i64,
+    /// Its queue (for the per-minute counters).
+    pub queue: std::sync::Arc<str>,
     /// The attempt it was claimed with: the write applies only if the row is still
     /// `running` at this attempt.
     pub attempt: i32,

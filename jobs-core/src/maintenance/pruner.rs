@@ -21,6 +21,8 @@ pub struct PrunerConfig {
     pub cancelled: Option<Duration>,
     /// How long discarded jobs are kept.
     pub discarded: Option<Duration>,
+    /// How long the per-minute outcome counters (`job_stats`) are kept.
+    pub stats: Duration,
     /// Rows deleted per statement.
     pub batch: i64,
     /// Statements per state per pass (the rest waits for the next pass).
@@ -34,6 +36,7 @@ impl Default for PrunerConfig {
             completed: Some(Duration::from_secs(24 * 3600)),
             cancelled: Some(Duration::from_secs(7 * 24 * 3600)),
             discarded: Some(Duration::from_secs(7 * 24 * 3600)),
+            stats: Duration::from_secs(24 * 3600),
             batch: 1_000,
             max_batches: 100,
         }
@@ -52,7 +55,8 @@ impl Pruner {
         Pruner { config }
     }
 
-    /// One pass over the three final states. Returns how many rows went.
+    /// One pass over the three final states (and the old outcome counters). Returns how
+    /// many jobs went.
     pub async fn run_once(&self, ctx: &ServiceContext) -> Result<i64> {
         let mut conn = ctx.pool.get().await?;
         let mut total = 0;
@@ -72,6 +76,7 @@ impl Pruner {
                 }
             }
         }
+        db::stats::prune(&mut conn, self.config.stats, ctx.clock.db_now()).await?;
         Ok(total)
     }
 

@@ -64,6 +64,7 @@ async fn write(shared: &Shared, batch: &[Completion], give_up: &CancellationToke
         .await;
         match result {
             Ok(applied) => {
+                record_stats(shared, batch, &applied).await;
                 if applied.len() < batch.len() {
                     tracing::info!(
                         skipped = batch.len() - applied.len(),
@@ -85,6 +86,26 @@ async fn write(shared: &Shared, batch: &[Completion], give_up: &CancellationToke
                 pause = (pause * 2).min(Duration::from_secs(5));
             }
         }
+    }
+}
+
+/// Adds the applied outcomes to the per-minute counters (best effort: a failure here is
+/// logged, never retried, and never holds up completions).
+async fn record_stats(shared: &Shared, batch: &[Completion], applied: &[i64]) {
+    let applied: std::collections::HashSet<i64> = applied.iter().copied().collect();
+    let mut counts: std::collections::HashMap<(&str, crate::JobState), i64> =
+        std::collections::HashMap::new();
+    for c in batch.iter().filter(|c| applied.contains(&c.id)) {
+        *counts.entry((&*c.queue, c.state)).or_insert(0) += 1;
+    }
+    let counts: Vec<(&str, crate::JobState, i64)> = counts.into_iter().map(|((q, s), n)| (q, s, n)).collect();
+    let result = async {
+        let mut conn = shared.pool.get().await?;
+        db::stats::record(&mut conn, &counts, shared.clock.db_now()).await
+    }
+    .await;
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "recording outcome counters failed");
     }
 }
 

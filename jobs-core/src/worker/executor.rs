@@ -96,6 +96,7 @@ fn failure(error_type: &str, message: String) -> Failure {
 fn completion(shared: &Shared, queue: &QueueRuntime, job: &ClaimedJob, ended: Ended) -> Completion {
     let mut c = Completion {
         id: job.id,
+        queue: queue.name.clone(),
         attempt: job.attempt,
         state: JobState::Completed,
         result: None,

@@ -55,11 +55,12 @@ pub(crate) fn bars(minutes: &[Throughput]) -> Vec<Bar> {
         .map(|(i, m)| Bar {
             x: i * 10,
             ok_height: m.completed as f64 / max * 100.0,
-            failed_height: (m.discarded + m.cancelled) as f64 / max * 100.0,
+            failed_height: (m.retried + m.discarded + m.cancelled) as f64 / max * 100.0,
             title: format!(
-                "{}: {} completed, {} discarded, {} cancelled",
+                "{}: {} completed, {} failed attempts retried, {} discarded, {} cancelled",
                 m.minute.format("%H:%M"),
                 m.completed,
+                m.retried,
                 m.discarded,
                 m.cancelled
             ),
@@ -87,7 +88,7 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
         states,
         queues,
         finished_last_hour: minutes.iter().map(|m| m.completed).sum(),
-        failed_last_hour: minutes.iter().map(|m| m.discarded + m.cancelled).sum(),
+        failed_last_hour: minutes.iter().map(|m| m.retried + m.discarded + m.cancelled).sum(),
         bars: bars(&minutes),
         nodes,
         now: chrono::Utc::now(),
