@@ -167,8 +167,12 @@ async fn the_overview_shows_counts_queues_and_the_chart() {
     );
     let (status, _, _) = get(&app, "/admin/jobs").await;
     assert_eq!(status, StatusCode::PERMANENT_REDIRECT);
-    let (status, _, _) = get(&app, "/admin/jobs/assets/dashboard.js").await;
+    let (status, js, _) = get(&app, "/admin/jobs/assets/dashboard.js").await;
     assert_eq!(status, StatusCode::OK);
+    assert!(js.contains("live-toggle"));
+    let (status, css, _) = get(&app, "/admin/jobs/assets/dashboard.css").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(css.contains(".badge"));
     let (status, body, _) = get(&app, "/admin/jobs/nope").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(body.contains("404 Not Found"));
@@ -295,6 +299,17 @@ async fn actions_need_the_csrf_token_and_change_the_job() {
     assert!(location.starts_with("/admin/jobs/jobs?notice="), "no open redirect: {location}");
     assert_eq!(state_of(&pool, ids[2]).await, None);
 
+    // "Run now" on a scheduled job makes it available at once.
+    let later = {
+        let mut job = new_job("mail", "mailers", serde_json::json!({}));
+        job.delay_ms = Some(3_600_000);
+        insert(&pool, vec![job]).await[0]
+    };
+    assert_eq!(state_of(&pool, later).await, Some(JobState::Scheduled));
+    let (_, page, _) = get(&app, &format!("/admin/jobs/jobs/{later}")).await;
+    assert!(page.contains(">Run now</button>"));
+    post(&app, &format!("/admin/jobs/jobs/{later}/run"), Some(&csrf), &[]).await;
+    assert_eq!(state_of(&pool, later).await, Some(JobState::Available));
     assert_eq!(post(&app, "/admin/jobs/jobs/1/explode", Some(&csrf), &[]).await.0, StatusCode::BAD_REQUEST);
     assert_eq!(post(&app, "/admin/jobs/jobs/424242/retry", Some(&csrf), &[]).await.0, StatusCode::NOT_FOUND);
     let (_, page, _) = get(&app, &format!("/admin/jobs/jobs/{}?notice=job+retried", ids[0])).await;
@@ -410,6 +425,15 @@ async fn queues_pause_and_resume_and_cron_schedules_are_managed() {
     post(&app, "/admin/jobs/cron/nightly-report/disable", Some(&csrf), &[]).await;
     let row = jobs_core::db::schedules::get(&mut conn, "nightly-report").await.expect("get").expect("row");
     assert!(!row.enabled);
+    let (_, body, _) = get(&app, "/admin/jobs/cron").await;
+    assert!(body.contains(">disabled<") && body.contains(">Enable</button>"));
+    post(&app, "/admin/jobs/cron/nightly-report/enable", Some(&csrf), &[]).await;
+    let row = jobs_core::db::schedules::get(&mut conn, "nightly-report").await.expect("get").expect("row");
+    assert!(row.enabled);
+    assert_eq!(
+        post(&app, "/admin/jobs/cron/nightly-report/explode", Some(&csrf), &[]).await.0,
+        StatusCode::BAD_REQUEST
+    );
     let (status, _, location) = post(&app, "/admin/jobs/cron/nightly-report/run", Some(&csrf), &[]).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
     assert!(location.contains("enqueued+job"), "{location}");
