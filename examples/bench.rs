@@ -490,14 +490,7 @@ fn ceiling(
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let (_cluster, url) = match std::env::var("DATABASE_URL") {
-        Ok(url) if !url.is_empty() => (None, url),
-        _ => {
-            let cluster = PgCluster::start_private(BENCH_SETTINGS)?;
-            let url = cluster.admin_url();
-            (Some(cluster), url)
-        }
-    };
+    let (_cluster, url) = PgCluster::from_env_or_private(BENCH_SETTINGS)?;
     jobs_core::migrate(jobs_core::db::connect(&url).await?).await?;
     let pool = jobs_core::db::pool(&url, 8)?;
     for index in &args.drop_indexes {

@@ -14,18 +14,10 @@ use jobs_examples::{Charge, Welcome, charge_order, sales_report, send_welcome};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (_cluster, url) = match std::env::var("DATABASE_URL") {
-        Ok(url) if !url.is_empty() => (None, url),
-        _ => {
-            let cluster = PgCluster::start_private(jobs_core::testing::cluster::TEST_SETTINGS)?;
-            let url = cluster.admin_url();
-            println!(
-                "DATABASE_URL is unset: started a throwaway Postgres at {}",
-                cluster.socket_dir().display()
-            );
-            (Some(cluster), url)
-        }
-    };
+    let (cluster, url) = PgCluster::from_env_or_private(jobs_core::testing::cluster::TEST_SETTINGS)?;
+    if let Some(cluster) = &cluster {
+        println!("DATABASE_URL is unset: started a throwaway Postgres at {}", cluster.socket_dir().display());
+    }
     jobs_core::migrate(jobs_core::db::connect(&url).await?).await?;
     let pool = jobs_core::db::pool(&url, 16)?;
 

@@ -6,7 +6,7 @@
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use jobs_core::testing::TestDatabase;
@@ -109,17 +109,12 @@ async fn job_state(pool: &Pool, id: i64) -> JobState {
 
 /// Reloads until `css`'s text is `expected` (the page shows the database's state).
 async fn reload_until(client: &Client, css: &str, expected: &str) {
-    let start = Instant::now();
-    loop {
-        if let Ok(el) = client.find(Locator::Css(css)).await
-            && el.text().await.ok().as_deref() == Some(expected)
-        {
-            return;
-        }
-        assert!(start.elapsed() < DEADLINE, "{css} never showed {expected:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        client.refresh().await.expect("reload");
-    }
+    wait_for(&format!("{css} to show {expected:?}"), DEADLINE, || async {
+        client.refresh().await.ok()?;
+        let text = client.find(Locator::Css(css)).await.ok()?.text().await.ok()?;
+        (text == expected).then_some(())
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

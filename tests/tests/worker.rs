@@ -98,22 +98,24 @@ fn worker(pool: &Pool) -> WorkerBuilder {
         .heartbeat_interval(Duration::from_millis(500))
 }
 
+/// Records a heartbeat for `node` at `at`, as a live worker would.
+async fn heartbeat(conn: &mut AsyncPgConnection, node: &str, at: chrono::DateTime<Utc>) {
+    jobs_core::db::nodes::heartbeat(conn, node, "host", 1, &serde_json::json!({}), Some(at))
+        .await
+        .expect("heartbeat");
+}
+
 async fn job_row(conn: &mut AsyncPgConnection, id: i64) -> JobRow {
     jobs_core::db::jobs::get(conn, id).await.expect("get").expect("job exists")
 }
 
-async fn wait_state(conn: &mut AsyncPgConnection, id: i64, state: JobState) -> JobRow {
-    let start = Instant::now();
-    let mut pause = Duration::from_millis(2);
-    loop {
-        let row = job_row(conn, id).await;
-        if row.state == state {
-            return row;
-        }
-        assert!(start.elapsed() < DEADLINE, "job {id} did not become {state} within {DEADLINE:?}: {row:?}");
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(50));
-    }
+async fn wait_state(pool: &Pool, id: i64, state: JobState) -> JobRow {
+    wait_for(&format!("job {id} to become {state}"), DEADLINE, || async {
+        let mut conn = pool.get().await.ok()?;
+        let row = job_row(&mut conn, id).await;
+        (row.state == state).then_some(row)
+    })
+    .await
 }
 
 #[derive(QueryableByName)]
@@ -170,7 +172,7 @@ async fn ten_thousand_jobs_on_three_workers_each_run_exactly_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_retry_on_the_backoff_policy_then_discard() {
     let db = TestDatabase::new().await.expect("test database");
-    let (pool, mut conn) = setup(&db).await;
+    let (pool, _conn) = setup(&db).await;
     let clock = ManualClock::new(Utc::now());
     let handle = worker(&pool).clock(Arc::new(clock.clone())).without_maintenance().build().expect("build");
     let handle = handle.start().await.expect("start");
@@ -178,7 +180,7 @@ async fn failures_retry_on_the_backoff_policy_then_discard() {
     let id = behave::enqueue(&pool, Behaviour::Fail).await.expect("enqueue").id;
 
     // Attempt 1 fails: retry after 10 s (+ up to 10 % jitter) on the job's clock.
-    let row = wait_state(&mut conn, id, JobState::Retryable).await;
+    let row = wait_state(&pool, id, JobState::Retryable).await;
     assert_eq!(row.attempt, 1);
     let delay = (row.scheduled_at - clock.now()).to_std().expect("in the future");
     assert!(
@@ -211,7 +213,7 @@ async fn failures_retry_on_the_backoff_policy_then_discard() {
     // Attempt 3 of 3 fails: discarded, with three errors recorded.
     clock.advance(Duration::from_secs(23));
     assert_eq!(Scheduler::default().run_once(&ctx).await.expect("schedule"), 1);
-    let row = wait_state(&mut conn, id, JobState::Discarded).await;
+    let row = wait_state(&pool, id, JobState::Discarded).await;
     assert_eq!(row.attempt, 3);
     assert_eq!(row.errors.as_array().map(Vec::len), Some(3));
     assert!(row.finalized_at.is_some());
@@ -221,7 +223,7 @@ async fn failures_retry_on_the_backoff_policy_then_discard() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panics_timeouts_and_explicit_outcomes_are_recorded() {
     let db = TestDatabase::new().await.expect("test database");
-    let (pool, mut conn) = setup(&db).await;
+    let (pool, _conn) = setup(&db).await;
     let handle = worker(&pool).without_maintenance().build().expect("build").start().await.expect("start");
     let ids: Vec<i64> = enqueue_many(
         &pool,
@@ -241,30 +243,30 @@ async fn panics_timeouts_and_explicit_outcomes_are_recorded() {
     .map(|e| e.id)
     .collect();
 
-    let panicked = wait_state(&mut conn, ids[0], JobState::Retryable).await;
+    let panicked = wait_state(&pool, ids[0], JobState::Retryable).await;
     let error = &panicked.errors[0];
     assert_eq!(error["error_type"], "panic");
     assert_eq!(error["message"], "panicked: boom at attempt 1");
     assert!(error["backtrace"].as_str().is_some_and(|b| !b.is_empty()), "backtrace recorded: {error}");
 
     let started = Instant::now();
-    let timed_out = wait_state(&mut conn, ids[1], JobState::Retryable).await;
+    let timed_out = wait_state(&pool, ids[1], JobState::Retryable).await;
     assert_eq!(timed_out.errors[0]["error_type"], "timeout");
     assert!(timed_out.errors[0]["message"].as_str().is_some_and(|m| m.contains("300ms")));
     assert!(started.elapsed() < Duration::from_secs(30));
 
-    let snoozed = wait_state(&mut conn, ids[2], JobState::Scheduled).await;
+    let snoozed = wait_state(&pool, ids[2], JobState::Scheduled).await;
     assert_eq!(snoozed.attempt, 0, "a snooze gives the attempt back");
     let delay = snoozed.scheduled_at - snoozed.attempted_at.expect("attempted");
     assert!((delay.num_seconds() - 3600).abs() <= 1, "snoozed for an hour: {delay}");
 
-    let cancelled = wait_state(&mut conn, ids[3], JobState::Cancelled).await;
+    let cancelled = wait_state(&pool, ids[3], JobState::Cancelled).await;
     assert_eq!(cancelled.errors[0]["message"], "customer left");
     assert!(cancelled.finalized_at.is_some());
-    let discarded = wait_state(&mut conn, ids[4], JobState::Discarded).await;
+    let discarded = wait_state(&pool, ids[4], JobState::Discarded).await;
     assert_eq!(discarded.errors[0]["message"], "bad address");
     assert_eq!(discarded.attempt, 1, "discarded at once, attempts left unused");
-    let done = wait_state(&mut conn, ids[5], JobState::Completed).await;
+    let done = wait_state(&pool, ids[5], JobState::Completed).await;
     assert_eq!(done.result, Some(serde_json::json!("done")));
     assert!(done.errors.as_array().is_some_and(Vec::is_empty));
 
@@ -322,7 +324,7 @@ async fn a_killed_nodes_jobs_are_rescued_and_run_elsewhere() {
     let doomed = worker(&pool).node_name("doomed").without_maintenance().build().expect("build");
     let doomed = doomed.start().await.expect("start");
     let id = wait_until_cancelled::enqueue(&pool, ()).await.expect("enqueue").id;
-    wait_state(&mut conn, id, JobState::Running).await;
+    wait_state(&pool, id, JobState::Running).await;
     doomed.kill();
 
     // The doomed node's heartbeat row is still there; the rescuer waits for it to go
@@ -355,7 +357,7 @@ async fn a_killed_nodes_jobs_are_rescued_and_run_elsewhere() {
 
     // Cancel it from another connection: the signal crosses nodes by NOTIFY.
     assert_eq!(jobs_core::cancel_job(&mut conn, id).await.expect("cancel"), Some(JobState::Running));
-    let row = wait_state(&mut conn, id, JobState::Cancelled).await;
+    let row = wait_state(&pool, id, JobState::Cancelled).await;
     assert!(row.finalized_at.is_some());
     survivor.shutdown().await.expect("shutdown");
 }
@@ -376,7 +378,7 @@ async fn a_paused_queue_is_not_fetched_until_resumed() {
     let paused_id = record::enqueue(&pool, Record { n: 1 }).await.expect("enqueue").id;
     let other_id = record::build(Record { n: 2 }).queue("other").enqueue(&pool).await.expect("enqueue").id;
     // The worker is clearly running (it completed the other queue's later job)...
-    wait_state(&mut conn, other_id, JobState::Completed).await;
+    wait_state(&pool, other_id, JobState::Completed).await;
     // ...and keeps polling the other queue, yet never once fetched the paused one.
     let polled = handle.fetch_count("other");
     wait_for("three more polls of the other queue", DEADLINE, || async {
@@ -388,7 +390,7 @@ async fn a_paused_queue_is_not_fetched_until_resumed() {
     assert_eq!((row.state, row.attempt), (JobState::Available, 0));
 
     jobs_core::set_queue_paused(&mut conn, "work", false).await.expect("resume");
-    wait_state(&mut conn, paused_id, JobState::Completed).await;
+    wait_state(&pool, paused_id, JobState::Completed).await;
     assert!(handle.fetch_count("work") > 0);
     handle.shutdown().await.expect("shutdown");
 }
@@ -427,7 +429,7 @@ async fn shutdown_finishes_what_it_can_and_hands_back_the_rest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_on_completion_leaves_no_row() {
     let db = TestDatabase::new().await.expect("test database");
-    let (pool, mut conn) = setup(&db).await;
+    let (pool, _conn) = setup(&db).await;
     let handle = Worker::builder(pool.clone())
         .queue_config(QueueConfig::new("work", 5).delete_on_completion())
         .registry(Registry::from_inventory().expect("registry"))
@@ -439,7 +441,7 @@ async fn delete_on_completion_leaves_no_row() {
         .expect("start");
     let ok = behave::enqueue(&pool, Behaviour::Succeed).await.expect("enqueue").id;
     let failing = behave::enqueue(&pool, Behaviour::Discard).await.expect("enqueue").id;
-    wait_state(&mut conn, failing, JobState::Discarded).await;
+    wait_state(&pool, failing, JobState::Discarded).await;
     wait_for("the completed job to be deleted", DEADLINE, || async {
         let mut c = pool.get().await.ok()?;
         jobs_core::db::jobs::get(&mut c, ok).await.ok()?.is_none().then_some(())
@@ -497,8 +499,8 @@ async fn the_pruner_deletes_exactly_what_the_retention_says() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_notification_wake_up_beats_polling() {
     let db = TestDatabase::new().await.expect("test database");
-    let (pool, mut conn) = setup(&db).await;
-    async fn median_latency(pool: &Pool, conn: &mut AsyncPgConnection, listen: bool) -> Duration {
+    let (pool, _conn) = setup(&db).await;
+    async fn median_latency(pool: &Pool, listen: bool) -> Duration {
         let handle = Worker::builder(pool.clone())
             .queue("work", 4)
             .registry(Registry::from_inventory().expect("registry"))
@@ -518,15 +520,15 @@ async fn the_notification_wake_up_beats_polling() {
         for n in 0..7 {
             let start = Instant::now();
             let id = record::enqueue(pool, Record { n }).await.expect("enqueue").id;
-            wait_state(conn, id, JobState::Completed).await;
+            wait_state(pool, id, JobState::Completed).await;
             samples.push(start.elapsed());
         }
         handle.shutdown().await.expect("shutdown");
         samples.sort();
         samples[samples.len() / 2]
     }
-    let notified = median_latency(&pool, &mut conn, true).await;
-    let polled = median_latency(&pool, &mut conn, false).await;
+    let notified = median_latency(&pool, true).await;
+    let polled = median_latency(&pool, false).await;
     println!("enqueue-to-completed median: {notified:?} with LISTEN/NOTIFY, {polled:?} polling every 500 ms");
     assert!(notified < polled, "notification ({notified:?}) should beat polling ({polled:?})");
     assert!(notified < Duration::from_millis(250), "a notified worker starts at once: {notified:?}");
@@ -565,9 +567,7 @@ async fn a_job_running_past_its_timeout_on_a_live_node_is_rescued_and_fenced() {
     let clock = ManualClock::new(start);
     // `behave` has a 300 ms timeout; the node below keeps heartbeating but never finishes.
     let id = behave::enqueue(&pool, Behaviour::Hang).await.expect("enqueue").id;
-    jobs_core::db::nodes::heartbeat(&mut conn, "stuck-node", "host", 1, &serde_json::json!({}), Some(start))
-        .await
-        .expect("heartbeat");
+    heartbeat(&mut conn, "stuck-node", start).await;
     let claimed = fetch_available(&mut conn, "work", 1, "stuck-node", Some(start)).await.expect("claim");
     assert_eq!(claimed[0].id, id);
     let ctx = ServiceContext::new(pool.clone(), "rescuer").with_clock(Arc::new(clock.clone()));
@@ -576,29 +576,11 @@ async fn a_job_running_past_its_timeout_on_a_live_node_is_rescued_and_fenced() {
 
     // Within timeout + grace, and the node is alive: left alone.
     clock.advance(Duration::from_secs(5));
-    jobs_core::db::nodes::heartbeat(
-        &mut conn,
-        "stuck-node",
-        "host",
-        1,
-        &serde_json::json!({}),
-        Some(clock.now()),
-    )
-    .await
-    .expect("heartbeat");
+    heartbeat(&mut conn, "stuck-node", clock.now()).await;
     assert!(rescuer.run_once(&ctx).await.expect("rescue").is_empty());
     // Past it: rescued as timed out, although the node still heartbeats.
     clock.advance(Duration::from_secs(1));
-    jobs_core::db::nodes::heartbeat(
-        &mut conn,
-        "stuck-node",
-        "host",
-        1,
-        &serde_json::json!({}),
-        Some(clock.now()),
-    )
-    .await
-    .expect("heartbeat");
+    heartbeat(&mut conn, "stuck-node", clock.now()).await;
     assert_eq!(rescuer.run_once(&ctx).await.expect("rescue"), vec![id]);
     let row = job_row(&mut conn, id).await;
     assert_eq!((row.state, row.attempt), (JobState::Retryable, 1));

@@ -21,82 +21,8 @@ struct StateRow {
     state: JobState,
 }
 
+// Both statements take an array of ids: one job or a whole selection run the same SQL.
 const CANCEL: &str = "\
-WITH target AS (
-    UPDATE jobs
-    SET state = CASE WHEN state = 'running' THEN state ELSE 'cancelled'::job_state END,
-        finalized_at = CASE WHEN state = 'running' THEN NULL ELSE now() END,
-        cancel_requested_at = now()
-    WHERE id = $1 AND state IN ('available', 'scheduled', 'running', 'retryable')
-    RETURNING id, state
-), told AS (
-    SELECT pg_notify($2, json_build_object('cancel', id)::text) FROM target WHERE state = 'running'
-)
-SELECT state FROM target, (SELECT count(*) FROM told) AS t";
-
-/// Cancels job `id`. A job that is not running is cancelled at once (`Cancelled`); a
-/// running one is marked and its node told over NOTIFY on commit, so its context is
-/// cancelled and it ends cancelled (`Running`). `None` when the job does not exist or is
-/// already finished.
-pub async fn cancel<C>(conn: &mut C, id: i64) -> Result<Option<JobState>>
-where
-    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
-{
-    let rows: Vec<StateRow> =
-        diesel::sql_query(CANCEL).bind::<BigInt, _>(id).bind::<Text, _>(CONTROL_CHANNEL).load(conn).await?;
-    Ok(rows.into_iter().next().map(|r| r.state))
-}
-
-const RETRY: &str = "\
-WITH target AS (
-    UPDATE jobs
-    SET state = 'available', scheduled_at = now(), finalized_at = NULL, cancel_requested_at = NULL,
-        max_attempts = GREATEST(max_attempts, attempt + 1)
-    WHERE id = $1 AND state <> 'running'
-    RETURNING queue, state
-), woken AS (SELECT pg_notify($2, queue) FROM target)
-SELECT state FROM target, (SELECT count(*) FROM woken) AS w";
-
-/// Makes job `id` available to run now (from any state but running), granting one more
-/// attempt if it had used them all. Returns whether it was found and not running.
-pub async fn retry<C>(conn: &mut C, id: i64) -> Result<bool>
-where
-    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
-{
-    let rows: Vec<StateRow> =
-        diesel::sql_query(RETRY).bind::<BigInt, _>(id).bind::<Text, _>(AVAILABLE_CHANNEL).load(conn).await?;
-    Ok(!rows.is_empty())
-}
-
-/// Deletes job `id` unless it is running (cancel it first). Returns whether a row went.
-pub async fn delete<C>(conn: &mut C, id: i64) -> Result<bool>
-where
-    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
-{
-    let n = diesel::sql_query("DELETE FROM jobs WHERE id = $1 AND state <> 'running'")
-        .bind::<BigInt, _>(id)
-        .execute(conn)
-        .await?;
-    Ok(n > 0)
-}
-
-#[derive(QueryableByName)]
-struct Affected {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
-
-const RETRY_MANY: &str = "\
-WITH target AS (
-    UPDATE jobs
-    SET state = 'available', scheduled_at = now(), finalized_at = NULL, cancel_requested_at = NULL,
-        max_attempts = GREATEST(max_attempts, attempt + 1)
-    WHERE id = ANY ($1) AND state <> 'running'
-    RETURNING queue
-), woken AS (SELECT pg_notify($2, queue) FROM (SELECT DISTINCT queue FROM target) AS q)
-SELECT (SELECT count(*) FROM target) + 0 * (SELECT count(*) FROM woken) AS n";
-
-const CANCEL_MANY: &str = "\
 WITH target AS (
     UPDATE jobs
     SET state = CASE WHEN state = 'running' THEN state ELSE 'cancelled'::job_state END,
@@ -107,19 +33,39 @@ WITH target AS (
 ), told AS (
     SELECT pg_notify($2, json_build_object('cancel', id)::text) FROM target WHERE state = 'running'
 )
-SELECT (SELECT count(*) FROM target) + 0 * (SELECT count(*) FROM told) AS n";
+SELECT state FROM target, (SELECT count(*) FROM told) AS t";
 
-/// [`retry`] for many jobs in one statement. Returns how many were made available.
-pub async fn retry_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+const RETRY: &str = "\
+WITH target AS (
+    UPDATE jobs
+    SET state = 'available', scheduled_at = now(), finalized_at = NULL, cancel_requested_at = NULL,
+        max_attempts = GREATEST(max_attempts, attempt + 1)
+    WHERE id = ANY ($1) AND state <> 'running'
+    RETURNING queue, state
+), woken AS (SELECT pg_notify($2, queue) FROM (SELECT DISTINCT queue FROM target) AS q)
+SELECT state FROM target, (SELECT count(*) FROM woken) AS w";
+
+async fn run_on<C>(conn: &mut C, sql: &'static str, ids: &[i64], channel: &str) -> Result<Vec<JobState>>
 where
     C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
 {
-    let row: Affected = diesel::sql_query(RETRY_MANY)
+    let rows: Vec<StateRow> = diesel::sql_query(sql)
         .bind::<diesel::sql_types::Array<BigInt>, _>(ids)
-        .bind::<Text, _>(AVAILABLE_CHANNEL)
-        .get_result(conn)
+        .bind::<Text, _>(channel)
+        .load(conn)
         .await?;
-    Ok(row.n)
+    Ok(rows.into_iter().map(|r| r.state).collect())
+}
+
+/// Cancels job `id`. A job that is not running is cancelled at once (`Cancelled`); a
+/// running one is marked and its node told over NOTIFY on commit, so its context is
+/// cancelled and it ends cancelled (`Running`). `None` when the job does not exist or is
+/// already finished.
+pub async fn cancel<C>(conn: &mut C, id: i64) -> Result<Option<JobState>>
+where
+    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+{
+    Ok(run_on(conn, CANCEL, &[id], CONTROL_CHANNEL).await?.into_iter().next())
 }
 
 /// [`cancel`] for many jobs in one statement. Returns how many were cancelled or told to
@@ -128,12 +74,32 @@ pub async fn cancel_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
 where
     C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
 {
-    let row: Affected = diesel::sql_query(CANCEL_MANY)
-        .bind::<diesel::sql_types::Array<BigInt>, _>(ids)
-        .bind::<Text, _>(CONTROL_CHANNEL)
-        .get_result(conn)
-        .await?;
-    Ok(row.n)
+    Ok(run_on(conn, CANCEL, ids, CONTROL_CHANNEL).await?.len() as i64)
+}
+
+/// Makes job `id` available to run now (from any state but running), granting one more
+/// attempt if it had used them all. Returns whether it was found and not running.
+pub async fn retry<C>(conn: &mut C, id: i64) -> Result<bool>
+where
+    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+{
+    Ok(retry_many(conn, &[id]).await? > 0)
+}
+
+/// [`retry`] for many jobs in one statement. Returns how many were made available.
+pub async fn retry_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+where
+    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+{
+    Ok(run_on(conn, RETRY, ids, AVAILABLE_CHANNEL).await?.len() as i64)
+}
+
+/// Deletes job `id` unless it is running (cancel it first). Returns whether a row went.
+pub async fn delete<C>(conn: &mut C, id: i64) -> Result<bool>
+where
+    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+{
+    Ok(delete_many(conn, &[id]).await? > 0)
 }
 
 /// [`delete`] for many jobs in one statement (running ones are kept). Returns how many went.

@@ -80,6 +80,19 @@ pub fn find_server_binaries() -> Result<PathBuf> {
 }
 
 impl PgCluster {
+    /// `DATABASE_URL` when set (and no cluster), otherwise a private cluster started with
+    /// `settings` and its URL. Keep the cluster alive as long as the URL is used.
+    pub fn from_env_or_private(settings: &[(&str, &str)]) -> Result<(Option<PgCluster>, String)> {
+        if let Ok(url) = std::env::var("DATABASE_URL")
+            && !url.is_empty()
+        {
+            return Ok((None, url));
+        }
+        let cluster = PgCluster::start_private(settings)?;
+        let url = cluster.admin_url();
+        Ok((Some(cluster), url))
+    }
+
     /// Initialises and starts a new cluster in a fresh temporary directory. The server is
     /// stopped and the directory removed when the value is dropped.
     pub fn start_private(settings: &[(&str, &str)]) -> Result<PgCluster> {

@@ -59,12 +59,18 @@ async fn write(shared: &Shared, batch: &[Completion], give_up: &CancellationToke
     loop {
         let result = async {
             let mut conn = shared.pool.get().await?;
-            db::execution::complete_many(&mut conn, batch, shared.clock.db_now()).await
+            let now = shared.clock.db_now();
+            let applied = db::execution::complete_many(&mut conn, batch, now).await?;
+            // Best effort, on the same connection: a failure is logged, never retried, and
+            // never holds up completions.
+            if let Err(e) = db::stats::record(&mut conn, &outcome_counts(batch, &applied), now).await {
+                tracing::debug!(error = %e, "recording outcome counters failed");
+            }
+            Ok::<_, crate::Error>(applied)
         }
         .await;
         match result {
             Ok(applied) => {
-                record_stats(shared, batch, &applied).await;
                 if applied.len() < batch.len() {
                     tracing::info!(
                         skipped = batch.len() - applied.len(),
@@ -89,24 +95,15 @@ async fn write(shared: &Shared, batch: &[Completion], give_up: &CancellationToke
     }
 }
 
-/// Adds the applied outcomes to the per-minute counters (best effort: a failure here is
-/// logged, never retried, and never holds up completions).
-async fn record_stats(shared: &Shared, batch: &[Completion], applied: &[i64]) {
+/// The applied outcomes per queue and state, for the per-minute counters.
+fn outcome_counts<'a>(batch: &'a [Completion], applied: &[i64]) -> Vec<(&'a str, crate::JobState, i64)> {
     let applied: std::collections::HashSet<i64> = applied.iter().copied().collect();
     let mut counts: std::collections::HashMap<(&str, crate::JobState), i64> =
         std::collections::HashMap::new();
     for c in batch.iter().filter(|c| applied.contains(&c.id)) {
         *counts.entry((&*c.queue, c.state)).or_insert(0) += 1;
     }
-    let counts: Vec<(&str, crate::JobState, i64)> = counts.into_iter().map(|((q, s), n)| (q, s, n)).collect();
-    let result = async {
-        let mut conn = shared.pool.get().await?;
-        db::stats::record(&mut conn, &counts, shared.clock.db_now()).await
-    }
-    .await;
-    if let Err(e) = result {
-        tracing::debug!(error = %e, "recording outcome counters failed");
-    }
+    counts.into_iter().map(|((q, s), n)| (q, s, n)).collect()
 }
 
 /// The completer loop. Ends after `stop` fires and everything queued was written.

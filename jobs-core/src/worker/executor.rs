@@ -17,6 +17,7 @@ use super::runtime::{QueueRuntime, Shared};
 use crate::context::{ContextParts, JobContext};
 use crate::db::execution::{ClaimedJob, Completion};
 use crate::outcome::{Failure, RunOutcome};
+use crate::registry::JobDescriptor;
 use crate::state::JobState;
 
 /// Why a running job's token was cancelled.
@@ -93,7 +94,13 @@ fn failure(error_type: &str, message: String) -> Failure {
 }
 
 /// Turns the end of a run into the row's next state.
-fn completion(shared: &Shared, queue: &QueueRuntime, job: &ClaimedJob, ended: Ended) -> Completion {
+fn completion(
+    shared: &Shared,
+    queue: &QueueRuntime,
+    job: &ClaimedJob,
+    descriptor: Option<&JobDescriptor>,
+    ended: Ended,
+) -> Completion {
     let mut c = Completion {
         id: job.id,
         queue: queue.name.clone(),
@@ -111,7 +118,7 @@ fn completion(shared: &Shared, queue: &QueueRuntime, job: &ClaimedJob, ended: En
             c.state = JobState::Discarded;
         } else {
             c.state = JobState::Retryable;
-            let backoff = shared.registry.get(&job.kind).map(|d| (d.options)().backoff).unwrap_or_default();
+            let backoff = descriptor.map(|d| (d.options)().backoff).unwrap_or_default();
             c.delay_ms = Some(i64::try_from(backoff.delay(job.attempt).as_millis()).unwrap_or(i64::MAX));
         }
     };
@@ -179,12 +186,14 @@ pub(crate) fn spawn(
         async move {
             let latency = (job.attempted_at - job.scheduled_at).to_std().unwrap_or_default();
             metrics::histogram!("jobs_queue_latency_seconds", "queue" => queue.label).record(latency.as_secs_f64());
+            // One registry lookup per job, shared by the run, the backoff and the labels.
+            let descriptor = shared.registry.get(&job.kind).copied();
             let started = Instant::now();
-            let ended = run(&shared, &queue, &job, &running).await;
-            let kind_label: &'static str = shared.registry.get(&job.kind).map_or("unknown", |d| d.kind);
+            let ended = run(&shared, &queue, &job, descriptor.as_ref(), &running).await;
+            let kind_label: &'static str = descriptor.map_or("unknown", |d| d.kind);
             metrics::histogram!("jobs_duration_seconds", "queue" => queue.label, "kind" => kind_label)
                 .record(started.elapsed().as_secs_f64());
-            let completion = completion(&shared, &queue, &job, ended);
+            let completion = completion(&shared, &queue, &job, descriptor.as_ref(), ended);
             let counter = match completion.state {
                 JobState::Completed => "jobs_completed_total",
                 JobState::Discarded => "jobs_discarded_total",
@@ -209,8 +218,14 @@ pub(crate) fn spawn(
     );
 }
 
-async fn run(shared: &Shared, queue: &QueueRuntime, job: &ClaimedJob, running: &RunningJob) -> Ended {
-    let Some(descriptor) = shared.registry.get(&job.kind) else {
+async fn run(
+    shared: &Shared,
+    queue: &QueueRuntime,
+    job: &ClaimedJob,
+    descriptor: Option<&JobDescriptor>,
+    running: &RunningJob,
+) -> Ended {
+    let Some(descriptor) = descriptor else {
         return Ended::UnknownKind;
     };
     let meta = RawValue::from_string(job.meta.clone()).unwrap_or_default();
