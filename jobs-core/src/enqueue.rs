@@ -13,6 +13,7 @@ use crate::db::jobs::{Inserted, NewJob};
 use crate::db::{self, Pool};
 use crate::error::{Error, Result};
 use crate::job::Job;
+use crate::stored_text;
 use crate::unique::{UniqueBy, UniqueOptions};
 
 /// What enqueueing one job did: the job's id, and whether a job with the same uniqueness
@@ -257,6 +258,11 @@ impl<J: Job> EnqueueRequest<J> {
                 size: meta.len(),
                 limit: MAX_PAYLOAD_BYTES,
             });
+        }
+        for (what, json) in [("arguments", &args), ("metadata", &meta)] {
+            if stored_text::holds_nul(json) {
+                return Err(Error::NulInPayload { kind: kind.to_owned(), what });
+            }
         }
         Ok(NewJob {
             kind: kind.to_owned(),

@@ -47,6 +47,16 @@ pub enum Error {
         limit: usize,
     },
 
+    /// An argument (or metadata) payload holds a NUL character, which Postgres cannot
+    /// store in `jsonb`.
+    #[error("the {what} of job kind `{kind}` contain a NUL character (\\u0000), which Postgres cannot store")]
+    NulInPayload {
+        /// The job kind.
+        kind: String,
+        /// `arguments` or `metadata`.
+        what: &'static str,
+    },
+
     /// Two job definitions share one kind name.
     #[error(
         "two jobs are registered with the kind `{kind}`: `{first}` and `{second}`; \

@@ -69,6 +69,7 @@ mod outcome;
 mod registry;
 pub mod schema;
 mod state;
+pub mod stored_text;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod unique;
@@ -93,7 +94,7 @@ pub use outcome::{Failure, HandlerReturn, IntoOutcome, Outcome, RunOutcome};
 pub use registry::{CronAttribute, JobDescriptor, MissedPolicy, Registry, RunFn};
 pub use state::{JobState, ParseStateError};
 pub use unique::{UniqueBy, UniqueOptions};
-pub use worker::{QueueConfig, ShutdownReport, Worker, WorkerBuilder, WorkerHandle};
+pub use worker::{QueueConfig, ShutdownReport, UnknownKindPolicy, Worker, WorkerBuilder, WorkerHandle};
 
 /// Re-exports for the code `#[job]` generates. Not a public API.
 #[doc(hidden)]

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use diesel::QueryableByName;
-use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz};
+use diesel::sql_types::{Array, BigInt, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 
 use crate::error::Result;
@@ -48,23 +48,16 @@ where
     Ok(row.n)
 }
 
-const RESCUE_STUCK: &str = "\
-WITH clock AS (SELECT COALESCE($1::timestamptz, now()) AS now),
-stuck AS (
-    SELECT jobs.id,
-           CASE WHEN jobs.timeout_ms IS NOT NULL
-                 AND jobs.attempted_at + (jobs.timeout_ms + $3) * interval '1 millisecond' < clock.now
-                THEN 'timeout' ELSE 'node_lost' END AS why
-    FROM jobs, clock
-    WHERE jobs.state = 'running'
-      AND ((jobs.timeout_ms IS NOT NULL
-            AND jobs.attempted_at + (jobs.timeout_ms + $3) * interval '1 millisecond' < clock.now)
-        OR NOT EXISTS (SELECT 1 FROM job_nodes n
-                       WHERE n.name = jobs.attempted_by[cardinality(jobs.attempted_by)]
-                         AND n.heartbeat_at > clock.now - $2 * interval '1 millisecond'))
-    LIMIT $4
-    FOR UPDATE OF jobs SKIP LOCKED
-)
+/// Returns the jobs selected by `stuck` (a query over `jobs` and `clock` giving `id`,
+/// `why` and `message`, locking what it picks) to the queue: retryable and due now,
+/// discarded when out of attempts, cancelled when a cancel was requested, with an error
+/// entry `rescued_<why>`. The attempt is unchanged, so a late outcome is fenced out.
+macro_rules! rescue_sql {
+    ($stuck:literal) => {
+        concat!(
+            "WITH clock AS (SELECT COALESCE($1::timestamptz, now()) AS now),\nstuck AS (",
+            $stuck,
+            ")
 UPDATE jobs
 SET state = CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'::job_state
                  WHEN jobs.attempt >= jobs.max_attempts THEN 'discarded'::job_state
@@ -77,12 +70,77 @@ SET state = CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'::job
         'at', clock.now,
         'node', jobs.attempted_by[cardinality(jobs.attempted_by)],
         'error_type', 'rescued_' || stuck.why,
-        'message', CASE WHEN stuck.why = 'timeout'
-                        THEN 'still running ' || $3 || ' ms past its timeout; rescued by ' || $5
-                        ELSE 'its node stopped heartbeating; rescued by ' || $5 END))
+        'message', stuck.message))
 FROM stuck, clock
 WHERE jobs.id = stuck.id
-RETURNING jobs.id";
+RETURNING jobs.id"
+        )
+    };
+}
+
+const RESCUE_STUCK: &str = rescue_sql!(
+    "
+    SELECT jobs.id, t.why,
+           CASE WHEN t.why = 'timeout'
+                THEN 'still running ' || $3 || ' ms past its timeout; rescued by ' || $5
+                ELSE 'its node stopped heartbeating; rescued by ' || $5 END AS message
+    FROM jobs, clock,
+         LATERAL (SELECT CASE WHEN jobs.timeout_ms IS NOT NULL
+                    AND jobs.attempted_at + (jobs.timeout_ms + $3) * interval '1 millisecond' < clock.now
+                   THEN 'timeout' ELSE 'node_lost' END AS why) AS t
+    WHERE jobs.state = 'running'
+      AND ((jobs.timeout_ms IS NOT NULL
+            AND jobs.attempted_at + (jobs.timeout_ms + $3) * interval '1 millisecond' < clock.now)
+        OR NOT EXISTS (SELECT 1 FROM job_nodes n
+                       WHERE n.name = jobs.attempted_by[cardinality(jobs.attempted_by)]
+                         AND n.heartbeat_at > clock.now - $2 * interval '1 millisecond'))
+    LIMIT $4
+    FOR UPDATE OF jobs SKIP LOCKED
+"
+);
+
+const RELEASE_ORPHANS: &str = rescue_sql!(
+    "
+    SELECT jobs.id, 'orphaned' AS why,
+           'claimed by ' || $2 || ', which never received the claim (its connection was lost); released by the same node' AS message
+    FROM jobs, clock
+    WHERE jobs.state = 'running'
+      AND jobs.attempted_by[cardinality(jobs.attempted_by)] = $2
+      AND jobs.attempted_at < clock.now - $3 * interval '1 millisecond'
+      AND NOT (jobs.id = ANY($4))
+    LIMIT 1000
+    FOR UPDATE OF jobs SKIP LOCKED
+"
+);
+
+/// Returns to the queue the `running` jobs attributed to `node` that it does not hold
+/// (`held`) and that were claimed more than `grace` ago: claims whose reply never reached
+/// the node. Same outcome as a rescue (`rescued_orphaned`). Returns their ids.
+pub async fn release_orphans<C>(
+    conn: &mut C,
+    node: &str,
+    held: &[i64],
+    grace: Duration,
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<i64>>
+where
+    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+{
+    let rows: Vec<Id> = diesel::sql_query(RELEASE_ORPHANS)
+        .bind::<Nullable<Timestamptz>, _>(now)
+        .bind::<Text, _>(node)
+        .bind::<BigInt, _>(ms(grace))
+        .bind::<Array<BigInt>, _>(held)
+        .load(conn)
+        .await?;
+    Ok(rows.into_iter().map(|r| r.id).collect())
+}
+
+#[derive(QueryableByName)]
+struct Id {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+}
 
 /// Rescues `running` jobs that nobody is running any more: those whose node has not
 /// heartbeated within `node_stale_after` (or has no node row), and those still running
@@ -100,11 +158,6 @@ pub async fn rescue_stuck<C>(
 where
     C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
 {
-    #[derive(QueryableByName)]
-    struct Id {
-        #[diesel(sql_type = BigInt)]
-        id: i64,
-    }
     let rows: Vec<Id> = diesel::sql_query(RESCUE_STUCK)
         .bind::<Nullable<Timestamptz>, _>(now)
         .bind::<BigInt, _>(ms(node_stale_after))

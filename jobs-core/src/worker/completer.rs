@@ -54,7 +54,56 @@ pub(crate) fn channel(config: CompleterConfig) -> (CompletionSender, mpsc::Recei
 /// Writes `batch`, retrying with backoff while the database is unreachable: an outcome is
 /// never dropped because of a transient error. Gives up only when `give_up` fires (then the
 /// rescuer returns the jobs to the queue).
+///
+/// A batch the database rejects for another reason is written row by row, so one bad row
+/// cannot hold up the others; a row rejected on its own is stored without its result and
+/// with a note in place of its error entry.
 async fn write(shared: &Shared, batch: &[Completion], give_up: &CancellationToken) {
+    match write_retrying(shared, batch, give_up).await {
+        Ok(()) => {}
+        Err(e) if batch.len() > 1 => {
+            tracing::error!(error = %e, batch = batch.len(), "the database rejected a batch of outcomes; writing them one by one");
+            for one in batch {
+                write_alone(shared, one, give_up).await;
+            }
+        }
+        Err(_) => write_alone(shared, &batch[0], give_up).await,
+    }
+    forget(shared, batch);
+}
+
+async fn write_alone(shared: &Shared, completion: &Completion, give_up: &CancellationToken) {
+    let Err(e) = write_retrying(shared, std::slice::from_ref(completion), give_up).await else {
+        return;
+    };
+    tracing::error!(job.id = completion.id, error = %e, "the database rejected a job's outcome; storing it without result or error text");
+    let note = serde_json::json!({
+        "attempt": completion.attempt,
+        "error_type": "unstorable_outcome",
+        "message": format!("the outcome could not be stored: {e}"),
+    });
+    let plain = Completion { result: None, error: Some(note.to_string()), ..completion.clone() };
+    if let Err(e) = write_retrying(shared, std::slice::from_ref(&plain), give_up).await {
+        tracing::error!(job.id = completion.id, error = %e, "dropping an outcome the database keeps rejecting; the job is released as orphaned");
+    }
+}
+
+/// The jobs are no longer this node's to report: they leave the set the orphan check
+/// treats as held.
+fn forget(shared: &Shared, batch: &[Completion]) {
+    let mut held = shared.held.lock().unwrap_or_else(|e| e.into_inner());
+    for c in batch {
+        held.remove(&c.id);
+    }
+}
+
+/// One statement for `batch`, retried while the error is the connection's. Returns the
+/// database's error when it rejects the statement itself.
+async fn write_retrying(
+    shared: &Shared,
+    batch: &[Completion],
+    give_up: &CancellationToken,
+) -> Result<(), crate::Error> {
     let mut pause = Duration::from_millis(50);
     loop {
         let result = async {
@@ -78,15 +127,16 @@ async fn write(shared: &Shared, batch: &[Completion], give_up: &CancellationToke
                     );
                 }
                 metrics::counter!("jobs_completion_batches_total").increment(1);
-                return;
+                return Ok(());
             }
+            Err(e) if !e.is_connection_error() => return Err(e),
             Err(e) => {
                 tracing::warn!(error = %e, batch = batch.len(), "writing outcomes failed; retrying");
                 tokio::select! {
                     _ = tokio::time::sleep(pause) => {}
                     _ = give_up.cancelled() => {
                         tracing::error!(batch = batch.len(), "gave up writing outcomes at shutdown; the rescuer will retry these jobs");
-                        return;
+                        return Ok(());
                     }
                 }
                 pause = (pause * 2).min(Duration::from_secs(5));

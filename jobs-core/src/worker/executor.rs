@@ -12,6 +12,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::config::UnknownKindPolicy;
 use super::panic_capture;
 use super::runtime::{QueueRuntime, Shared};
 use crate::context::{ContextParts, JobContext};
@@ -19,6 +20,7 @@ use crate::db::execution::{ClaimedJob, Completion};
 use crate::outcome::{Failure, RunOutcome};
 use crate::registry::JobDescriptor;
 use crate::state::JobState;
+use crate::stored_text::{MAX_BACKTRACE_BYTES, MAX_ERROR_MESSAGE_BYTES, clip, storable_result};
 
 /// Why a running job's token was cancelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,9 +84,9 @@ fn error_entry(shared: &Shared, job: &ClaimedJob, failure: &Failure) -> Option<S
         "attempted_at": job.attempted_at,
         "at": shared.clock.now(),
         "node": &*shared.node,
-        "error_type": failure.error_type,
-        "message": failure.message,
-        "backtrace": failure.backtrace,
+        "error_type": clip(&failure.error_type, 1024),
+        "message": clip(&failure.message, MAX_ERROR_MESSAGE_BYTES),
+        "backtrace": failure.backtrace.as_deref().map(|b| clip(b, MAX_BACKTRACE_BYTES)),
     });
     Some(entry.to_string())
 }
@@ -124,20 +126,28 @@ fn completion(
     };
     match ended {
         Ended::Ran(RunOutcome::Completed(result)) => {
-            c.result = result;
+            c.result = result.map(storable_result);
             c.delete = queue.config.delete_on_completion;
         }
         Ended::Ran(RunOutcome::Failed(f)) | Ended::Panicked(f) => failed(&mut c, f),
         Ended::TimedOut(limit) => {
             failed(&mut c, failure("timeout", format!("the attempt exceeded its {limit:?} timeout")))
         }
-        Ended::UnknownKind => failed(
-            &mut c,
-            failure(
+        Ended::UnknownKind => {
+            let unknown = failure(
                 "unknown_kind",
                 format!("no job of kind `{}` is registered on node {}", job.kind, shared.node),
-            ),
-        ),
+            );
+            match shared.config.unknown_kinds {
+                UnknownKindPolicy::Fail => failed(&mut c, unknown),
+                UnknownKindPolicy::Postpone(delay) => {
+                    c.state = JobState::Scheduled;
+                    c.delay_ms = Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
+                    c.give_back_attempt = true;
+                    c.error = error_entry(shared, job, &unknown);
+                }
+            }
+        }
         Ended::Ran(RunOutcome::Snoozed(delay)) => {
             c.state = JobState::Scheduled;
             c.delay_ms = Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
@@ -180,6 +190,7 @@ pub(crate) fn spawn(
 ) {
     let running = RunningJob::new();
     shared.running.lock().unwrap_or_else(|e| e.into_inner()).insert(job.id, running.clone());
+    shared.held.lock().unwrap_or_else(|e| e.into_inner()).insert(job.id);
     let span = tracing::info_span!("job", job.id = job.id, job.kind = %job.kind, job.attempt = job.attempt, job.queue = %job.queue);
     let tracker = shared.tracker.clone();
     tracker.spawn(

@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use config::QueueConfig;
+pub use config::{QueueConfig, UnknownKindPolicy};
 
 use self::completer::CompleterConfig;
 use self::executor::StopReason;
@@ -56,6 +56,8 @@ pub struct WorkerBuilder {
     shutdown_timeout: Duration,
     max_fetch: usize,
     fetch_cooldown: Duration,
+    orphan_grace: Duration,
+    unknown_kinds: UnknownKindPolicy,
     registry: Option<Registry>,
     clock: Arc<dyn Clock>,
     maintenance: bool,
@@ -128,6 +130,22 @@ impl WorkerBuilder {
     /// once.
     pub fn fetch_cooldown(mut self, cooldown: Duration) -> Self {
         self.fetch_cooldown = cooldown;
+        self
+    }
+
+    /// How long a job may sit `running` under this node's name without this node holding
+    /// it before the node hands it back as orphaned (default 30 s). That happens when the
+    /// connection dies after a claim committed but before its reply arrived. The check
+    /// runs with each heartbeat; the grace keeps it clear of claims still in flight.
+    pub fn orphan_grace(mut self, grace: Duration) -> Self {
+        self.orphan_grace = grace;
+        self
+    }
+
+    /// What to do with a claimed job of a kind this worker does not know (default
+    /// [`UnknownKindPolicy::Fail`]).
+    pub fn unknown_kinds(mut self, policy: UnknownKindPolicy) -> Self {
+        self.unknown_kinds = policy;
         self
     }
 
@@ -259,9 +277,12 @@ impl WorkerBuilder {
                 heartbeat_interval: self.heartbeat_interval,
                 max_fetch: self.max_fetch,
                 fetch_cooldown: self.fetch_cooldown,
+                orphan_grace: self.orphan_grace,
+                unknown_kinds: self.unknown_kinds,
             },
             queues,
             running: Mutex::new(HashMap::new()),
+            held: Mutex::new(std::collections::HashSet::new()),
             tracker: TaskTracker::new(),
             completions: sender,
             listening: AtomicBool::new(false),
@@ -312,6 +333,8 @@ impl Worker {
             shutdown_timeout: Duration::from_secs(30),
             max_fetch: 1_000,
             fetch_cooldown: Duration::from_millis(2),
+            orphan_grace: Duration::from_secs(30),
+            unknown_kinds: UnknownKindPolicy::Fail,
             registry: None,
             clock: Arc::new(SystemClock),
             maintenance: true,

@@ -1,6 +1,6 @@
 //! The state the worker's tasks share.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -9,7 +9,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::task::TaskTracker;
 
 use super::completer::CompletionSender;
-use super::config::QueueConfig;
+use super::config::{QueueConfig, UnknownKindPolicy};
 use super::executor::RunningJob;
 use crate::clock::Clock;
 use crate::db::Pool;
@@ -22,6 +22,8 @@ pub(crate) struct RuntimeConfig {
     pub(crate) heartbeat_interval: Duration,
     pub(crate) max_fetch: usize,
     pub(crate) fetch_cooldown: Duration,
+    pub(crate) orphan_grace: Duration,
+    pub(crate) unknown_kinds: UnknownKindPolicy,
 }
 
 /// One queue as this node runs it.
@@ -53,6 +55,10 @@ pub(crate) struct Shared {
     pub(crate) config: RuntimeConfig,
     pub(crate) queues: HashMap<String, Arc<QueueRuntime>>,
     pub(crate) running: Mutex<HashMap<i64, RunningJob>>,
+    /// Jobs this node claimed and has not yet reported: running, or with an outcome
+    /// waiting to be written. A `running` row of this node outside this set is orphaned
+    /// (its claim's reply was lost with the connection).
+    pub(crate) held: Mutex<HashSet<i64>>,
     pub(crate) tracker: TaskTracker,
     pub(crate) completions: CompletionSender,
     pub(crate) listening: AtomicBool,
