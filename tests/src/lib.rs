@@ -1,4 +1,8 @@
-//! Shared helpers for the end-to-end tests.
+//! Shared helpers for the end-to-end tests, and the jobs of the fault-injection tests.
+
+pub mod fault_jobs;
+pub mod faults;
+pub mod processes;
 
 use std::future::Future;
 use std::time::{Duration, Instant};

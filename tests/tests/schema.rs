@@ -14,19 +14,7 @@ use jobs_core::testing::TestDatabase;
 use jobs_core::{JobState, db};
 
 fn job(queue: &str, kind: &str) -> NewJob {
-    NewJob {
-        kind: kind.into(),
-        queue: queue.into(),
-        args: "{}".into(),
-        meta: "{}".into(),
-        tags: vec![],
-        priority: 0,
-        max_attempts: 3,
-        timeout_ms: None,
-        run_at: None,
-        delay_ms: None,
-        unique: None,
-    }
+    NewJob { max_attempts: 3, ..NewJob::new(kind, queue, "{}") }
 }
 
 #[derive(QueryableByName)]

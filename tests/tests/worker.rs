@@ -597,3 +597,49 @@ async fn a_job_running_past_its_timeout_on_a_live_node_is_rescued_and_fenced() {
     assert_eq!(row.state, JobState::Discarded);
     assert!(row.finalized_at.is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_reply_was_lost_is_handed_back_by_its_own_node_and_held_jobs_are_not() {
+    let db = TestDatabase::new().await.expect("test database");
+    let (pool, mut conn) = setup(&db).await;
+    let start = Utc::now();
+    let clock = ManualClock::new(start);
+    // The node claimed this job, but the connection died before the reply arrived: the
+    // row says `running` on "lossy-node", and the node knows nothing of it.
+    let lost = record::enqueue(&pool, Record { n: 7 }).await.expect("enqueue").id;
+    let claimed = fetch_available(&mut conn, "work", 10, "lossy-node", Some(start)).await.expect("claim");
+    assert_eq!(claimed.len(), 1);
+
+    let handle = worker(&pool)
+        .node_name("lossy-node")
+        .clock(Arc::new(clock.clone()))
+        .orphan_grace(Duration::from_secs(30))
+        .heartbeat_interval(Duration::from_millis(50))
+        .without_maintenance()
+        .build()
+        .expect("build")
+        .start()
+        .await
+        .expect("start");
+    // A job the node does hold, running as long as it likes.
+    let held = wait_until_cancelled::enqueue(&pool, ()).await.expect("enqueue").id;
+    wait_state(&pool, held, JobState::Running).await;
+
+    // Past the grace, the lost claim is released; the held job, just as old, is not.
+    clock.advance(Duration::from_secs(60));
+    let released = wait_state(&pool, lost, JobState::Retryable).await;
+    assert_eq!(released.errors[0]["error_type"], "rescued_orphaned");
+    assert_eq!(released.attempt, 1, "the attempt is kept, fencing the lost claim");
+    let still = job_row(&mut conn, held).await;
+    assert_eq!((still.state, still.attempt), (JobState::Running, 1), "a held job is never released");
+    assert!(still.errors.as_array().is_some_and(Vec::is_empty));
+
+    // The scheduler makes it available again and the node runs it, once.
+    Scheduler::new(SchedulerConfig::default()).run_once(handle.service_context()).await.expect("schedule");
+    let done = wait_state(&pool, lost, JobState::Completed).await;
+    assert_eq!(done.attempt, 2);
+    assert_eq!(count(&mut conn, &format!("SELECT count(*) AS n FROM runs WHERE job_id = {lost}")).await, 1);
+    jobs_core::cancel_job(&mut conn, held).await.expect("cancel");
+    wait_state(&pool, held, JobState::Cancelled).await;
+    handle.shutdown().await.expect("shutdown");
+}

@@ -90,6 +90,28 @@ pub struct NewJob {
     pub unique: Option<(Vec<u8>, Vec<JobState>)>,
 }
 
+impl NewJob {
+    /// A job of `kind` on `queue` with `args` (JSON text) and every other field at its
+    /// default: no metadata or tags, priority 0, the default attempts, no timeout, due now.
+    /// For rows that do not come from a typed job (the CLI, tests); typed jobs are built
+    /// with `build`/`enqueue`, which also validate.
+    pub fn new(kind: impl Into<String>, queue: impl Into<String>, args: impl Into<String>) -> NewJob {
+        NewJob {
+            kind: kind.into(),
+            queue: queue.into(),
+            args: args.into(),
+            meta: "{}".into(),
+            tags: Vec::new(),
+            priority: 0,
+            max_attempts: crate::DEFAULT_MAX_ATTEMPTS,
+            timeout_ms: None,
+            run_at: None,
+            delay_ms: None,
+            unique: None,
+        }
+    }
+}
+
 /// What inserting one job did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Inserted {

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use diesel_async::AsyncPgConnection;
-use tokio::sync::OnceCell;
+use std::collections::HashSet;
 
 use crate::db::{self, Pool};
 use crate::error::{Error, Result};
@@ -67,30 +67,31 @@ pub fn replace_database(url: &str, database: &str) -> String {
 }
 
 /// The migrated template test databases are copied from, named after the migrations'
-/// hash so a changed migration gets a new template.
+/// hash so a changed migration gets a new template. Built once per server and process.
 async fn ensure_template(server: &Server) -> Result<String> {
-    static READY: OnceCell<String> = OnceCell::const_new();
-    READY
-        .get_or_try_init(|| async {
-            let template = format!("jobs_tpl_{MIGRATIONS_HASH}");
-            let mut admin = db::connect(server.admin_url()).await?;
-            db::admin::advisory_lock(&mut admin, "jobs-test-template").await?;
-            let outcome = async {
-                if !db::admin::database_exists(&mut admin, &template).await? {
-                    let building = format!("{template}_building");
-                    db::admin::drop_database(&mut admin, &building).await?;
-                    db::admin::create_database(&mut admin, &building, None).await?;
-                    migrate_on_own_runtime(server.url_for(&building)).await?;
-                    db::admin::rename_database(&mut admin, &building, &template).await?;
-                }
-                Ok::<_, Error>(())
-            }
-            .await;
-            db::admin::advisory_unlock(&mut admin, "jobs-test-template").await?;
-            outcome.map(|()| template)
-        })
-        .await
-        .cloned()
+    static READY: std::sync::OnceLock<tokio::sync::Mutex<HashSet<String>>> = std::sync::OnceLock::new();
+    let template = format!("jobs_tpl_{MIGRATIONS_HASH}");
+    let mut ready = READY.get_or_init(Default::default).lock().await;
+    if ready.contains(server.admin_url()) {
+        return Ok(template);
+    }
+    let mut admin = db::connect(server.admin_url()).await?;
+    db::admin::advisory_lock(&mut admin, "jobs-test-template").await?;
+    let outcome = async {
+        if !db::admin::database_exists(&mut admin, &template).await? {
+            let building = format!("{template}_building");
+            db::admin::drop_database(&mut admin, &building).await?;
+            db::admin::create_database(&mut admin, &building, None).await?;
+            migrate_on_own_runtime(server.url_for(&building)).await?;
+            db::admin::rename_database(&mut admin, &building, &template).await?;
+        }
+        Ok::<_, Error>(())
+    }
+    .await;
+    db::admin::advisory_unlock(&mut admin, "jobs-test-template").await?;
+    outcome?;
+    ready.insert(server.admin_url().to_owned());
+    Ok(template)
 }
 
 /// Runs the migrations on a multi-thread runtime of their own (the harness needs one), so
@@ -127,6 +128,13 @@ impl TestDatabase {
     /// A new database with the jobs schema migrated.
     pub async fn new() -> Result<TestDatabase> {
         let server = Server::from_env().await?;
+        let template = ensure_template(&server).await?;
+        TestDatabase::create(server, Some(template)).await
+    }
+
+    /// A new database with the jobs schema migrated, on `server` (for example a private
+    /// [`PgCluster`] a test restarts).
+    pub async fn on(server: Server) -> Result<TestDatabase> {
         let template = ensure_template(&server).await?;
         TestDatabase::create(server, Some(template)).await
     }

@@ -1,0 +1,80 @@
+//! A worker process for the fault-injection tests: runs the `faults` queue of the
+//! database at `--url` until SIGTERM (graceful shutdown, exit 0) or SIGKILL.
+//!
+//! Timings are short so that a killed node's jobs are rescued within seconds. Logs go to
+//! stderr (warnings and up); the tests read them for panics.
+
+use std::time::Duration;
+
+use clap::Parser;
+use jobs_core::maintenance::{LeaderConfig, RescuerConfig, SchedulerConfig};
+use jobs_core::{QueueConfig, Worker};
+use tokio::signal::unix::{SignalKind, signal};
+
+use jobs_core::Registry;
+use jobs_tests::fault_jobs::{noop, step};
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// The database.
+    #[arg(long)]
+    url: String,
+    /// This node's name.
+    #[arg(long)]
+    node: String,
+    /// Jobs at once.
+    #[arg(long, default_value_t = 20)]
+    concurrency: usize,
+    /// Delete completed jobs (soak).
+    #[arg(long)]
+    delete_on_completion: bool,
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+        .with_writer(std::io::stderr)
+        .init();
+    let pool = jobs_core::db::pool(&args.url, args.concurrency + 6)?;
+    let mut queue = QueueConfig::new("faults", args.concurrency);
+    if args.delete_on_completion {
+        queue = queue.delete_on_completion();
+    }
+    // Naming the jobs also keeps the library's registrations linked into the binary.
+    let registry = Registry::from_inventory()?;
+    for kind in [step::KIND, noop::KIND] {
+        if registry.get(kind).is_none() {
+            return Err(format!("job kind {kind} is not registered").into());
+        }
+    }
+    let handle = Worker::builder(pool)
+        .registry(registry)
+        .queue_config(queue)
+        .node_name(&args.node)
+        .poll_interval(Duration::from_millis(200))
+        .heartbeat_interval(Duration::from_millis(200))
+        .orphan_grace(Duration::from_secs(3))
+        .shutdown_timeout(Duration::from_secs(10))
+        .leader(LeaderConfig {
+            ttl: Duration::from_secs(1),
+            interval: Duration::from_millis(200),
+            ..LeaderConfig::default()
+        })
+        .scheduler(SchedulerConfig { interval: Duration::from_millis(100), ..SchedulerConfig::default() })
+        .rescuer(RescuerConfig {
+            interval: Duration::from_millis(200),
+            node_stale_after: Duration::from_secs(2),
+            ..RescuerConfig::default()
+        })
+        .build()?
+        .start()
+        .await?;
+    println!("ready {}", handle.node());
+    let mut terminate = signal(SignalKind::terminate())?;
+    terminate.recv().await;
+    let report = handle.shutdown().await?;
+    println!("stopped handed_back={}", report.handed_back);
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! Worker processes for the fault-injection tests: start the `fault_worker` binary, kill
+//! it with SIGKILL, stop it with SIGTERM, read its memory, and check its log for panics.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// A running `fault_worker` process.
+#[derive(Debug)]
+pub struct WorkerProcess {
+    /// The node name it runs as.
+    pub node: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl WorkerProcess {
+    /// Starts `binary` (the test's `CARGO_BIN_EXE_fault_worker`) on `url` as `node`, its
+    /// stdout and stderr going to a log file in `dir`.
+    pub fn start(
+        binary: &str,
+        url: &str,
+        node: &str,
+        concurrency: usize,
+        extra: &[&str],
+        dir: &Path,
+    ) -> WorkerProcess {
+        let log = dir.join(format!("{node}.log"));
+        let out = File::create(&log).expect("create worker log");
+        let err = out.try_clone().expect("clone worker log");
+        let child = Command::new(binary)
+            .args(["--url", url, "--node", node, "--concurrency", &concurrency.to_string()])
+            .args(extra)
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("start fault_worker");
+        WorkerProcess { node: node.to_owned(), child, log }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL: the process dies at once, whatever it was doing.
+    pub fn kill9(mut self) -> String {
+        self.child.kill().expect("SIGKILL");
+        let _ = self.child.wait();
+        self.log_text()
+    }
+
+    /// SIGTERM, then waits (up to `deadline`) for the graceful shutdown to finish.
+    /// Returns the exit status and the log.
+    pub fn terminate(mut self, deadline: Duration) -> (ExitStatus, String) {
+        let pid = i32::try_from(self.child.id()).expect("pid fits");
+        kill(Pid::from_raw(pid), Signal::SIGTERM).expect("SIGTERM");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return (status, self.log_text());
+            }
+            assert!(start.elapsed() < deadline, "worker {} did not stop within {deadline:?}", self.node);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Whether the process is still alive.
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Resident memory in KiB, from `/proc`.
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    }
+
+    /// Everything the process wrote so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Stops every worker with SIGTERM and fails the test unless each shut down cleanly
+/// (exit 0, no panic in its log). Returns the logs.
+pub fn stop_all(workers: Vec<WorkerProcess>) -> Vec<String> {
+    workers
+        .into_iter()
+        .map(|mut worker| {
+            let node = worker.node.clone();
+            assert!(worker.is_alive(), "worker {node} died");
+            let (status, log) = worker.terminate(Duration::from_secs(30));
+            assert!(status.success(), "worker {node} exited with {status}:\n{log}");
+            assert_no_panic(&node, &log);
+            log
+        })
+        .collect()
+}
+
+/// Fails the test if a worker log shows a panic.
+pub fn assert_no_panic(node: &str, log: &str) {
+    assert!(!log.contains("panicked"), "worker {node} panicked:\n{log}");
+}
+
+/// A fresh directory for worker logs.
+pub fn log_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "jobs-faults-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&dir).expect("log dir");
+    dir
+}
