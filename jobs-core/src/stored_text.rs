@@ -43,7 +43,7 @@ pub(crate) fn may_hold_nul(json: &str) -> bool {
 }
 
 /// Whether JSON text holds a NUL character in a string or key (which `jsonb` rejects).
-pub(crate) fn holds_nul(json: &str) -> bool {
+pub fn holds_nul(json: &str) -> bool {
     fn walk(value: &serde_json::Value) -> bool {
         use serde_json::Value;
         match value {

@@ -60,6 +60,11 @@ impl ResponseError for DashboardError {
             message: self.to_string(),
         };
         let body = page.render().unwrap_or_else(|_| format!("{} {}", status.as_u16(), self));
-        HttpResponse::build(status).content_type("text/html; charset=utf-8").body(body)
+        let mut response = HttpResponse::build(status);
+        response.content_type("text/html; charset=utf-8");
+        for header in crate::view::PAGE_HEADERS {
+            response.insert_header(header);
+        }
+        response.body(body)
     }
 }

@@ -34,6 +34,10 @@ fn time(key: &str, value: &str) -> Result<DateTime<Utc>, DashboardError> {
 /// `from`, `to`.
 pub(crate) fn filter(pairs: &[(String, String)]) -> Result<JobFilter, DashboardError> {
     let mut filter = JobFilter::default();
+    // Postgres cannot hold NUL in text: refuse it here rather than fail in the query.
+    if let Some((k, _)) = pairs.iter().find(|(_, v)| v.contains('\0')) {
+        return Err(DashboardError::BadRequest(format!("`{k}` contains a NUL character")));
+    }
     for (k, v) in pairs {
         if k == "state" && !v.is_empty() {
             let state: JobState =
@@ -58,6 +62,9 @@ pub(crate) fn filter(pairs: &[(String, String)]) -> Result<JobFilter, DashboardE
 /// else as a string).
 fn search(q: &str) -> Result<serde_json::Value, DashboardError> {
     if q.starts_with('{') {
+        if jobs_core::stored_text::holds_nul(q) {
+            return Err(DashboardError::BadRequest("search contains a NUL character".into()));
+        }
         let value: serde_json::Value = serde_json::from_str(q)
             .map_err(|e| DashboardError::BadRequest(format!("search is not valid JSON: {e}")))?;
         return Ok(value);

@@ -223,6 +223,30 @@ async fn retry_a_failed_job_from_the_browser_then_bulk_retry_and_pause_a_queue()
     let mut conn = pool.get().await.expect("conn");
     assert!(jobs_core::db::queues::is_paused(&mut conn, "browser").await.expect("paused"));
 
+    // Script planted in a job's kind, queue, arguments and error never runs: it shows as
+    // text (escaped), and the page's CSP would stop it besides.
+    let planted = {
+        let payload = "<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script>";
+        let mut job = jobs_core::db::jobs::NewJob::new(
+            payload,
+            "browser",
+            serde_json::json!({ "html": payload }).to_string(),
+        );
+        job.max_attempts = 1;
+        let mut conn = pool.get().await.expect("conn");
+        jobs_core::db::jobs::insert_many(&mut conn, &[job], None).await.expect("insert")[0].id
+    };
+    for page in [format!("{base}/jobs/{planted}"), format!("{base}/jobs?queue=browser"), format!("{base}/")] {
+        client.goto(&page).await.expect("open page");
+        let ran = client.execute("return typeof window.__xss", vec![]).await.expect("script");
+        assert_eq!(ran, serde_json::json!("undefined"), "planted script ran on {page}");
+    }
+    client.goto(&format!("{base}/jobs/{planted}")).await.expect("open planted job");
+    let shown =
+        client.execute("return document.body.innerText.includes('<script>window.__xss=2')", vec![]).await;
+    assert_eq!(shown.expect("script"), serde_json::json!(true), "the payload is shown as text");
+    screenshot(&client, "07-planted-script-inert").await;
+
     client.close().await.expect("close browser");
     let _ = std::fs::remove_dir_all(&profile);
     server_handle.stop(true).await;
