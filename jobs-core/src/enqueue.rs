@@ -23,6 +23,22 @@ pub type Enqueued = Inserted;
 /// The largest argument (and metadata) payload accepted, in bytes of JSON.
 pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
 
+/// Refuses a payload (`arguments` or `metadata`, as JSON text) Postgres could not or
+/// should not store: over [`MAX_PAYLOAD_BYTES`], or holding a NUL character.
+fn check_payload(kind: &str, what: &'static str, json: &str) -> Result<()> {
+    if json.len() > MAX_PAYLOAD_BYTES {
+        return Err(Error::PayloadTooLarge {
+            kind: kind.to_owned(),
+            size: json.len(),
+            limit: MAX_PAYLOAD_BYTES,
+        });
+    }
+    if stored_text::holds_nul(json) {
+        return Err(Error::NulInPayload { kind: kind.to_owned(), what });
+    }
+    Ok(())
+}
+
 /// Where jobs can be inserted from async code: `&mut AsyncPgConnection` (in a transaction
 /// or not), a pooled connection, or `&Pool`.
 pub trait Enqueuer: Send {
@@ -244,26 +260,9 @@ impl<J: Job> EnqueueRequest<J> {
                 (value.to_string(), Some((key, options.states)))
             }
         };
-        if args.len() > MAX_PAYLOAD_BYTES {
-            return Err(Error::PayloadTooLarge {
-                kind: kind.to_owned(),
-                size: args.len(),
-                limit: MAX_PAYLOAD_BYTES,
-            });
-        }
+        check_payload(kind, "arguments", &args)?;
         let meta = serde_json::Value::Object(self.meta.clone()).to_string();
-        if meta.len() > MAX_PAYLOAD_BYTES {
-            return Err(Error::PayloadTooLarge {
-                kind: kind.to_owned(),
-                size: meta.len(),
-                limit: MAX_PAYLOAD_BYTES,
-            });
-        }
-        for (what, json) in [("arguments", &args), ("metadata", &meta)] {
-            if stored_text::holds_nul(json) {
-                return Err(Error::NulInPayload { kind: kind.to_owned(), what });
-            }
-        }
+        check_payload(kind, "metadata", &meta)?;
         Ok(NewJob {
             kind: kind.to_owned(),
             queue,
@@ -315,6 +314,8 @@ impl<J: Job> IntoNewJob for EnqueueRequest<J> {
 impl IntoNewJob for NewJob {
     fn into_new_job(self) -> Result<NewJob> {
         validate_queue(&self.queue)?;
+        check_payload(&self.kind, "arguments", &self.args)?;
+        check_payload(&self.kind, "metadata", &self.meta)?;
         for tag in &self.tags {
             validate_tag(tag)?;
         }

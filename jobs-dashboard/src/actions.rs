@@ -9,6 +9,7 @@ use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use jobs_core::db;
+use jobs_core::db::control::Action;
 use jobs_core::db::dashboard::JobFilter;
 
 use crate::Dashboard;
@@ -20,48 +21,8 @@ use crate::view::{self, PageCtx, count_label};
 /// Jobs changed per statement by a bulk action on a filter.
 const BULK_BATCH: i64 = 500;
 
-/// What can be done to jobs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JobAction {
-    Retry,
-    Cancel,
-    Delete,
-}
-
-impl JobAction {
-    fn parse(s: &str) -> Result<JobAction, DashboardError> {
-        match s {
-            // "Run now" on a scheduled job is a retry: available now.
-            "retry" | "run" => Ok(JobAction::Retry),
-            "cancel" => Ok(JobAction::Cancel),
-            "delete" => Ok(JobAction::Delete),
-            other => Err(DashboardError::BadRequest(format!("unknown action `{other}`"))),
-        }
-    }
-
-    fn past(self) -> &'static str {
-        match self {
-            JobAction::Retry => "retried",
-            JobAction::Cancel => "cancelled",
-            JobAction::Delete => "deleted",
-        }
-    }
-
-    fn verb(self) -> &'static str {
-        match self {
-            JobAction::Retry => "retry",
-            JobAction::Cancel => "cancel",
-            JobAction::Delete => "delete",
-        }
-    }
-
-    async fn apply(self, conn: &mut db::PooledConnection, ids: &[i64]) -> Result<i64, DashboardError> {
-        Ok(match self {
-            JobAction::Retry => db::control::retry_many(conn, ids).await?,
-            JobAction::Cancel => db::control::cancel_many(conn, ids).await?,
-            JobAction::Delete => db::control::delete_many(conn, ids).await?,
-        })
-    }
+fn parse_action(s: &str) -> Result<Action, DashboardError> {
+    Action::parse(s).ok_or_else(|| DashboardError::BadRequest(format!("unknown action `{s}`")))
 }
 
 /// Checks access and CSRF for a POST and returns its fields.
@@ -103,7 +64,7 @@ pub(crate) async fn one(
     let fields = authorize_post(&req, &d, &body)?;
     let (id, action) = path.into_inner();
     let id: i64 = id.parse().map_err(|_| DashboardError::BadRequest(format!("`{id}` is not a job id")))?;
-    let action = JobAction::parse(&action)?;
+    let action = parse_action(&action)?;
     let mut conn = view::conn(&d.config.pool).await?;
     if db::jobs::get(&mut conn, id).await?.is_none() {
         return Err(DashboardError::NotFound(format!("job {id}")));
@@ -114,7 +75,7 @@ pub(crate) async fn one(
     } else {
         format!("job {id} was not {} (it is running or already finished)", action.past())
     };
-    let fallback = if action == JobAction::Delete && n == 1 {
+    let fallback = if action == Action::Delete && n == 1 {
         format!("{}/jobs", d.base)
     } else {
         format!("{}/jobs/{id}", d.base)
@@ -141,7 +102,7 @@ pub(crate) async fn bulk(
     body: Bytes,
 ) -> Result<HttpResponse, DashboardError> {
     let fields = authorize_post(&req, &d, &body)?;
-    let action = JobAction::parse(params::value(&fields, "action").unwrap_or(""))?;
+    let action = parse_action(params::value(&fields, "action").unwrap_or(""))?;
     let mut conn = view::conn(&d.config.pool).await?;
     match params::value(&fields, "scope").unwrap_or("selected") {
         "selected" => {
@@ -161,17 +122,7 @@ pub(crate) async fn bulk(
             if params::value(&fields, "confirmed").is_none() {
                 return confirm(&req, &d, &mut conn, action, &filter, &fields).await;
             }
-            let mut before = None;
-            let mut total = 0;
-            loop {
-                let ids = db::dashboard::matching_ids(&mut conn, &filter, before, BULK_BATCH).await?;
-                let Some(&last) = ids.last() else { break };
-                total += action.apply(&mut conn, &ids).await?;
-                if (ids.len() as i64) < BULK_BATCH {
-                    break;
-                }
-                before = Some(last);
-            }
+            let total = action.apply_to_matching(&mut conn, &filter, BULK_BATCH).await?;
             let notice = format!("{total} matching jobs {}", action.past());
             Ok(back(&d, &fields, format!("{}/jobs?{}", d.base, params::query_string(&filter)), &notice))
         }
@@ -183,7 +134,7 @@ async fn confirm(
     req: &HttpRequest,
     d: &web::Data<Dashboard>,
     conn: &mut db::PooledConnection,
-    action: JobAction,
+    action: Action,
     filter: &JobFilter,
     fields: &[(String, String)],
 ) -> Result<HttpResponse, DashboardError> {

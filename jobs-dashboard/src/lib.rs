@@ -1,5 +1,6 @@
 //! A dashboard for [`jobs_core`]: server-rendered (actix-web + askama), mountable inside
-//! your actix-web app, or run on its own (`jobs-dashboard serve`).
+//! your actix-web app, or run on its own (`jobs-dashboard serve`; the same command also
+//! migrates, prints stats, retries/cancels/deletes by filter and enqueues: [`cli`]).
 //!
 //! ```
 //! use actix_web::{App, test};
@@ -27,6 +28,7 @@
 mod access;
 mod actions;
 mod assets;
+pub mod cli;
 mod error;
 mod pages;
 mod params;

@@ -1,51 +1,17 @@
-//! `jobs-dashboard serve --database-url ... --bind ...`: the dashboard on its own.
+//! `jobs-dashboard`: migrate, inspect and manage jobs, enqueue one, serve the dashboard.
+//! See [`jobs_dashboard::cli`] and `jobs-dashboard --help`.
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
 
-#[derive(Parser)]
-#[command(name = "jobs-dashboard", about = "The jobs dashboard, standalone.")]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Serves the dashboard.
-    Serve {
-        /// The database holding the jobs.
-        #[arg(long, env = "DATABASE_URL")]
-        database_url: String,
-        /// Address to listen on.
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        bind: String,
-        /// Path to mount the dashboard at.
-        #[arg(long, default_value = "/")]
-        mount: String,
-        /// Hide and refuse every action.
-        #[arg(long)]
-        read_only: bool,
-    },
-}
-
-#[actix_web::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    match Cli::parse().command {
-        Command::Serve { database_url, bind, mount, read_only } => {
-            let pool = jobs_core::db::pool(&database_url, 8)?;
-            let mut config = jobs_dashboard::DashboardConfig::new(pool);
-            if read_only {
-                config = config.authorize(|_: &actix_web::HttpRequest| jobs_dashboard::Access::ReadOnly);
-            }
-            let mount = mount.trim_end_matches('/').to_owned();
-            println!("jobs dashboard on http://{bind}{mount}/");
-            actix_web::HttpServer::new(move || {
-                actix_web::App::new().service(jobs_dashboard::scope(&mount, config.clone()))
-            })
-            .bind(&bind)?
-            .run()
-            .await?;
-            Ok(())
+// A multi-thread runtime: migrations need one; the dashboard's server runs on it too.
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = jobs_dashboard::cli::Cli::parse();
+    match cli.run(&mut std::io::stdout()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
         }
     }
 }

@@ -1,5 +1,5 @@
-//! Actions on single jobs (cancel, retry, delete), and the control channel that carries
-//! cancellations and pauses to every node.
+//! Actions on jobs (cancel, retry, delete: one, many, or all matching a filter), and the
+//! control channel that carries cancellations and pauses to every node.
 
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Text};
@@ -112,4 +112,83 @@ where
         .execute(conn)
         .await?;
     Ok(n as i64)
+}
+
+/// What an operator can do to jobs (dashboard buttons, CLI commands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Make available now ([`retry_many`]).
+    Retry,
+    /// Cancel, or ask a running job to stop ([`cancel_many`]).
+    Cancel,
+    /// Delete (running jobs are kept; [`delete_many`]).
+    Delete,
+}
+
+impl Action {
+    /// `retry` (or `run`, for a scheduled job), `cancel`, `delete`.
+    pub fn parse(s: &str) -> Option<Action> {
+        match s {
+            "retry" | "run" => Some(Action::Retry),
+            "cancel" => Some(Action::Cancel),
+            "delete" => Some(Action::Delete),
+            _ => None,
+        }
+    }
+
+    /// The verb: `retry`, `cancel`, `delete`.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Action::Retry => "retry",
+            Action::Cancel => "cancel",
+            Action::Delete => "delete",
+        }
+    }
+
+    /// The past participle: `retried`, `cancelled`, `deleted`.
+    pub fn past(self) -> &'static str {
+        match self {
+            Action::Retry => "retried",
+            Action::Cancel => "cancelled",
+            Action::Delete => "deleted",
+        }
+    }
+
+    /// Applies the action to `ids` in one statement. Returns how many jobs it changed.
+    pub async fn apply<C>(self, conn: &mut C, ids: &[i64]) -> Result<i64>
+    where
+        C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+    {
+        match self {
+            Action::Retry => retry_many(conn, ids).await,
+            Action::Cancel => cancel_many(conn, ids).await,
+            Action::Delete => delete_many(conn, ids).await,
+        }
+    }
+
+    /// Applies the action to every job matching `filter`, newest first, `batch` jobs per
+    /// statement (each its own transaction, so a large filter never holds long locks).
+    /// Returns how many jobs it changed.
+    pub async fn apply_to_matching<C>(
+        self,
+        conn: &mut C,
+        filter: &super::dashboard::JobFilter,
+        batch: i64,
+    ) -> Result<i64>
+    where
+        C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+    {
+        let mut total = 0;
+        let mut before = None;
+        loop {
+            let ids = super::dashboard::matching_ids(conn, filter, before, batch.max(1)).await?;
+            let Some(&last) = ids.last() else { break };
+            total += self.apply(conn, &ids).await?;
+            if (ids.len() as i64) < batch.max(1) {
+                break;
+            }
+            before = Some(last);
+        }
+        Ok(total)
+    }
 }

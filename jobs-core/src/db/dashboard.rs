@@ -320,3 +320,17 @@ where
 {
     Ok(page(filter, before, limit).select(jobs::id).load(conn).await?)
 }
+
+/// The number of jobs in each (queue, state) pair, by queue then state. Counts every row
+/// (a full scan on a large table: for the CLI's `stats`, not for a page that refreshes).
+pub async fn counts_by_queue_and_state<C>(conn: &mut C) -> Result<Vec<(String, JobState, i64)>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    Ok(jobs::table
+        .group_by((jobs::queue, jobs::state))
+        .select((jobs::queue, jobs::state, diesel::dsl::count_star()))
+        .order_by((jobs::queue, jobs::state))
+        .load(conn)
+        .await?)
+}

@@ -1,0 +1,291 @@
+//! The `jobs-dashboard` command line: migrate, inspect and manage jobs, enqueue one from
+//! JSON, and serve the dashboard.
+//!
+//! ```text
+//! jobs-dashboard migrate
+//! jobs-dashboard stats
+//! jobs-dashboard retry --state discarded --queue mailers --yes
+//! jobs-dashboard cancel --id 42
+//! jobs-dashboard enqueue --kind app::send_welcome --queue mailers --args '{"user_id": 7}'
+//! jobs-dashboard serve --bind 127.0.0.1:8080
+//! ```
+//!
+//! Every command reads the database from `--database-url` or `DATABASE_URL`.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use jobs_core::JobState;
+use jobs_core::db::control::Action;
+use jobs_core::db::dashboard::{Count, JobFilter};
+use jobs_core::db::jobs::NewJob;
+
+/// What can go wrong on the command line. Each message says what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The database or the jobs library refused.
+    #[error(transparent)]
+    Jobs(#[from] jobs_core::Error),
+    /// An argument's value is wrong.
+    #[error("{0}")]
+    Invalid(String),
+    /// Writing the output failed.
+    #[error("cannot write the output: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(name = "jobs-dashboard", version, about = "Migrate, inspect and manage jobs; serve the dashboard.")]
+pub struct Cli {
+    /// The database holding the jobs.
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
+    database_url: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Applies the pending migrations of the jobs schema.
+    Migrate,
+    /// Prints the number of jobs per queue and state.
+    Stats,
+    /// Makes jobs available to run now (failed, cancelled, scheduled or finished ones).
+    Retry(Selection),
+    /// Cancels jobs (running ones are asked to stop).
+    Cancel(Selection),
+    /// Deletes jobs (running ones are kept).
+    Delete(Selection),
+    /// Enqueues one job from JSON arguments.
+    Enqueue(EnqueueArgs),
+    /// Serves the dashboard.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        bind: String,
+        /// Path to mount the dashboard at.
+        #[arg(long, default_value = "/")]
+        mount: String,
+        /// Hide and refuse every action.
+        #[arg(long)]
+        read_only: bool,
+    },
+}
+
+/// Which jobs an action applies to: ids, or a filter, or everything.
+#[derive(Debug, Args)]
+struct Selection {
+    /// These jobs (repeatable).
+    #[arg(long = "id")]
+    ids: Vec<i64>,
+    /// Jobs in this state (repeatable): available, scheduled, running, retryable,
+    /// completed, discarded, cancelled.
+    #[arg(long = "state")]
+    states: Vec<String>,
+    /// Jobs in this queue.
+    #[arg(long)]
+    queue: Option<String>,
+    /// Jobs of this kind.
+    #[arg(long)]
+    kind: Option<String>,
+    /// Jobs with this tag.
+    #[arg(long)]
+    tag: Option<String>,
+    /// Jobs whose arguments or metadata contain this JSON object, e.g. '{"user_id": 7}'.
+    #[arg(long)]
+    search: Option<String>,
+    /// Every job (instead of a filter).
+    #[arg(long, conflicts_with_all = ["ids", "states", "queue", "kind", "tag", "search"])]
+    all: bool,
+    /// Act; without it, only say how many jobs would be changed.
+    #[arg(long)]
+    yes: bool,
+}
+
+#[derive(Debug, Args)]
+struct EnqueueArgs {
+    /// The job kind, as the worker registers it (`#[job]` default: `module::function`).
+    #[arg(long)]
+    kind: String,
+    /// The arguments as JSON.
+    #[arg(long, default_value = "null")]
+    args: String,
+    /// The queue.
+    #[arg(long, default_value = jobs_core::DEFAULT_QUEUE)]
+    queue: String,
+    /// Priority: lower runs first.
+    #[arg(long, default_value_t = 0)]
+    priority: i16,
+    /// Attempts allowed.
+    #[arg(long, default_value_t = jobs_core::DEFAULT_MAX_ATTEMPTS)]
+    max_attempts: i32,
+    /// Run after this long, e.g. `90s`, `15m`, `2h`.
+    #[arg(long = "in", value_parser = humantime::parse_duration, conflicts_with = "at")]
+    delay: Option<Duration>,
+    /// Run at this time (RFC 3339, e.g. 2026-11-23T09:00:00Z).
+    #[arg(long)]
+    at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Tags (repeatable).
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+}
+
+/// Jobs changed per statement by an action on a filter.
+const BATCH: i64 = 1_000;
+
+impl Cli {
+    fn url(&self) -> Result<&str, CliError> {
+        self.database_url
+            .as_deref()
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| CliError::Invalid("no database: pass --database-url or set DATABASE_URL".into()))
+    }
+
+    /// Runs the command, writing its report to `out`.
+    pub async fn run(self, out: &mut impl Write) -> Result<(), CliError> {
+        let url = self.url()?.to_owned();
+        match self.command {
+            Command::Migrate => {
+                let applied = jobs_core::migrate(jobs_core::db::connect(&url).await?).await?;
+                if applied.is_empty() {
+                    writeln!(out, "the jobs schema is up to date")?;
+                }
+                for version in applied {
+                    writeln!(out, "applied {version}")?;
+                }
+            }
+            Command::Stats => stats(&url, out).await?,
+            Command::Retry(selection) => act(&url, Action::Retry, selection, out).await?,
+            Command::Cancel(selection) => act(&url, Action::Cancel, selection, out).await?,
+            Command::Delete(selection) => act(&url, Action::Delete, selection, out).await?,
+            Command::Enqueue(args) => enqueue(&url, args, out).await?,
+            Command::Serve { bind, mount, read_only } => serve(&url, &bind, &mount, read_only, out).await?,
+        }
+        Ok(())
+    }
+}
+
+async fn stats(url: &str, out: &mut impl Write) -> Result<(), CliError> {
+    let mut conn = jobs_core::db::connect(url).await?;
+    let counts = jobs_core::db::dashboard::counts_by_queue_and_state(&mut conn).await?;
+    let mut queues: Vec<&str> = counts.iter().map(|(q, _, _)| q.as_str()).collect();
+    queues.dedup();
+    let width = queues.iter().map(|q| q.len()).max().unwrap_or(5).max(5);
+    write!(out, "{:<width$}", "queue")?;
+    for state in JobState::ALL {
+        write!(out, " {:>10}", state.as_str())?;
+    }
+    writeln!(out)?;
+    for queue in queues {
+        write!(out, "{queue:<width$}")?;
+        for state in JobState::ALL {
+            let n = counts.iter().find(|(q, s, _)| q == queue && *s == state).map_or(0, |c| c.2);
+            write!(out, " {n:>10}")?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn filter(selection: &Selection) -> Result<JobFilter, CliError> {
+    let mut filter = JobFilter::default();
+    for state in &selection.states {
+        let state: JobState = state.parse().map_err(|_| {
+            CliError::Invalid(format!(
+                "unknown state `{state}`; use one of: {}",
+                JobState::ALL.map(JobState::as_str).join(", ")
+            ))
+        })?;
+        filter.states.push(state);
+    }
+    filter.queue = selection.queue.clone();
+    filter.kind = selection.kind.clone();
+    filter.tag = selection.tag.clone();
+    if let Some(search) = &selection.search {
+        let value: serde_json::Value = serde_json::from_str(search)
+            .map_err(|e| CliError::Invalid(format!("--search is not valid JSON: {e}")))?;
+        if !value.is_object() {
+            return Err(CliError::Invalid("--search must be a JSON object, e.g. '{\"user_id\": 7}'".into()));
+        }
+        filter.search = Some(value);
+    }
+    Ok(filter)
+}
+
+async fn act(url: &str, action: Action, selection: Selection, out: &mut impl Write) -> Result<(), CliError> {
+    let filter = filter(&selection)?;
+    let verb = action.verb();
+    if selection.ids.is_empty() && filter == JobFilter::default() && !selection.all {
+        return Err(CliError::Invalid(format!(
+            "say which jobs to {verb}: --id, a filter (--state, --queue, --kind, --tag, --search), or --all"
+        )));
+    }
+    let mut conn = jobs_core::db::connect(url).await?;
+    if !selection.ids.is_empty() {
+        if !selection.yes {
+            writeln!(out, "would {verb} up to {} jobs by id; pass --yes to do it", selection.ids.len())?;
+            return Ok(());
+        }
+        let n = action.apply(&mut conn, &selection.ids).await?;
+        writeln!(out, "{n} of {} jobs {}", selection.ids.len(), action.past())?;
+        return Ok(());
+    }
+    if !selection.yes {
+        let label = match jobs_core::db::dashboard::count_jobs(&mut conn, &filter, 100_000).await? {
+            Count::Exact(n) => n.to_string(),
+            Count::Estimate(n) => format!("about {n}"),
+        };
+        writeln!(
+            out,
+            "{label} jobs match; pass --yes to {verb} them (running jobs are never retried or deleted)"
+        )?;
+        return Ok(());
+    }
+    let n = action.apply_to_matching(&mut conn, &filter, BATCH).await?;
+    writeln!(out, "{n} jobs {}", action.past())?;
+    Ok(())
+}
+
+async fn enqueue(url: &str, args: EnqueueArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let json: serde_json::Value = serde_json::from_str(&args.args)
+        .map_err(|e| CliError::Invalid(format!("--args is not valid JSON: {e}")))?;
+    let mut job = NewJob::new(&args.kind, &args.queue, json.to_string());
+    job.priority = args.priority;
+    job.max_attempts = args.max_attempts;
+    job.tags = args.tags;
+    job.run_at = args.at;
+    job.delay_ms = args.delay.map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let inserted = jobs_core::enqueue_many(&jobs_core::db::pool(url, 1)?, [job]).await?;
+    let first = inserted.first().ok_or_else(|| CliError::Invalid("nothing was inserted".into()))?;
+    writeln!(out, "enqueued job {} ({} on queue {})", first.id, args.kind, args.queue)?;
+    Ok(())
+}
+
+async fn serve(
+    url: &str,
+    bind: &str,
+    mount: &str,
+    read_only: bool,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    let pool = jobs_core::db::pool(url, 8)?;
+    let mut config = crate::DashboardConfig::new(pool);
+    if read_only {
+        config = config.authorize(|_: &actix_web::HttpRequest| crate::Access::ReadOnly);
+    }
+    let mount = mount.trim_end_matches('/').to_owned();
+    let scope_path = mount.clone();
+    let server = actix_web::HttpServer::new(move || {
+        actix_web::App::new().service(crate::scope(&scope_path, config.clone()))
+    })
+    .bind(bind)
+    .map_err(|e| CliError::Invalid(format!("cannot listen on {bind}: {e}")))?;
+    for addr in server.addrs() {
+        writeln!(out, "jobs dashboard on http://{addr}{mount}/")?;
+    }
+    out.flush()?;
+    server.run().await?;
+    Ok(())
+}

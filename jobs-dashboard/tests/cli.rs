@@ -1,0 +1,201 @@
+//! The `jobs-dashboard` command line, run as a real process against a real Postgres.
+
+mod test_app;
+
+use std::process::{Command, Output};
+
+use jobs_core::JobState;
+use jobs_core::db::jobs::NewJob;
+use jobs_core::testing::TestDatabase;
+use test_app::{fail, insert, state_of};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_jobs-dashboard");
+
+/// Runs the CLI with `args` on `url`; returns success, stdout, stderr.
+fn cli(url: Option<&str>, args: &[&str]) -> (bool, String, String) {
+    let mut command = Command::new(BINARY);
+    command.env_remove("DATABASE_URL");
+    if let Some(url) = url {
+        command.args(["--database-url", url]);
+    }
+    let Output { status, stdout, stderr } = command.args(args).output().expect("run jobs-dashboard");
+    (
+        status.success(),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_applies_the_schema_once() {
+    let db = TestDatabase::empty().await.expect("db");
+    let (ok, out, err) = cli(Some(db.url()), &["migrate"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("applied 20261122000001"), "{out}");
+    let (ok, out, _) = cli(Some(db.url()), &["migrate"]);
+    assert!(ok);
+    assert_eq!(out.trim(), "the jobs schema is up to date");
+    let (ok, _, err) = cli(None, &["stats"]);
+    assert!(!ok);
+    assert_eq!(err.trim(), "error: no database: pass --database-url or set DATABASE_URL");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_from_json_with_options_and_clear_errors() {
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(2).expect("pool");
+    let (ok, out, err) = cli(
+        Some(db.url()),
+        &[
+            "enqueue",
+            "--kind",
+            "app::send_welcome",
+            "--queue",
+            "mailers",
+            "--args",
+            r#"{"user_id": 7}"#,
+            "--priority",
+            "3",
+            "--max-attempts",
+            "4",
+            "--in",
+            "15m",
+            "--tag",
+            "cli",
+        ],
+    );
+    assert!(ok, "{err}");
+    let id: i64 = out
+        .strip_prefix("enqueued job ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("an id in {out:?}"));
+    let mut conn = pool.get().await.expect("conn");
+    let row = jobs_core::db::jobs::get(&mut conn, id).await.expect("get").expect("row");
+    assert_eq!((row.kind.as_str(), row.queue.as_str()), ("app::send_welcome", "mailers"));
+    assert_eq!(row.args, serde_json::json!({ "user_id": 7 }));
+    assert_eq!((row.priority, row.max_attempts, row.state), (3, 4, JobState::Scheduled));
+    assert_eq!(row.tags, vec!["cli".to_owned()]);
+    let delay = row.scheduled_at - row.created_at;
+    assert!((delay.num_seconds() - 900).abs() <= 2, "due in 15 minutes: {delay}");
+
+    for (args, expected) in [
+        (vec!["enqueue", "--kind", "k", "--args", "{user_id: 7}"], "error: --args is not valid JSON"),
+        (vec!["enqueue", "--kind", "k", "--args", r#""a\u0000b""#], "contain a NUL character"),
+        (vec!["enqueue", "--kind", "k", "--queue", ""], "error: invalid option `queue`"),
+        (vec!["enqueue", "--kind", "k", "--tag", "no spaces"], "error: invalid option `tag`"),
+        (vec!["enqueue", "--kind", "k", "--in", "soon"], "invalid value 'soon' for '--in"),
+    ] {
+        let (ok, _, err) = cli(Some(db.url()), &args);
+        assert!(!ok, "{args:?} must fail");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+    let (_, out, _) = cli(Some(db.url()), &["stats"]);
+    assert!(
+        out.lines().any(|l| l.starts_with("mailers") && l.split_whitespace().nth(2) == Some("1")),
+        "{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_cancel_delete_by_filter_or_id_after_a_dry_run() {
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(2).expect("pool");
+    let ids = insert(
+        &pool,
+        vec![
+            NewJob::new("mail", "mailers", "{}"),
+            NewJob::new("mail", "mailers", "{}"),
+            NewJob::new("report", "reports", "{}"),
+        ],
+    )
+    .await;
+    fail(&pool, ids[0], "smtp down").await;
+    fail(&pool, ids[1], "smtp down").await;
+    let url = Some(db.url());
+
+    let (ok, out, _) = cli(url, &["stats"]);
+    assert!(ok);
+    let header: Vec<&str> = out.lines().next().expect("header").split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["queue", "available", "scheduled", "running", "retryable", "completed", "discarded", "cancelled"]
+    );
+    let mailers: Vec<&str> =
+        out.lines().find(|l| l.starts_with("mailers")).expect("mailers").split_whitespace().collect();
+    assert_eq!(mailers, ["mailers", "0", "0", "0", "0", "0", "2", "0"], "{out}");
+
+    let (ok, out, _) = cli(url, &["retry", "--state", "discarded", "--queue", "mailers"]);
+    assert!(ok);
+    assert_eq!(
+        out.trim(),
+        "2 jobs match; pass --yes to retry them (running jobs are never retried or deleted)"
+    );
+    assert_eq!(state_of(&pool, ids[0]).await, Some(JobState::Discarded), "a dry run changes nothing");
+    let (ok, out, _) = cli(url, &["retry", "--state", "discarded", "--queue", "mailers", "--yes"]);
+    assert!(ok);
+    assert_eq!(out.trim(), "2 jobs retried");
+    assert_eq!(state_of(&pool, ids[0]).await, Some(JobState::Available));
+
+    let (ok, out, _) = cli(url, &["cancel", "--id", &ids[2].to_string(), "--yes"]);
+    assert!(ok);
+    assert_eq!(out.trim(), "1 of 1 jobs cancelled");
+    assert_eq!(state_of(&pool, ids[2]).await, Some(JobState::Cancelled));
+
+    let (ok, out, _) =
+        cli(url, &["delete", "--search", r#"{"missing": 1}"#, "--state", "cancelled", "--yes"]);
+    assert!(ok);
+    assert_eq!(out.trim(), "0 jobs deleted");
+    let (ok, out, _) = cli(url, &["delete", "--all", "--yes"]);
+    assert!(ok);
+    assert_eq!(out.trim(), "3 jobs deleted");
+
+    for (args, expected) in [
+        (vec!["retry"], "error: say which jobs to retry: --id, a filter"),
+        (
+            vec!["retry", "--state", "broken"],
+            "error: unknown state `broken`; use one of: available, scheduled",
+        ),
+        (vec!["delete", "--search", "[1]"], "error: --search must be a JSON object"),
+        (vec!["delete", "--all", "--queue", "q"], "cannot be used with"),
+    ] {
+        let (ok, _, err) = cli(url, &args);
+        assert!(!ok, "{args:?} must fail");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_prints_its_address_and_serves_the_dashboard() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let db = TestDatabase::new().await.expect("db");
+    let mut child = Command::new(BINARY)
+        .env_remove("DATABASE_URL")
+        .args([
+            "--database-url",
+            db.url(),
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--mount",
+            "/ops/jobs",
+            "--read-only",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("address line");
+    let url = line.trim().strip_prefix("jobs dashboard on http://").expect("address").to_owned();
+    let (addr, path) = url.split_once('/').expect("a path");
+    assert_eq!(path, "ops/jobs/");
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    write!(stream, "GET /{path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(response.starts_with("HTTP/1.1 200"), "{}", &response[..response.len().min(200)]);
+    assert!(response.contains("<h1>Overview</h1>"));
+    assert!(response.contains(r#"id="read-only""#), "served read-only");
+}
