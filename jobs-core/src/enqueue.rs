@@ -282,7 +282,7 @@ impl<J: Job> EnqueueRequest<J> {
     /// connection inside one: roll back, and the job never existed.
     pub async fn enqueue<E: Enqueuer>(self, target: E) -> Result<Enqueued> {
         let job = self.to_new_job()?;
-        first(target.insert(std::slice::from_ref(&job)).await?)
+        first(insert(target, std::slice::from_ref(&job)).await?)
     }
 
     /// Inserts the job through a synchronous diesel connection (`PgConnection`, r2d2).
@@ -332,7 +332,16 @@ where
     I::Item: IntoNewJob,
 {
     let rows = jobs.into_iter().map(IntoNewJob::into_new_job).collect::<Result<Vec<_>>>()?;
-    target.insert(&rows).await
+    insert(target, &rows).await
+}
+
+/// Inserts `rows` through `target` (or, in a test's inline mode, runs them at once).
+async fn insert<E: Enqueuer>(target: E, rows: &[NewJob]) -> Result<Vec<Enqueued>> {
+    #[cfg(feature = "testing")]
+    if let Some(ran) = crate::testing::inline::intercept(rows).await {
+        return ran;
+    }
+    target.insert(rows).await
 }
 
 /// [`enqueue_many`] on a synchronous diesel connection.

@@ -94,7 +94,9 @@ pub use outcome::{Failure, HandlerReturn, IntoOutcome, Outcome, RunOutcome};
 pub use registry::{CronAttribute, JobDescriptor, MissedPolicy, Registry, RunFn};
 pub use state::{JobState, ParseStateError};
 pub use unique::{UniqueBy, UniqueOptions};
-pub use worker::{QueueConfig, ShutdownReport, UnknownKindPolicy, Worker, WorkerBuilder, WorkerHandle};
+pub use worker::{
+    Drained, QueueConfig, ShutdownReport, UnknownKindPolicy, Worker, WorkerBuilder, WorkerHandle,
+};
 
 /// Re-exports for the code `#[job]` generates. Not a public API.
 #[doc(hidden)]

@@ -315,3 +315,33 @@ where
         .await
         .optional()?)
 }
+
+/// The jobs waiting to run (available, scheduled or retryable) of `kind`, on `queue`,
+/// whose arguments contain `args` (JSON containment: a subset of the fields), each filter
+/// applied when given; oldest first. For test assertions (`testing::assert_enqueued`).
+pub async fn find_waiting<C>(
+    conn: &mut C,
+    kind: Option<&str>,
+    queue: Option<&str>,
+    args: Option<&serde_json::Value>,
+) -> Result<Vec<JobRow>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    use diesel::PgJsonbExpressionMethods;
+    let mut q = jobs::table
+        .filter(jobs::state.eq_any([JobState::Available, JobState::Scheduled, JobState::Retryable]))
+        .select(JobRow::as_select())
+        .order(jobs::id)
+        .into_boxed();
+    if let Some(kind) = kind {
+        q = q.filter(jobs::kind.eq(kind.to_owned()));
+    }
+    if let Some(queue) = queue {
+        q = q.filter(jobs::queue.eq(queue.to_owned()));
+    }
+    if let Some(args) = args {
+        q = q.filter(jobs::args.contains(args.clone()));
+    }
+    Ok(AsyncRunQueryDsl::load(q, conn).await?)
+}

@@ -42,7 +42,7 @@ pub(crate) struct RunningJob {
 }
 
 impl RunningJob {
-    fn new() -> RunningJob {
+    pub(crate) fn new() -> RunningJob {
         RunningJob {
             token: CancellationToken::new(),
             reason: Arc::new(AtomicU8::new(StopReason::None as u8)),
@@ -195,31 +195,7 @@ pub(crate) fn spawn(
     let tracker = shared.tracker.clone();
     tracker.spawn(
         async move {
-            let latency = (job.attempted_at - job.scheduled_at).to_std().unwrap_or_default();
-            metrics::histogram!("jobs_queue_latency_seconds", "queue" => queue.label).record(latency.as_secs_f64());
-            // One registry lookup per job, shared by the run, the backoff and the labels.
-            let descriptor = shared.registry.get(&job.kind).copied();
-            let started = Instant::now();
-            let ended = run(&shared, &queue, &job, descriptor.as_ref(), &running).await;
-            let kind_label: &'static str = descriptor.map_or("unknown", |d| d.kind);
-            metrics::histogram!("jobs_duration_seconds", "queue" => queue.label, "kind" => kind_label)
-                .record(started.elapsed().as_secs_f64());
-            let completion = completion(&shared, &queue, &job, descriptor.as_ref(), ended);
-            let counter = match completion.state {
-                JobState::Completed => "jobs_completed_total",
-                JobState::Discarded => "jobs_discarded_total",
-                JobState::Cancelled => "jobs_cancelled_total",
-                JobState::Scheduled => "jobs_snoozed_total",
-                _ => "jobs_failed_total",
-            };
-            metrics::counter!(counter, "queue" => queue.label, "kind" => kind_label).increment(1);
-            match completion.state {
-                JobState::Completed => tracing::debug!("completed"),
-                JobState::Retryable | JobState::Discarded => {
-                    tracing::warn!(error = completion.error.as_deref().unwrap_or(""), state = %completion.state, "attempt failed")
-                }
-                state => tracing::info!(%state, "ended"),
-            }
+            let completion = execute(&shared, &queue, &job, &running).await;
             shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&job.id);
             shared.completions.submit(completion).await;
             drop(permit);
@@ -227,6 +203,43 @@ pub(crate) fn spawn(
         }
         .instrument(span),
     );
+}
+
+/// Runs `job` to its end (decode, handler under timeout, panics caught, cancellation)
+/// and returns the outcome to write, recording the metrics and the log line. Shared by the
+/// spawned executor task and [`Worker::drain`](super::Worker::drain).
+pub(crate) async fn execute(
+    shared: &Shared,
+    queue: &QueueRuntime,
+    job: &ClaimedJob,
+    running: &RunningJob,
+) -> Completion {
+    let latency = (job.attempted_at - job.scheduled_at).to_std().unwrap_or_default();
+    metrics::histogram!("jobs_queue_latency_seconds", "queue" => queue.label).record(latency.as_secs_f64());
+    // One registry lookup per job, shared by the run, the backoff and the labels.
+    let descriptor = shared.registry.get(&job.kind).copied();
+    let started = Instant::now();
+    let ended = run(shared, queue, job, descriptor.as_ref(), running).await;
+    let kind_label: &'static str = descriptor.map_or("unknown", |d| d.kind);
+    metrics::histogram!("jobs_duration_seconds", "queue" => queue.label, "kind" => kind_label)
+        .record(started.elapsed().as_secs_f64());
+    let completion = completion(shared, queue, job, descriptor.as_ref(), ended);
+    let counter = match completion.state {
+        JobState::Completed => "jobs_completed_total",
+        JobState::Discarded => "jobs_discarded_total",
+        JobState::Cancelled => "jobs_cancelled_total",
+        JobState::Scheduled => "jobs_snoozed_total",
+        _ => "jobs_failed_total",
+    };
+    metrics::counter!(counter, "queue" => queue.label, "kind" => kind_label).increment(1);
+    match completion.state {
+        JobState::Completed => tracing::debug!("completed"),
+        JobState::Retryable | JobState::Discarded => {
+            tracing::warn!(error = completion.error.as_deref().unwrap_or(""), state = %completion.state, "attempt failed")
+        }
+        state => tracing::info!(%state, "ended"),
+    }
+    completion
 }
 
 async fn run(

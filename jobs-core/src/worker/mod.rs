@@ -11,6 +11,7 @@
 
 mod completer;
 mod config;
+mod drain;
 mod executor;
 mod heartbeat;
 mod listener;
@@ -30,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use config::{QueueConfig, UnknownKindPolicy};
+pub use drain::Drained;
 
 use self::completer::CompleterConfig;
 use self::executor::StopReason;

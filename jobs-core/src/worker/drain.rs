@@ -1,0 +1,98 @@
+//! Running a worker's queues inline until nothing is due: [`Worker::drain`], for tests
+//! (and one-off scripts) that want every job done before they look.
+
+use std::sync::atomic::Ordering;
+
+use super::Worker;
+use super::executor::{self, RunningJob};
+use super::heartbeat;
+use super::panic_capture;
+use crate::db;
+use crate::error::Result;
+use crate::state::JobState;
+
+/// The most claim rounds one drain makes (a job that keeps snoozing for zero seconds would
+/// otherwise keep it going forever).
+const MAX_ROUNDS: usize = 1_000;
+
+/// One attempt a drain ran, and how it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drained {
+    /// The job.
+    pub id: i64,
+    /// Its kind.
+    pub kind: String,
+    /// Its queue.
+    pub queue: String,
+    /// The attempt that ran.
+    pub attempt: i32,
+    /// The state it went to: completed, retryable, discarded, cancelled, or scheduled
+    /// (snoozed).
+    pub state: JobState,
+    /// The result, when it completed with one.
+    pub result: Option<serde_json::Value>,
+    /// The error entry recorded for the attempt, when it failed.
+    pub error: Option<serde_json::Value>,
+}
+
+impl Worker {
+    /// Runs, one at a time and in this task, every job of the worker's queues that is due
+    /// now (scheduled and retryable jobs whose time has come included), writing each
+    /// outcome as the worker would, until none is left. Jobs the handlers enqueue are run
+    /// too if due. Returns what ran, in order. Retries and snoozes scheduled for later are
+    /// left for later.
+    ///
+    /// The worker need not be started (and should not be: a started worker claims the
+    /// same jobs). Paused queues are skipped.
+    pub async fn drain(&self) -> Result<Vec<Drained>> {
+        panic_capture::install_hook();
+        let shared = &self.shared;
+        heartbeat::beat(shared).await?;
+        let mut queues: Vec<_> = shared.queues.values().cloned().collect();
+        queues.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut drained = Vec::new();
+        for _ in 0..MAX_ROUNDS {
+            let mut ran = false;
+            for queue in &queues {
+                let jobs = {
+                    let mut conn = shared.pool.get().await?;
+                    let paused = db::queues::is_paused(&mut conn, &queue.name).await?;
+                    queue.paused.store(paused, Ordering::Release);
+                    if paused {
+                        continue;
+                    }
+                    let now = shared.clock.db_now();
+                    db::maintenance::schedule_due(&mut conn, 10_000, now).await?;
+                    db::execution::fetch_available(&mut conn, &queue.name, 1_000, &shared.node, now).await?
+                };
+                if jobs.is_empty() {
+                    continue;
+                }
+                ran = true;
+                let mut completions = Vec::with_capacity(jobs.len());
+                for job in &jobs {
+                    completions.push(executor::execute(shared, queue, job, &RunningJob::new()).await);
+                }
+                let mut conn = shared.pool.get().await?;
+                db::execution::complete_many(&mut conn, &completions, shared.clock.db_now()).await?;
+                for (job, c) in jobs.into_iter().zip(completions) {
+                    drained.push(Drained {
+                        id: job.id,
+                        kind: job.kind,
+                        queue: job.queue,
+                        attempt: job.attempt,
+                        state: c.state,
+                        result: c.result.as_deref().and_then(|r| serde_json::from_str(r).ok()),
+                        error: c.error.as_deref().and_then(|e| serde_json::from_str(e).ok()),
+                    });
+                }
+            }
+            if !ran {
+                break;
+            }
+        }
+        let mut conn = shared.pool.get().await?;
+        db::nodes::remove(&mut conn, &shared.node).await?;
+        Ok(drained)
+    }
+}
