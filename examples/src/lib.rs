@@ -1,7 +1,11 @@
-//! The shop's job definitions, shared by the web app and the separate worker binary.
+//! The shop: its job definitions, tables and business operations, shared by the web app
+//! (`shop`, which can run its workers in-process) and the separate worker binary
+//! (`shop-worker`). Jobs live in a library so both binaries register the same ones.
 
 use std::time::Duration;
 
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
 use jobs_core::{JobContext, Outcome, job};
 use serde::{Deserialize, Serialize};
 
@@ -79,4 +83,121 @@ pub async fn sales_report(ctx: JobContext) -> Result<Outcome<u64>, std::io::Erro
 #[job(kind = "shop.expire_carts", queue = "maintenance", cron = "* * * * *")]
 pub async fn expire_carts(_ctx: JobContext) -> Result<u64, std::io::Error> {
     Ok(0)
+}
+
+/// Arguments of [`fulfil_order`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Fulfil {
+    /// The order to ship.
+    pub order_id: i64,
+}
+
+/// The warehouse API is flaky.
+#[derive(Debug, thiserror::Error)]
+#[error("the warehouse API timed out (attempt {attempt})")]
+pub struct WarehouseTimeout {
+    attempt: i32,
+}
+
+/// Ships an order. The warehouse API times out on the first two attempts, so each order
+/// fails twice (retrying after 1 s, then 2 s) and succeeds on the third.
+#[job(kind = "shop.fulfil_order", queue = "billing", max_attempts = 5,
+      backoff = exponential(base = "1s", max = "1m"))]
+pub async fn fulfil_order(ctx: JobContext, args: Fulfil) -> Result<String, WarehouseTimeout> {
+    if ctx.attempt() < 3 {
+        return Err(WarehouseTimeout { attempt: ctx.attempt() });
+    }
+    Ok(format!("order {} shipped", args.order_id))
+}
+
+/// Sends yesterday's figures to the team, every night at 03:00 UTC.
+#[job(kind = "shop.nightly_digest", queue = "reports", cron = "0 3 * * *")]
+pub async fn nightly_digest(ctx: JobContext) -> Result<String, jobs_core::Error> {
+    let mut conn = ctx.conn().await?;
+    let orders: i64 =
+        schema::orders::table.count().get_result(&mut conn).await.map_err(jobs_core::Error::Database)?;
+    Ok(format!("{orders} orders so far"))
+}
+
+/// The shop's own tables.
+pub mod schema {
+    diesel::table! {
+        /// Customers.
+        users (id) {
+            /// Id.
+            id -> BigInt,
+            /// Where the welcome mail goes.
+            email -> Text,
+        }
+    }
+
+    diesel::table! {
+        /// Orders.
+        orders (id) {
+            /// Id.
+            id -> BigInt,
+            /// The customer.
+            user_id -> BigInt,
+            /// The amount.
+            cents -> BigInt,
+        }
+    }
+
+    /// Creates the tables (the shop's own migration, kept inline for the example).
+    pub const CREATE: &str = "\
+        CREATE TABLE IF NOT EXISTS users (id bigserial PRIMARY KEY, email text NOT NULL UNIQUE);
+        CREATE TABLE IF NOT EXISTS orders (id bigserial PRIMARY KEY, user_id bigint NOT NULL REFERENCES users, cents bigint NOT NULL);";
+}
+
+/// The shop's business operations: each writes its rows and enqueues its jobs in one
+/// transaction, so a job exists exactly when its rows do.
+pub mod store {
+    use diesel::prelude::*;
+    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+
+    use super::schema::{orders, users};
+    use super::{Fulfil, Welcome, fulfil_order, send_welcome};
+
+    /// Signs up `email`: the user row and the welcome mail commit together. Returns the
+    /// user's id.
+    pub async fn sign_up(conn: &mut AsyncPgConnection, email: &str) -> Result<i64, jobs_core::Error> {
+        conn.transaction(async |tx| {
+            let user_id: i64 = diesel::insert_into(users::table)
+                .values(users::email.eq(email))
+                .returning(users::id)
+                .get_result(tx)
+                .await?;
+            send_welcome::enqueue(&mut *tx, Welcome { user_id, email: email.to_owned() }).await?;
+            Ok(user_id)
+        })
+        .await
+    }
+
+    /// Places an order and queues its fulfilment, in one transaction. Returns the order id.
+    pub async fn place_order(
+        conn: &mut AsyncPgConnection,
+        user_id: i64,
+        cents: i64,
+    ) -> Result<i64, jobs_core::Error> {
+        conn.transaction(async |tx| {
+            let order_id: i64 = diesel::insert_into(orders::table)
+                .values((orders::user_id.eq(user_id), orders::cents.eq(cents)))
+                .returning(orders::id)
+                .get_result(tx)
+                .await?;
+            fulfil_order::enqueue(&mut *tx, Fulfil { order_id }).await?;
+            Ok(order_id)
+        })
+        .await
+    }
+}
+
+/// The shop's worker: its queues and their concurrency. The in-process worker of `shop`
+/// and the separate `shop-worker` binary both start from this.
+pub fn worker(pool: jobs_core::Pool) -> jobs_core::WorkerBuilder {
+    jobs_core::Worker::builder(pool)
+        .queue("mailers", 10)
+        .queue("billing", 5)
+        .queue("reports", 1)
+        .queue("maintenance", 1)
 }
