@@ -1,5 +1,29 @@
 //! Test support (feature `testing`): a throwaway Postgres, a database per test, and
 //! helpers for asserting on and running jobs in your own tests.
+//!
+//! ```
+//! use jobs_core::testing::{Expected, TestDatabase, assert_enqueued, drain_queue};
+//! use jobs_core::{JobContext, JobState, job};
+//!
+//! #[job(queue = "mailers")]
+//! async fn send_welcome(_ctx: JobContext, user_id: i64) -> Result<String, std::io::Error> {
+//!     Ok(format!("welcomed {user_id}"))
+//! }
+//!
+//! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let db = TestDatabase::new().await?; // a fresh migrated database for this test
+//! let pool = db.pool(4)?;
+//! send_welcome::enqueue(&pool, 7).await?; // what your code under test would do
+//!
+//! let mut conn = db.connect().await?;
+//! assert_enqueued(&mut conn, &Expected::job::<send_welcome>().args(7).queue("mailers")).await;
+//! let ran = drain_queue(&pool, "mailers").await?;
+//! assert_eq!(ran[0].state, JobState::Completed);
+//! assert_eq!(ran[0].result, Some(serde_json::json!("welcomed 7")));
+//! # Ok(())
+//! # }
+//! ```
 
 mod assertions;
 pub mod cluster;
