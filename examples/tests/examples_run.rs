@@ -1,20 +1,22 @@
 //! The examples run with one command each and do what their headers say: run as real
 //! processes, on the throwaway Postgres they start themselves.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
-use diesel::prelude::*;
+use diesel::QueryableByName;
 use diesel::sql_types::BigInt;
+use diesel_async::RunQueryDsl;
+use jobs_core::testing::wait_for;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
 
 const DEADLINE: Duration = Duration::from_secs(90);
 
-/// A running example whose stdout lines arrive on a channel.
+/// A running example and its stdout, read line by line.
 struct Running {
     child: Child,
-    lines: mpsc::Receiver<String>,
+    lines: Lines<BufReader<ChildStdout>>,
     seen: Vec<String>,
 }
 
@@ -25,7 +27,8 @@ impl Running {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .env("SHOP_BIND", "127.0.0.1:0")
-            .env("RUST_BACKTRACE", "0");
+            .env("RUST_BACKTRACE", "0")
+            .kill_on_drop(true);
         for (k, v) in env {
             command.env(k, v);
         }
@@ -34,41 +37,34 @@ impl Running {
         }
         let mut child = command.spawn().expect("start example");
         let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Running { child, lines, seen: Vec::new() }
+        Running { child, lines: BufReader::new(stdout).lines(), seen: Vec::new() }
     }
 
-    /// Waits for a line containing `needle`; returns it.
-    fn line_with(&mut self, needle: &str) -> String {
-        let start = Instant::now();
-        while start.elapsed() < DEADLINE {
-            match self.lines.recv_timeout(Duration::from_millis(200)) {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if line.contains(needle) {
-                        return line;
-                    }
+    /// Waits (up to the deadline) for a line containing `needle`; returns it.
+    async fn line_with(&mut self, needle: &str) -> String {
+        let found = tokio::time::timeout(DEADLINE, async {
+            while let Ok(Some(line)) = self.lines.next_line().await {
+                self.seen.push(line.clone());
+                if line.contains(needle) {
+                    return Some(line);
                 }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
+            None
+        })
+        .await;
+        match found {
+            Ok(Some(line)) => line,
+            _ => panic!("no line with {needle:?}; output so far:\n{}", self.seen.join("\n")),
         }
-        panic!("no line with {needle:?}; output so far:\n{}", self.seen.join("\n"));
     }
 
-    /// Sends `signal`, waits for the exit, and returns whether it was clean.
-    fn stop(mut self, signal: nix::sys::signal::Signal, expect: &str) {
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
-        nix::sys::signal::kill(pid, signal).expect("signal");
-        self.line_with(expect);
-        let status = self.child.wait().expect("wait");
+    /// Sends `signal`, waits for the line `expect` and a clean exit.
+    async fn stop(mut self, signal: nix::sys::signal::Signal, expect: &str) {
+        let pid = self.child.id().and_then(|p| i32::try_from(p).ok()).expect("a running process");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).expect("signal");
+        self.line_with(expect).await;
+        let status =
+            tokio::time::timeout(DEADLINE, self.child.wait()).await.expect("exit in time").expect("wait");
         assert!(status.success(), "exited with {status}");
     }
 }
@@ -83,101 +79,110 @@ struct N {
     n: i64,
 }
 
-fn count(url: &str, sql: &str) -> i64 {
-    let mut conn = PgConnection::establish(url).expect("connect");
-    diesel::sql_query(sql).get_result::<N>(&mut conn).map(|r| r.n).unwrap_or(-1)
+/// A count, or `None` while the database cannot answer.
+async fn count(url: &str, sql: &str) -> Option<i64> {
+    let mut conn = jobs_core::db::connect(url).await.ok()?;
+    diesel::sql_query(sql).get_result::<N>(&mut conn).await.ok().map(|r| r.n)
 }
 
-fn wait_count(url: &str, sql: &str, at_least: i64) {
-    let start = Instant::now();
-    while count(url, sql) < at_least {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {sql} >= {at_least}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+async fn wait_count(url: &str, sql: &str, at_least: i64) {
+    wait_for(&format!("{sql} >= {at_least}"), DEADLINE, || async {
+        (count(url, sql).await? >= at_least).then_some(())
+    })
+    .await;
 }
 
-fn post(address: &str, path: &str, body: &str) -> String {
-    let mut stream = std::net::TcpStream::connect(address).expect("connect");
-    write!(
-        stream,
+async fn post(address: &str, path: &str, body: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(address).await.expect("connect");
+    let request = format!(
         "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
-    )
-    .expect("request");
+    );
+    stream.write_all(request.as_bytes()).await.expect("request");
     let mut response = String::new();
-    stream.read_to_string(&mut response).expect("response");
+    stream.read_to_string(&mut response).await.expect("response");
     response
 }
 
 const FULFILLED: &str =
     "SELECT count(*) AS n FROM jobs WHERE kind = 'shop.fulfil_order' AND state = 'completed' AND attempt = 3";
 
-#[test]
-fn the_demo_shop_signs_up_in_one_transaction_runs_its_jobs_and_stops_cleanly() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_shop_signs_up_in_one_transaction_runs_its_jobs_and_stops_cleanly() {
     let mut shop = Running::start(env!("CARGO_BIN_EXE_shop"), &[]);
-    let url = database_url(&shop.line_with("DATABASE_URL="));
-    let dashboard = shop.line_with("dashboard: http://");
+    let url = database_url(&shop.line_with("DATABASE_URL=").await);
+    let dashboard = shop.line_with("dashboard: http://").await;
     let address = dashboard.trim_start_matches("dashboard: http://").trim_end_matches("/jobs/").to_owned();
 
-    let response = post(&address, "/signup", "email=grace%40example.com");
+    let response = post(&address, "/signup", "email=grace%40example.com").await;
     assert!(response.starts_with("HTTP/1.1 201"), "{response}");
     // A duplicate e-mail fails the insert: no second welcome mail either.
-    let response = post(&address, "/signup", "email=grace%40example.com");
+    let response = post(&address, "/signup", "email=grace%40example.com").await;
     assert!(response.starts_with("HTTP/1.1 422"), "{response}");
     wait_count(
         &url,
         "SELECT count(*) AS n FROM jobs WHERE args->>'email' = 'grace@example.com' AND state = 'completed'",
         1,
+    )
+    .await;
+    assert_eq!(
+        count(&url, "SELECT count(*) AS n FROM jobs WHERE args->>'email' = 'grace@example.com'").await,
+        Some(1)
     );
-    assert_eq!(count(&url, "SELECT count(*) AS n FROM jobs WHERE args->>'email' = 'grace@example.com'"), 1);
     // Each sample order's fulfilment fails twice, then succeeds on the third attempt.
-    wait_count(&url, FULFILLED, 2);
+    wait_count(&url, FULFILLED, 2).await;
     // Both cron schedules are declared, active, with their next run computed.
     assert_eq!(
         count(
             &url,
             "SELECT count(*) AS n FROM job_schedules WHERE active AND next_run_at IS NOT NULL \
                      AND kind IN ('shop.expire_carts', 'shop.nightly_digest')"
-        ),
-        2
+        )
+        .await,
+        Some(2)
     );
     assert_eq!(
         count(
             &url,
             "SELECT count(*) AS n FROM jobs WHERE state = 'scheduled' AND kind = 'shop.send_welcome'"
-        ),
-        1
+        )
+        .await,
+        Some(1)
     );
-    shop.stop(nix::sys::signal::Signal::SIGINT, "worker stopped cleanly");
+    shop.stop(nix::sys::signal::Signal::SIGINT, "worker stopped cleanly").await;
 }
 
-#[test]
-fn a_separate_worker_binary_runs_the_shops_jobs() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_separate_worker_binary_runs_the_shops_jobs() {
     let mut shop = Running::start(env!("CARGO_BIN_EXE_shop"), &[("SHOP_WORKER", "off")]);
-    let url = database_url(&shop.line_with("DATABASE_URL="));
-    shop.line_with("dashboard: http://");
+    let url = database_url(&shop.line_with("DATABASE_URL=").await);
+    shop.line_with("dashboard: http://").await;
     assert_eq!(
-        count(&url, "SELECT count(*) AS n FROM jobs WHERE state = 'completed'"),
-        0,
+        count(&url, "SELECT count(*) AS n FROM jobs WHERE state = 'completed'").await,
+        Some(0),
         "nothing runs in the app"
     );
     let mut worker = Running::start(env!("CARGO_BIN_EXE_shop-worker"), &[("DATABASE_URL", &url)]);
-    worker.line_with("running the shop's queues");
-    wait_count(&url, FULFILLED, 2);
+    worker.line_with("running the shop's queues").await;
+    wait_count(&url, FULFILLED, 2).await;
     wait_count(
         &url,
         "SELECT count(*) AS n FROM jobs WHERE kind = 'shop.send_welcome' AND state = 'completed'",
         18,
-    );
-    worker.stop(nix::sys::signal::Signal::SIGTERM, "shop-worker stopped cleanly");
-    shop.stop(nix::sys::signal::Signal::SIGINT, "stopping");
+    )
+    .await;
+    worker.stop(nix::sys::signal::Signal::SIGTERM, "shop-worker stopped cleanly").await;
+    shop.stop(nix::sys::signal::Signal::SIGINT, "stopping").await;
 }
 
-#[test]
-fn sync_enqueue_commits_or_rolls_back_with_the_transaction() {
-    let output =
-        Command::new(env!("CARGO_BIN_EXE_sync-enqueue")).env_remove("DATABASE_URL").output().expect("run");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_enqueue_commits_or_rolls_back_with_the_transaction() {
+    let output = Command::new(env!("CARGO_BIN_EXE_sync-enqueue"))
+        .env_remove("DATABASE_URL")
+        .output()
+        .await
+        .expect("run");
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{text}");
     assert!(

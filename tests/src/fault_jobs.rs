@@ -31,6 +31,8 @@ pub async fn step(ctx: JobContext, args: Step) -> Result<(), jobs_core::Error> {
         .execute(&mut conn)
         .await?;
     drop(conn);
+    // The job's work (a stand-in for an HTTP call): it keeps jobs in flight, so a kill
+    // lands mid-batch. No test waits on it; they wait on conditions.
     tokio::time::sleep(Duration::from_millis(args.work_ms)).await;
     Ok(())
 }

@@ -77,7 +77,6 @@ impl JobLedger {
     /// Reads the ledger now (the checks on runs apply when the `runs` table exists).
     pub async fn read(conn: &mut AsyncPgConnection, enqueued: i64) -> JobLedger {
         let has_runs = count(conn, "SELECT count(*) AS n FROM pg_tables WHERE tablename = 'runs'").await > 0;
-        let runs = |sql: &'static str| if has_runs { Some(sql) } else { None };
         let mut ledger = JobLedger {
             enqueued,
             rows: count(conn, "SELECT count(*) AS n FROM jobs").await,
@@ -101,21 +100,23 @@ impl JobLedger {
             )
             .await,
         };
-        if let Some(sql) = runs(
-            "SELECT count(*) AS n FROM (SELECT job_id, attempt FROM runs GROUP BY 1, 2 HAVING count(*) > 1) d",
-        ) {
-            ledger.duplicates = count(conn, sql).await;
-        }
-        if let Some(sql) = runs(
-            "SELECT count(*) AS n FROM jobs j WHERE j.state = 'completed' AND NOT EXISTS \
-             (SELECT 1 FROM runs r WHERE r.job_id = j.id AND r.attempt = j.attempt)",
-        ) {
-            ledger.missing_final_run = count(conn, sql).await;
-        }
-        if let Some(sql) = runs(
-            "SELECT count(*) AS n FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.attempt > j.attempt",
-        ) {
-            ledger.runs_after_final = count(conn, sql).await;
+        if has_runs {
+            ledger.duplicates = count(
+                conn,
+                "SELECT count(*) AS n FROM (SELECT job_id, attempt FROM runs GROUP BY 1, 2 HAVING count(*) > 1) d",
+            )
+            .await;
+            ledger.missing_final_run = count(
+                conn,
+                "SELECT count(*) AS n FROM jobs j WHERE j.state = 'completed' AND NOT EXISTS \
+                 (SELECT 1 FROM runs r WHERE r.job_id = j.id AND r.attempt = j.attempt)",
+            )
+            .await;
+            ledger.runs_after_final = count(
+                conn,
+                "SELECT count(*) AS n FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.attempt > j.attempt",
+            )
+            .await;
         }
         ledger
     }

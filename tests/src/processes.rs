@@ -3,8 +3,10 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -21,53 +23,36 @@ pub struct WorkerProcess {
 impl WorkerProcess {
     /// Starts `binary` (the test's `CARGO_BIN_EXE_fault_worker`) on `url` as `node`, its
     /// stdout and stderr going to a log file in `dir`.
-    pub fn start(
-        binary: &str,
-        url: &str,
-        node: &str,
-        concurrency: usize,
-        extra: &[&str],
-        dir: &Path,
-    ) -> WorkerProcess {
+    pub fn start(binary: &str, url: &str, node: &str, concurrency: usize, dir: &Path) -> WorkerProcess {
         let log = dir.join(format!("{node}.log"));
         let out = File::create(&log).expect("create worker log");
         let err = out.try_clone().expect("clone worker log");
         let child = Command::new(binary)
             .args(["--url", url, "--node", node, "--concurrency", &concurrency.to_string()])
-            .args(extra)
             .env("RUST_BACKTRACE", "0")
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
+            .kill_on_drop(true)
             .spawn()
             .expect("start fault_worker");
         WorkerProcess { node: node.to_owned(), child, log }
     }
 
-    /// The process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// SIGKILL: the process dies at once, whatever it was doing.
-    pub fn kill9(mut self) -> String {
-        self.child.kill().expect("SIGKILL");
-        let _ = self.child.wait();
+    /// SIGKILL: the process dies at once, whatever it was doing. Returns its log.
+    pub async fn kill9(mut self) -> String {
+        self.child.kill().await.expect("SIGKILL");
         self.log_text()
     }
 
     /// SIGTERM, then waits (up to `deadline`) for the graceful shutdown to finish.
     /// Returns the exit status and the log.
-    pub fn terminate(mut self, deadline: Duration) -> (ExitStatus, String) {
-        let pid = i32::try_from(self.child.id()).expect("pid fits");
+    pub async fn terminate(mut self, deadline: Duration) -> (ExitStatus, String) {
+        let pid = self.child.id().and_then(|p| i32::try_from(p).ok()).expect("a running process");
         kill(Pid::from_raw(pid), Signal::SIGTERM).expect("SIGTERM");
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return (status, self.log_text());
-            }
-            assert!(start.elapsed() < deadline, "worker {} did not stop within {deadline:?}", self.node);
-            std::thread::sleep(Duration::from_millis(20));
+        match tokio::time::timeout(deadline, self.child.wait()).await {
+            Ok(status) => (status.expect("wait"), self.log_text()),
+            Err(_) => panic!("worker {} did not stop within {deadline:?}", self.node),
         }
     }
 
@@ -78,7 +63,7 @@ impl WorkerProcess {
 
     /// Resident memory in KiB, from `/proc`.
     pub fn rss_kib(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()?)).ok()?;
         status
             .lines()
             .find_map(|l| l.strip_prefix("VmRSS:"))
@@ -91,29 +76,19 @@ impl WorkerProcess {
     }
 }
 
-impl Drop for WorkerProcess {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 /// Stops every worker with SIGTERM and fails the test unless each shut down cleanly
 /// (exit 0, no panic in its log). Returns the logs.
-pub fn stop_all(workers: Vec<WorkerProcess>) -> Vec<String> {
-    workers
-        .into_iter()
-        .map(|mut worker| {
-            let node = worker.node.clone();
-            assert!(worker.is_alive(), "worker {node} died");
-            let (status, log) = worker.terminate(Duration::from_secs(30));
-            assert!(status.success(), "worker {node} exited with {status}:\n{log}");
-            assert_no_panic(&node, &log);
-            log
-        })
-        .collect()
+pub async fn stop_all(workers: Vec<WorkerProcess>) -> Vec<String> {
+    let mut logs = Vec::with_capacity(workers.len());
+    for mut worker in workers {
+        let node = worker.node.clone();
+        assert!(worker.is_alive(), "worker {node} died");
+        let (status, log) = worker.terminate(Duration::from_secs(30)).await;
+        assert!(status.success(), "worker {node} exited with {status}:\n{log}");
+        assert_no_panic(&node, &log);
+        logs.push(log);
+    }
+    logs
 }
 
 /// Fails the test if a worker log shows a panic.

@@ -41,9 +41,8 @@ async fn restarts_and_killed_connections_lose_nothing() {
         .await
         .expect("enqueue");
     let logs = log_dir();
-    let workers: Vec<WorkerProcess> = (1..=2)
-        .map(|n| WorkerProcess::start(BINARY, db.url(), &format!("node-{n}"), 20, &[], &logs))
-        .collect();
+    let workers: Vec<WorkerProcess> =
+        (1..=2).map(|n| WorkerProcess::start(BINARY, db.url(), &format!("node-{n}"), 20, &logs)).collect();
     let started = Instant::now();
     let cluster = std::sync::Arc::new(cluster);
 
@@ -75,6 +74,7 @@ async fn restarts_and_killed_connections_lose_nothing() {
     let ledger = JobLedger::wait_all_completed(&pool, JOBS, Duration::from_secs(180)).await;
     let elapsed = started.elapsed();
     let retry_lines: usize = stop_all(workers)
+        .await
         .iter()
         .map(|log| log.lines().filter(|l| l.contains("retrying") || l.contains("reconnecting")).count())
         .sum();

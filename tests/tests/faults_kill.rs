@@ -42,7 +42,7 @@ async fn killing_workers_mid_batch_loses_nothing_and_runs_nothing_twice() {
     let mut next = 0;
     let start = |next: &mut usize| {
         *next += 1;
-        WorkerProcess::start(BINARY, db.url(), &format!("node-{next}"), 20, &[], &logs)
+        WorkerProcess::start(BINARY, db.url(), &format!("node-{next}"), 20, &logs)
     };
     let mut workers = vec![start(&mut next), start(&mut next)];
     let started = Instant::now();
@@ -68,7 +68,7 @@ async fn killing_workers_mid_batch_loses_nothing_and_runs_nothing_twice() {
         )
         .await;
         let process = workers.remove(kills % 2);
-        assert_no_panic(&victim, &process.kill9());
+        assert_no_panic(&victim, &process.kill9().await);
         killed_holding += holding;
         kills += 1;
         workers.insert(kills.saturating_sub(1) % 2, start(&mut next));
@@ -76,7 +76,7 @@ async fn killing_workers_mid_batch_loses_nothing_and_runs_nothing_twice() {
 
     let ledger = JobLedger::wait_all_completed(&pool, jobs, Duration::from_secs(180)).await;
     let elapsed = started.elapsed();
-    stop_all(workers);
+    stop_all(workers).await;
     ledger.assert_exactly_once();
     println!(
         "faults_kill: {kills} SIGKILLs (holding {killed_holding} running jobs in all), {jobs} jobs, \

@@ -25,7 +25,7 @@ async fn a_long_run_completes_every_job_once_with_flat_memory() {
     }
     let logs = log_dir();
     let workers: Vec<WorkerProcess> = (1..=WORKERS)
-        .map(|n| WorkerProcess::start(BINARY, db.url(), &format!("soak-{n}"), 50, &[], &logs))
+        .map(|n| WorkerProcess::start(BINARY, db.url(), &format!("soak-{n}"), 50, &logs))
         .collect();
     let started = Instant::now();
 
@@ -34,7 +34,9 @@ async fn a_long_run_completes_every_job_once_with_flat_memory() {
     let total = jobs as i64;
     // Sampled every 100 ms until every job is done (or the deadline fails the test).
     let deadline = Duration::from_secs(1_800);
+    let mut every = tokio::time::interval(Duration::from_millis(100));
     loop {
+        every.tick().await;
         let rss: u64 = workers.iter().filter_map(WorkerProcess::rss_kib).sum();
         if let Some(done) = try_count(&pool, COMPLETED).await {
             samples.push((done as f64 / total as f64, rss));
@@ -43,14 +45,13 @@ async fn a_long_run_completes_every_job_once_with_flat_memory() {
             }
         }
         assert!(started.elapsed() < deadline, "the soak did not finish within {deadline:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let elapsed = started.elapsed();
     let ledger = {
         let mut conn = pool.get().await.expect("connection");
         JobLedger::read(&mut conn, total).await
     };
-    stop_all(workers);
+    stop_all(workers).await;
     ledger.assert_exactly_once();
     assert_eq!(ledger.retried_jobs, 0, "no job needed a second attempt: {ledger:?}");
 

@@ -31,6 +31,7 @@ mod context;
 mod database;
 pub(crate) mod inline;
 mod running;
+mod waiting;
 
 pub use assertions::{Expected, assert_enqueued, refute_enqueued};
 pub use cluster::PgCluster;
@@ -38,3 +39,4 @@ pub use context::job_context;
 pub use database::{Server, TestDatabase, replace_database};
 pub use inline::inline;
 pub use running::{drain_queue, perform_job};
+pub use waiting::wait_for;

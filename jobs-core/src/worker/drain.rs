@@ -1,13 +1,13 @@
 //! Running a worker's queues inline until nothing is due: [`Worker::drain`], for tests
 //! (and one-off scripts) that want every job done before they look.
 
-use std::sync::atomic::Ordering;
-
 use super::Worker;
 use super::executor::{self, RunningJob};
 use super::heartbeat;
 use super::panic_capture;
 use crate::db;
+use crate::db::execution::{ClaimedJob, Completion};
+use crate::db::jobs::NewJob;
 use crate::error::Result;
 use crate::state::JobState;
 
@@ -35,6 +35,20 @@ pub struct Drained {
     pub error: Option<serde_json::Value>,
 }
 
+impl Drained {
+    fn from_run(job: ClaimedJob, c: &Completion) -> Drained {
+        Drained {
+            id: job.id,
+            kind: job.kind,
+            queue: job.queue,
+            attempt: job.attempt,
+            state: c.state,
+            result: c.result.as_deref().and_then(|r| serde_json::from_str(r).ok()),
+            error: c.error.as_deref().and_then(|e| serde_json::from_str(e).ok()),
+        }
+    }
+}
+
 impl Worker {
     /// Runs, one at a time and in this task, every job of the worker's queues that is due
     /// now (scheduled and retryable jobs whose time has come included), writing each
@@ -52,17 +66,17 @@ impl Worker {
         queues.sort_by(|a, b| a.name.cmp(&b.name));
         let mut drained = Vec::new();
         for _ in 0..MAX_ROUNDS {
+            // Once per round: due jobs become available, pause flags are read.
+            let paused = {
+                let mut conn = shared.pool.get().await?;
+                db::maintenance::schedule_due(&mut conn, 10_000, shared.clock.db_now()).await?;
+                db::queues::paused_queues(&mut conn).await?
+            };
             let mut ran = false;
-            for queue in &queues {
+            for queue in queues.iter().filter(|q| !paused.iter().any(|p| *p == *q.name)) {
                 let jobs = {
                     let mut conn = shared.pool.get().await?;
-                    let paused = db::queues::is_paused(&mut conn, &queue.name).await?;
-                    queue.paused.store(paused, Ordering::Release);
-                    if paused {
-                        continue;
-                    }
                     let now = shared.clock.db_now();
-                    db::maintenance::schedule_due(&mut conn, 10_000, now).await?;
                     db::execution::fetch_available(&mut conn, &queue.name, 1_000, &shared.node, now).await?
                 };
                 if jobs.is_empty() {
@@ -75,17 +89,7 @@ impl Worker {
                 }
                 let mut conn = shared.pool.get().await?;
                 db::execution::complete_many(&mut conn, &completions, shared.clock.db_now()).await?;
-                for (job, c) in jobs.into_iter().zip(completions) {
-                    drained.push(Drained {
-                        id: job.id,
-                        kind: job.kind,
-                        queue: job.queue,
-                        attempt: job.attempt,
-                        state: c.state,
-                        result: c.result.as_deref().and_then(|r| serde_json::from_str(r).ok()),
-                        error: c.error.as_deref().and_then(|e| serde_json::from_str(e).ok()),
-                    });
-                }
+                drained.extend(jobs.into_iter().zip(completions).map(|(job, c)| Drained::from_run(job, &c)));
             }
             if !ran {
                 break;
@@ -94,5 +98,32 @@ impl Worker {
         let mut conn = shared.pool.get().await?;
         db::nodes::remove(&mut conn, &shared.node).await?;
         Ok(drained)
+    }
+}
+
+impl Worker {
+    /// Runs `row` once, in this task, through the same path as a claimed job (decoding,
+    /// timeout, panics caught, outcome to state), without it ever being stored: inline
+    /// mode's runner. `None` when the worker does not run `row`'s queue.
+    pub(crate) async fn perform_unsaved(&self, row: &NewJob) -> Option<Drained> {
+        let queue = self.shared.queues.get(&row.queue)?;
+        let now = chrono::Utc::now();
+        let job = ClaimedJob {
+            id: 0,
+            kind: row.kind.clone(),
+            queue: row.queue.clone(),
+            args: row.args.clone(),
+            meta: row.meta.clone(),
+            tags: row.tags.clone(),
+            priority: row.priority,
+            attempt: 1,
+            max_attempts: row.max_attempts,
+            timeout_ms: row.timeout_ms,
+            created_at: now,
+            scheduled_at: now,
+            attempted_at: now,
+        };
+        let completion = executor::execute(&self.shared, queue, &job, &RunningJob::new()).await;
+        Some(Drained::from_run(job, &completion))
     }
 }

@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use clap::Parser;
 use jobs_core::maintenance::{LeaderConfig, RescuerConfig, SchedulerConfig};
-use jobs_core::{QueueConfig, Worker};
 use tokio::signal::unix::{SignalKind, signal};
 
-use jobs_core::Registry;
+use jobs_core::{Registry, Worker};
 use jobs_tests::fault_jobs::{noop, step};
 
 #[derive(Debug, Parser)]
@@ -25,9 +24,6 @@ struct Args {
     /// Jobs at once.
     #[arg(long, default_value_t = 20)]
     concurrency: usize,
-    /// Delete completed jobs (soak).
-    #[arg(long)]
-    delete_on_completion: bool,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -38,10 +34,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_writer(std::io::stderr)
         .init();
     let pool = jobs_core::db::pool(&args.url, args.concurrency + 6)?;
-    let mut queue = QueueConfig::new("faults", args.concurrency);
-    if args.delete_on_completion {
-        queue = queue.delete_on_completion();
-    }
     // Naming the jobs also keeps the library's registrations linked into the binary.
     let registry = Registry::from_inventory()?;
     for kind in [step::KIND, noop::KIND] {
@@ -51,7 +43,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let handle = Worker::builder(pool)
         .registry(registry)
-        .queue_config(queue)
+        .queue("faults", args.concurrency)
         .node_name(&args.node)
         .poll_interval(Duration::from_millis(200))
         .heartbeat_interval(Duration::from_millis(200))
