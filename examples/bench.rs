@@ -44,6 +44,9 @@ struct Args {
     /// Worker instances (each with its own pool) working the burn-down.
     #[arg(long, default_value_t = 1)]
     workers: usize,
+    /// Claim statements in flight per queue (the worker's `claims_in_flight`).
+    #[arg(long, default_value_t = 2)]
+    claims_in_flight: usize,
     /// Enqueue rate for the latency scenario, jobs/s.
     #[arg(long, default_value_t = 100)]
     rate: u64,
@@ -122,6 +125,20 @@ fn cpu_seconds() -> f64 {
         stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
     let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// CPU seconds the whole machine has spent busy (every process: the worker and Postgres).
+fn machine_busy_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<f64> = stat
+        .lines()
+        .next()
+        .map(|l| l.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect())
+        .unwrap_or_default();
+    // user nice system idle iowait irq softirq steal
+    let busy: f64 =
+        ticks.iter().take(8).enumerate().filter(|(i, _)| *i != 3 && *i != 4).map(|(_, t)| t).sum();
+    busy / 100.0
 }
 
 fn rss_mb() -> f64 {
@@ -209,6 +226,7 @@ async fn burndown(
     preload(&admin, args.jobs).await?;
     DONE.store(0, Ordering::Relaxed);
     let cpu0 = cpu_seconds();
+    let busy0 = machine_busy_seconds();
     let started = Instant::now();
     let mut handles = Vec::new();
     for i in 0..args.workers {
@@ -221,6 +239,7 @@ async fn burndown(
             .queue_config(queue)
             .registry(registry()?)
             .node_name(format!("bench-{i}"))
+            .claims_in_flight(args.claims_in_flight)
             .build()?
             .start()
             .await?;
@@ -241,6 +260,7 @@ async fn burndown(
     }
     let elapsed = started.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu0;
+    let machine_us_per_job = (machine_busy_seconds() - busy0) / args.jobs as f64 * 1e6;
     let fetches: u64 = handles.iter().map(|h| h.fetch_count("bench")).sum();
     for h in handles {
         h.shutdown().await?;
@@ -252,6 +272,7 @@ async fn burndown(
     let mut entry = serde_json::json!({
         "jobs": args.jobs, "workers": args.workers, "concurrency": args.concurrency,
         "seconds": elapsed, "jobs_per_s": rate, "worker_cpu_ms_per_1000_jobs": cpu_per_1000,
+        "machine_cpu_us_per_job": machine_us_per_job,
     });
     let mut extra = String::new();
     if !delete {
@@ -269,7 +290,7 @@ async fn burndown(
         extra = format!("  claim→completion p50 {:.1} ms, p99 {:.1} ms", p.p50, p.p99);
     }
     println!(
-        "{name:<22} {rate:>10.0} jobs/s   ({} jobs, {}×{} slots, {cpu_per_1000:.1} ms worker CPU per 1,000 jobs){extra}",
+        "{name:<22} {rate:>10.0} jobs/s   ({} jobs, {}×{} slots, {cpu_per_1000:.1} ms worker CPU per 1,000 jobs, {machine_us_per_job:.1} µs machine CPU per job){extra}",
         args.jobs, args.workers, args.concurrency
     );
     figures.insert(format!("framework_{name}"), entry);
@@ -473,7 +494,18 @@ fn ceiling(
         Some(cluster) => {
             command.env("DATABASE_URL", "postgresql://postgres@/postgres").env("PGHOST", cluster.socket_dir())
         }
-        None => command.env("DATABASE_URL", url),
+        // The same for a server of the user's: a `?host=` parameter becomes PGHOST.
+        None => match url.split_once('?') {
+            Some((base, query)) => {
+                for (key, value) in query.split('&').filter_map(|p| p.split_once('=')) {
+                    if key == "host" {
+                        command.env("PGHOST", value);
+                    }
+                }
+                command.env("DATABASE_URL", base)
+            }
+            None => command.env("DATABASE_URL", url),
+        },
     };
     let out = command.output()?;
     for line in String::from_utf8_lossy(&out.stdout).lines() {

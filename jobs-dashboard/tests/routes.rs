@@ -20,14 +20,15 @@ async fn the_overview_shows_counts_queues_and_the_chart() {
     let pool = db.pool(4).expect("pool");
     let ids = insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({})); 3]).await;
     fail(&pool, ids[0], "smtp down").await;
-    // The counters a worker's completer writes with each batch.
+    // The counters a worker's completer writes about once a second.
     let mut conn = pool.get().await.expect("conn");
+    let now = chrono::Utc::now();
     let counts = [
-        ("mailers", JobState::Completed, 4),
-        ("mailers", JobState::Retryable, 2),
-        ("mailers", JobState::Discarded, 1),
+        (now, "mailers", JobState::Completed, 4),
+        (now, "mailers", JobState::Retryable, 2),
+        (now, "mailers", JobState::Discarded, 1),
     ];
-    jobs_core::db::stats::record(&mut conn, &counts, None).await.expect("stats");
+    jobs_core::db::stats::record(&mut conn, &counts).await.expect("stats");
     let app = app(&pool, Access::Full).await;
 
     let (status, body, cookie) = get(&app, "/admin/jobs/").await;

@@ -42,14 +42,22 @@ async fn the_worker_counts_claims_outcomes_durations_and_latency() {
         (row.state == JobState::Retryable).then_some(())
     })
     .await;
+    // The completer also writes the per-minute counters the dashboard's chart reads, about
+    // once a second while the worker runs (not only when it stops).
+    let counted = || async {
+        let mut conn = pool.get().await.ok()?;
+        let minutes = jobs_core::db::dashboard::throughput_last_hour(&mut conn).await.ok()?;
+        Some((
+            minutes.iter().map(|m| m.completed).sum::<i64>(),
+            minutes.iter().map(|m| m.retried).sum::<i64>(),
+        ))
+    };
+    wait_for("the counters to be written while the worker runs", Duration::from_secs(30), || async {
+        counted().await.filter(|&c| c == (3, 1))
+    })
+    .await;
     worker.shutdown().await.expect("shutdown");
-
-    // The completer also wrote the per-minute counters the dashboard's chart reads.
-    let mut conn = pool.get().await.expect("conn");
-    let minutes = jobs_core::db::dashboard::throughput_last_hour(&mut conn).await.expect("throughput");
-    let completed: i64 = minutes.iter().map(|m| m.completed).sum();
-    let retried: i64 = minutes.iter().map(|m| m.retried).sum();
-    assert_eq!((completed, retried), (3, 1));
+    assert_eq!(counted().await, Some((3, 1)), "stopping writes nothing twice");
 
     let mut counters = std::collections::HashMap::new();
     let mut histograms = std::collections::HashMap::new();

@@ -170,6 +170,32 @@ async fn ten_thousand_jobs_on_three_workers_each_run_exactly_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_claim_asks_for_its_share_of_the_slots() {
+    let db = TestDatabase::new().await.expect("test database");
+    let (pool, mut conn) = setup(&db).await;
+    let requests: Vec<_> = (0..40).map(|n| record::build(Record { n })).collect();
+    enqueue_many(&pool, requests).await.expect("enqueue");
+    // Ten slots, two claims in flight (the default): five jobs per claim at most, so one
+    // batch is on its way while the other runs.
+    let handle = worker(&pool).build().expect("build").start().await.expect("start");
+    wait_for("all 40 jobs to complete", DEADLINE, || async {
+        let mut c = pool.get().await.ok()?;
+        (count(&mut c, "SELECT count(*) AS n FROM jobs WHERE state = 'completed'").await == 40).then_some(())
+    })
+    .await;
+    handle.shutdown().await.expect("shutdown");
+    // Each claim is one statement, so its jobs share one `attempted_at`.
+    let largest = "SELECT max(n) AS n FROM (SELECT count(*) AS n FROM jobs GROUP BY attempted_at) AS claims";
+    assert_eq!(count(&mut conn, largest).await, 5);
+    assert_eq!(count(&mut conn, "SELECT count(*) AS n FROM runs").await, 40);
+    assert_eq!(
+        count(&mut conn, "SELECT count(DISTINCT job_id) AS n FROM runs").await,
+        40,
+        "no job ran twice"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_retry_on_the_backoff_policy_then_discard() {
     let db = TestDatabase::new().await.expect("test database");
     let (pool, _conn) = setup(&db).await;

@@ -1,6 +1,7 @@
-//! Per-minute outcome counters, written by each worker's completer with every batch, so
-//! that the dashboard's throughput chart reads 60 small rows per queue instead of counting
-//! the jobs table. Approximate by design: written after the batch, not in its transaction.
+//! Per-minute outcome counters, added up by each worker's completer and written about once
+//! a second, so that the dashboard's throughput chart reads 60 small rows per queue instead
+//! of counting the jobs table. Approximate by design: written after the outcomes, not in
+//! their transaction, and lost if the worker dies before writing them.
 
 use std::time::Duration;
 
@@ -14,30 +15,28 @@ use crate::state::JobState;
 
 const RECORD: &str = "\
 INSERT INTO job_stats AS s (bucket, queue, state, count)
-SELECT date_trunc('minute', COALESCE($4::timestamptz, now())), q, st::job_state, n
-FROM unnest($1::text[], $2::text[], $3::int8[]) AS u(q, st, n)
+SELECT date_trunc('minute', b), q, st::job_state, n
+FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::int8[]) AS u(b, q, st, n)
 ON CONFLICT (bucket, queue, state) DO UPDATE SET count = s.count + EXCLUDED.count";
 
-/// Adds `counts` (queue, state, how many) to the current minute's counters.
-pub async fn record<C>(
-    conn: &mut C,
-    counts: &[(&str, JobState, i64)],
-    now: Option<DateTime<Utc>>,
-) -> Result<()>
+/// Adds `counts` (minute, queue, state, how many) to the counters; each time is truncated
+/// to its minute.
+pub async fn record<C>(conn: &mut C, counts: &[(DateTime<Utc>, &str, JobState, i64)]) -> Result<()>
 where
     C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
 {
     if counts.is_empty() {
         return Ok(());
     }
-    let queues: Vec<&str> = counts.iter().map(|c| c.0).collect();
-    let states: Vec<&str> = counts.iter().map(|c| c.1.as_str()).collect();
-    let ns: Vec<i64> = counts.iter().map(|c| c.2).collect();
+    let minutes: Vec<DateTime<Utc>> = counts.iter().map(|c| c.0).collect();
+    let queues: Vec<&str> = counts.iter().map(|c| c.1).collect();
+    let states: Vec<&str> = counts.iter().map(|c| c.2.as_str()).collect();
+    let ns: Vec<i64> = counts.iter().map(|c| c.3).collect();
     diesel::sql_query(RECORD)
+        .bind::<Array<Timestamptz>, _>(minutes)
         .bind::<Array<Text>, _>(queues)
         .bind::<Array<Text>, _>(states)
         .bind::<Array<BigInt>, _>(ns)
-        .bind::<Nullable<Timestamptz>, _>(now)
         .execute(conn)
         .await?;
     Ok(())

@@ -1,15 +1,21 @@
 //! Writing outcomes back in batches: whatever has queued up while the previous write was
-//! in flight goes out in the next single statement.
+//! in flight goes out in the next single statement. The per-minute outcome counters
+//! (`job_stats`) are added up here and written at most once per [`STATS_EVERY`], not with
+//! every batch.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, DurationRound, Utc};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::runtime::Shared;
 use crate::db;
 use crate::db::execution::Completion;
+use crate::state::JobState;
 
 /// The executors' side of the completer.
 #[derive(Debug, Clone)]
@@ -58,23 +64,30 @@ pub(crate) fn channel(config: CompleterConfig) -> (CompletionSender, mpsc::Recei
 /// A batch the database rejects for another reason is written row by row, so one bad row
 /// cannot hold up the others; a row rejected on its own is stored without its result and
 /// with a note in place of its error entry.
-async fn write(shared: &Shared, batch: &[Completion], give_up: &CancellationToken) {
-    match write_retrying(shared, batch, give_up).await {
-        Ok(()) => {}
+///
+/// Returns the ids whose outcome applied (the others' jobs were rescued or cancelled
+/// meanwhile, or the write was given up).
+async fn write(shared: &Shared, batch: &[Completion], give_up: &CancellationToken) -> Vec<i64> {
+    let applied = match write_retrying(shared, batch, give_up).await {
+        Ok(applied) => applied,
         Err(e) if batch.len() > 1 => {
             tracing::error!(error = %e, batch = batch.len(), "the database rejected a batch of outcomes; writing them one by one");
+            let mut applied = Vec::new();
             for one in batch {
-                write_alone(shared, one, give_up).await;
+                applied.extend(write_alone(shared, one, give_up).await);
             }
+            applied
         }
         Err(_) => write_alone(shared, &batch[0], give_up).await,
-    }
+    };
     forget(shared, batch);
+    applied
 }
 
-async fn write_alone(shared: &Shared, completion: &Completion, give_up: &CancellationToken) {
-    let Err(e) = write_retrying(shared, std::slice::from_ref(completion), give_up).await else {
-        return;
+async fn write_alone(shared: &Shared, completion: &Completion, give_up: &CancellationToken) -> Vec<i64> {
+    let e = match write_retrying(shared, std::slice::from_ref(completion), give_up).await {
+        Ok(applied) => return applied,
+        Err(e) => e,
     };
     tracing::error!(job.id = completion.id, error = %e, "the database rejected a job's outcome; storing it without result or error text");
     let note = serde_json::json!({
@@ -83,9 +96,10 @@ async fn write_alone(shared: &Shared, completion: &Completion, give_up: &Cancell
         "message": format!("the outcome could not be stored: {e}"),
     });
     let plain = Completion { result: None, error: Some(note.to_string()), ..completion.clone() };
-    if let Err(e) = write_retrying(shared, std::slice::from_ref(&plain), give_up).await {
+    write_retrying(shared, std::slice::from_ref(&plain), give_up).await.unwrap_or_else(|e| {
         tracing::error!(job.id = completion.id, error = %e, "dropping an outcome the database keeps rejecting; the job is released as orphaned");
-    }
+        Vec::new()
+    })
 }
 
 /// The jobs are no longer this node's to report: they leave the set the orphan check
@@ -97,25 +111,18 @@ fn forget(shared: &Shared, batch: &[Completion]) {
     }
 }
 
-/// One statement for `batch`, retried while the error is the connection's. Returns the
-/// database's error when it rejects the statement itself.
+/// One write of `batch`, retried while the error is the connection's. Returns the ids that
+/// applied, or the database's error when it rejects the statement itself.
 async fn write_retrying(
     shared: &Shared,
     batch: &[Completion],
     give_up: &CancellationToken,
-) -> Result<(), crate::Error> {
+) -> Result<Vec<i64>, crate::Error> {
     let mut pause = Duration::from_millis(50);
     loop {
         let result = async {
             let mut conn = shared.pool.get().await?;
-            let now = shared.clock.db_now();
-            let applied = db::execution::complete_many(&mut conn, batch, now).await?;
-            // Best effort, on the same connection: a failure is logged, never retried, and
-            // never holds up completions.
-            if let Err(e) = db::stats::record(&mut conn, &outcome_counts(batch, &applied), now).await {
-                tracing::debug!(error = %e, "recording outcome counters failed");
-            }
-            Ok::<_, crate::Error>(applied)
+            db::execution::complete_many(&mut conn, batch, shared.clock.db_now()).await
         }
         .await;
         match result {
@@ -127,7 +134,7 @@ async fn write_retrying(
                     );
                 }
                 metrics::counter!("jobs_completion_batches_total").increment(1);
-                return Ok(());
+                return Ok(applied);
             }
             Err(e) if !e.is_connection_error() => return Err(e),
             Err(e) => {
@@ -136,7 +143,7 @@ async fn write_retrying(
                     _ = tokio::time::sleep(pause) => {}
                     _ = give_up.cancelled() => {
                         tracing::error!(batch = batch.len(), "gave up writing outcomes at shutdown; the rescuer will retry these jobs");
-                        return Ok(());
+                        return Ok(Vec::new());
                     }
                 }
                 pause = (pause * 2).min(Duration::from_secs(5));
@@ -145,15 +152,71 @@ async fn write_retrying(
     }
 }
 
-/// The applied outcomes per queue and state, for the per-minute counters.
-fn outcome_counts<'a>(batch: &'a [Completion], applied: &[i64]) -> Vec<(&'a str, crate::JobState, i64)> {
-    let applied: std::collections::HashSet<i64> = applied.iter().copied().collect();
-    let mut counts: std::collections::HashMap<(&str, crate::JobState), i64> =
-        std::collections::HashMap::new();
-    for c in batch.iter().filter(|c| applied.contains(&c.id)) {
-        *counts.entry((&*c.queue, c.state)).or_insert(0) += 1;
+/// How often the completer adds its outcome counts to `job_stats` while jobs complete.
+pub(crate) const STATS_EVERY: Duration = Duration::from_secs(1);
+
+/// Outcome counts not yet written to `job_stats`, by minute, queue and state. Kept across
+/// failed writes (a few entries per minute and queue), so an outage delays the counters
+/// rather than losing them.
+#[derive(Default)]
+struct PendingStats {
+    counts: HashMap<(DateTime<Utc>, Arc<str>, JobState), i64>,
+    /// When the oldest unwritten count was added.
+    since: Option<Instant>,
+}
+
+impl PendingStats {
+    /// Adds the applied outcomes of `batch`, in the current minute.
+    fn add(&mut self, shared: &Shared, batch: &[Completion], applied: &[i64]) {
+        if applied.is_empty() {
+            return;
+        }
+        let applied: HashSet<i64> = applied.iter().copied().collect();
+        let now = shared.clock.now();
+        let minute = now.duration_trunc(chrono::TimeDelta::minutes(1)).unwrap_or(now);
+        for c in batch.iter().filter(|c| applied.contains(&c.id)) {
+            *self.counts.entry((minute, c.queue.clone(), c.state)).or_insert(0) += 1;
+        }
+        self.since.get_or_insert_with(Instant::now);
     }
-    counts.into_iter().map(|((q, s), n)| (q, s, n)).collect()
+
+    /// When the counts are due to be written, if there are any.
+    fn due_at(&self) -> Option<Instant> {
+        self.since.map(|since| since + STATS_EVERY)
+    }
+
+    /// Writes the counts in one statement. Best effort: a failure is logged and the counts
+    /// wait for the next write.
+    async fn write(&mut self, shared: &Shared) {
+        if self.counts.is_empty() {
+            self.since = None;
+            return;
+        }
+        let counts: Vec<(DateTime<Utc>, &str, JobState, i64)> =
+            self.counts.iter().map(|((minute, queue, state), n)| (*minute, &**queue, *state, *n)).collect();
+        let written = async {
+            let mut conn = shared.pool.get().await?;
+            db::stats::record(&mut conn, &counts).await
+        }
+        .await;
+        match written {
+            Ok(()) => {
+                self.counts.clear();
+                self.since = None;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "recording outcome counters failed; retrying with the next write");
+                self.since = Some(Instant::now());
+            }
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The completer loop. Ends after `stop` fires and everything queued was written.
@@ -165,29 +228,35 @@ pub(crate) async fn run(
     give_up: CancellationToken,
 ) {
     let mut batch = Vec::with_capacity(config.max_batch);
+    let mut stats = PendingStats::default();
     loop {
         tokio::select! {
             n = rx.recv_many(&mut batch, config.max_batch) => {
                 if n == 0 {
                     break;
                 }
-                write(&shared, &batch, &give_up).await;
+                let applied = write(&shared, &batch, &give_up).await;
+                stats.add(&shared, &batch, &applied);
                 batch.clear();
             }
+            _ = sleep_until(stats.due_at()) => stats.write(&shared).await,
             _ = stop.cancelled() => {
                 // Every executor has finished: drain what is left.
                 while let Ok(completion) = rx.try_recv() {
                     batch.push(completion);
                     if batch.len() == config.max_batch {
-                        write(&shared, &batch, &give_up).await;
+                        let applied = write(&shared, &batch, &give_up).await;
+                        stats.add(&shared, &batch, &applied);
                         batch.clear();
                     }
                 }
                 if !batch.is_empty() {
-                    write(&shared, &batch, &give_up).await;
+                    let applied = write(&shared, &batch, &give_up).await;
+                    stats.add(&shared, &batch, &applied);
                 }
                 break;
             }
         }
     }
+    stats.write(&shared).await;
 }

@@ -198,8 +198,7 @@ pub(crate) fn spawn(
             let completion = execute(&shared, &queue, &job, &running).await;
             shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&job.id);
             shared.completions.submit(completion).await;
-            drop(permit);
-            queue.slot_freed.notify_one();
+            queue.free_slot(permit);
         }
         .instrument(span),
     );

@@ -57,6 +57,7 @@ pub struct WorkerBuilder {
     heartbeat_interval: Duration,
     shutdown_timeout: Duration,
     max_fetch: usize,
+    claims_in_flight: usize,
     fetch_cooldown: Duration,
     orphan_grace: Duration,
     unknown_kinds: UnknownKindPolicy,
@@ -127,9 +128,17 @@ impl WorkerBuilder {
         self
     }
 
-    /// How long a busy queue (fewer than half its slots free) waits for more slots to free
-    /// before claiming, so that claims stay large (default 2 ms). An idle queue claims at
-    /// once.
+    /// How many claim statements a queue may have in flight at once (default 2). Each
+    /// asks for its share of the queue's slots, so one batch is on its way while the last
+    /// still runs; 1 claims only after the previous claim came back.
+    pub fn claims_in_flight(mut self, n: usize) -> Self {
+        self.claims_in_flight = n.max(1);
+        self
+    }
+
+    /// How long a busy queue with fewer slots free than one claim's share waits for more
+    /// to free before claiming what it has, so that claims stay large (default 2 ms). An
+    /// idle queue claims at once.
     pub fn fetch_cooldown(mut self, cooldown: Duration) -> Self {
         self.fetch_cooldown = cooldown;
         self
@@ -259,6 +268,8 @@ impl WorkerBuilder {
                     label: Box::leak(config.name.clone().into_boxed_str()),
                     slots: Arc::new(Semaphore::new(config.concurrency)),
                     wake: Notify::new(),
+                    batch: producer::batch_size(config.concurrency, self.claims_in_flight, self.max_fetch),
+                    freed: std::sync::atomic::AtomicUsize::new(0),
                     slot_freed: Notify::new(),
                     paused: AtomicBool::new(false),
                     fetches: std::sync::atomic::AtomicU64::new(0),
@@ -277,7 +288,7 @@ impl WorkerBuilder {
             config: RuntimeConfig {
                 poll_interval: self.poll_interval,
                 heartbeat_interval: self.heartbeat_interval,
-                max_fetch: self.max_fetch,
+                claims_in_flight: self.claims_in_flight,
                 fetch_cooldown: self.fetch_cooldown,
                 orphan_grace: self.orphan_grace,
                 unknown_kinds: self.unknown_kinds,
@@ -334,6 +345,7 @@ impl Worker {
             heartbeat_interval: Duration::from_secs(2),
             shutdown_timeout: Duration::from_secs(30),
             max_fetch: 1_000,
+            claims_in_flight: 2,
             fetch_cooldown: Duration::from_millis(2),
             orphan_grace: Duration::from_secs(30),
             unknown_kinds: UnknownKindPolicy::Fail,

@@ -1,111 +1,182 @@
-//! One producer per queue: claims as many jobs as the queue has free slots, in one
-//! statement, and hands each to an executor task.
+//! One producer per queue: claims jobs in batches sized to the queue's free slots and
+//! hands each to an executor task.
 //!
-//! While claims come back full it fetches again at once; when one comes back short the
+//! Up to `claims_in_flight` claim statements run at once, each for its share of the
+//! slots, so that the queue's next batch is on its way while the last one still runs (a
+//! single claim at a time leaves the slots idle for a round trip per batch). A claim
+//! reserves its slots before it is sent and gives back the ones it did not fill.
+//!
+//! While claims come back full it claims again at once; when one comes back short the
 //! queue looked empty, and it waits for a NOTIFY from an insert (or the scheduler), a
-//! poll tick, or shutdown. It never fetches for a paused queue.
+//! poll tick, or shutdown. It never claims for a paused queue. At shutdown it stops
+//! claiming and waits for the claims in flight, whose jobs it still starts: they are
+//! claimed, and shutdown runs or hands them back like the others.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::executor;
 use super::runtime::{QueueRuntime, Shared};
 use crate::db;
+use crate::db::execution::ClaimedJob;
 
-/// Runs until `stop` fires.
+/// What one claim brought back, with the slots it reserved.
+struct Claimed {
+    wanted: usize,
+    slots: OwnedSemaphorePermit,
+    jobs: crate::Result<Vec<ClaimedJob>>,
+}
+
+/// The producer's view of its queue between events.
+struct Plan {
+    /// The last claim came back short: wait for a wake-up or a tick before claiming.
+    idle: bool,
+    /// A claim failed: claim again no sooner than this.
+    retry_at: Option<Instant>,
+    error_pause: Duration,
+    /// Slots became free while too few to fill a batch: claim anyway at this time.
+    cooldown_until: Option<Instant>,
+}
+
+/// How many jobs one claim asks for: the queue's slots shared among the claims in
+/// flight, capped by `max_fetch`.
+pub(crate) fn batch_size(concurrency: usize, claims_in_flight: usize, max_fetch: usize) -> usize {
+    concurrency.div_ceil(claims_in_flight.max(1)).clamp(1, max_fetch.max(1))
+}
+
+/// Runs until `stop` fires and the claims in flight are back.
 pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: CancellationToken) {
-    let mut error_pause = Duration::from_millis(100);
     let mut ticker = tokio::time::interval(shared.config.poll_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticker.reset();
+    let batch = queue.batch;
+    let mut in_flight = FuturesUnordered::new();
+    let mut plan =
+        Plan { idle: false, retry_at: None, error_pause: Duration::from_millis(100), cooldown_until: None };
     loop {
         if stop.is_cancelled() {
+            while let Some(claimed) = in_flight.next().await {
+                start(&shared, &queue, claimed, &mut plan);
+            }
             return;
         }
-        if queue.paused.load(Ordering::Acquire) {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = queue.wake.notified() => {}
-                _ = ticker.tick() => refresh_paused(&shared, &queue).await,
-            }
-            continue;
+        // Start as many claims as the plan allows.
+        while in_flight.len() < shared.config.claims_in_flight
+            && let Some(want) = claim_size(&shared, &queue, &plan, batch)
+        {
+            // Slots freed from here on count towards the next wake-up.
+            queue.freed.store(0, Ordering::Release);
+            let Ok(slots) = queue.slots.clone().try_acquire_many_owned(want as u32) else { break };
+            plan.cooldown_until = None;
+            in_flight.push(claim(shared.clone(), queue.clone(), want, slots));
         }
-        let free = queue.slots.available_permits();
-        if free == 0 {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = queue.slot_freed.notified() => {}
-            }
-            continue;
+        let waiting_for_slots = !plan.idle
+            && plan.retry_at.is_none()
+            && !queue.paused.load(Ordering::Acquire)
+            && in_flight.len() < shared.config.claims_in_flight;
+        if waiting_for_slots && plan.cooldown_until.is_none() && queue.slots.available_permits() > 0 {
+            plan.cooldown_until = Some(Instant::now() + shared.config.fetch_cooldown);
         }
-        // A busy queue frees slots one by one; rather than claim a job or two per
-        // statement, give the others a moment (at most `fetch_cooldown`) to free up too.
-        let all = queue.config.concurrency;
-        if free < all {
-            let deadline = tokio::time::Instant::now() + shared.config.fetch_cooldown;
-            while queue.slots.available_permits() < all {
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = queue.slot_freed.notified() => {}
-                    _ = tokio::time::sleep_until(deadline) => break,
-                }
+        let cooldown = plan.cooldown_until.filter(|_| waiting_for_slots);
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            Some(claimed) = in_flight.next(), if !in_flight.is_empty() => start(&shared, &queue, claimed, &mut plan),
+            _ = queue.slot_freed.notified(), if waiting_for_slots => {}
+            _ = queue.wake.notified() => plan.idle = false,
+            _ = ticker.tick() => {
+                refresh_paused(&shared, &queue).await;
+                plan.idle = false;
             }
+            _ = sleep_until(plan.retry_at) => plan.retry_at = None,
+            _ = sleep_until(cooldown) => {}
         }
-        let free = queue.slots.available_permits();
-        let want = free.min(shared.config.max_fetch);
-        queue.fetches.fetch_add(1, Ordering::Relaxed);
-        let fetched = async {
-            let mut conn = shared.pool.get().await?;
-            db::execution::fetch_available(
-                &mut conn,
-                &queue.name,
-                i64::try_from(want).unwrap_or(i64::MAX),
-                &shared.node,
-                shared.clock.db_now(),
-            )
-            .await
+    }
+}
+
+/// The size of the next claim, or `None` if the producer should not claim now: the
+/// queue is paused, looked empty, or is backing off after an error; or fewer slots than
+/// a batch are free and the cooldown has not passed.
+fn claim_size(shared: &Shared, queue: &QueueRuntime, plan: &Plan, batch: usize) -> Option<usize> {
+    if plan.idle || plan.retry_at.is_some() || queue.paused.load(Ordering::Acquire) {
+        return None;
+    }
+    let free = queue.slots.available_permits();
+    if free >= batch {
+        return Some(batch);
+    }
+    // A busy queue frees slots one by one; rather than claim a job or two per statement,
+    // give the others a moment (at most `fetch_cooldown`) to free up too.
+    let cooled = plan.cooldown_until.is_some_and(|at| Instant::now() >= at);
+    (free > 0 && (cooled || shared.config.fetch_cooldown.is_zero())).then_some(free)
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One claim statement for `wanted` jobs, holding their slots.
+async fn claim(
+    shared: Arc<Shared>,
+    queue: Arc<QueueRuntime>,
+    wanted: usize,
+    slots: OwnedSemaphorePermit,
+) -> Claimed {
+    queue.fetches.fetch_add(1, Ordering::Relaxed);
+    let jobs = async {
+        let mut conn = shared.pool.get().await?;
+        db::execution::fetch_available(
+            &mut conn,
+            &queue.name,
+            i64::try_from(wanted).unwrap_or(i64::MAX),
+            &shared.node,
+            shared.clock.db_now(),
+        )
+        .await
+    }
+    .await;
+    Claimed { wanted, slots, jobs }
+}
+
+/// Starts the jobs a claim brought back, one slot each, gives back the slots it did not
+/// fill, and updates the plan: a short claim means the queue looked empty.
+fn start(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>, claimed: Claimed, plan: &mut Plan) {
+    let Claimed { wanted, mut slots, jobs } = claimed;
+    match jobs {
+        Ok(jobs) => {
+            plan.error_pause = Duration::from_millis(100);
+            plan.idle = jobs.len() < wanted;
+            if !jobs.is_empty() {
+                metrics::counter!("jobs_claimed_total", "queue" => queue.label).increment(jobs.len() as u64);
+                metrics::counter!("jobs_fetches_total", "queue" => queue.label).increment(1);
+            }
+            for job in jobs {
+                match slots.split(1) {
+                    Some(slot) => executor::spawn(shared.clone(), queue.clone(), job, slot),
+                    // Cannot happen: the claim asked for no more jobs than it reserved.
+                    None => tracing::error!(
+                        job.id = job.id,
+                        "claimed more jobs than reserved slots; the orphan check will hand it back"
+                    ),
+                }
+            }
+            drop(slots);
         }
-        .await;
-        match fetched {
-            Ok(jobs) => {
-                error_pause = Duration::from_millis(100);
-                let full = jobs.len() == want;
-                if !jobs.is_empty() {
-                    metrics::counter!("jobs_claimed_total", "queue" => queue.label)
-                        .increment(jobs.len() as u64);
-                    metrics::counter!("jobs_fetches_total", "queue" => queue.label).increment(1);
-                }
-                for job in jobs {
-                    // Only this producer takes slots and it asked for no more than were
-                    // free, so this does not wait; it fails only if the semaphore closed.
-                    match queue.slots.clone().acquire_owned().await {
-                        Ok(permit) => executor::spawn(shared.clone(), queue.clone(), job, permit),
-                        Err(_) => {
-                            tracing::error!(job.id = job.id, "slots closed; the rescuer will retry the job")
-                        }
-                    }
-                }
-                if full {
-                    continue;
-                }
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = queue.wake.notified() => {}
-                    _ = ticker.tick() => refresh_paused(&shared, &queue).await,
-                }
-            }
-            Err(e) => {
-                tracing::warn!(queue = %queue.name, error = %e, "fetching jobs failed; retrying");
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(error_pause) => {}
-                }
-                error_pause =
-                    (error_pause * 2).min(shared.config.poll_interval.max(Duration::from_millis(100)));
-            }
+        Err(e) => {
+            tracing::warn!(queue = %queue.name, error = %e, "fetching jobs failed; retrying");
+            drop(slots);
+            plan.retry_at = Some(Instant::now() + plan.error_pause);
+            plan.error_pause =
+                (plan.error_pause * 2).min(shared.config.poll_interval.max(Duration::from_millis(100)));
         }
     }
 }
@@ -120,5 +191,20 @@ async fn refresh_paused(shared: &Shared, queue: &QueueRuntime) {
     match paused {
         Ok(paused) => queue.paused.store(paused, Ordering::Release),
         Err(e) => tracing::warn!(queue = %queue.name, error = %e, "reading the pause flag failed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::batch_size;
+
+    #[test]
+    fn a_claim_asks_for_its_share_of_the_slots() {
+        assert_eq!(batch_size(100, 2, 1_000), 50);
+        assert_eq!(batch_size(101, 2, 1_000), 51);
+        assert_eq!(batch_size(400, 2, 100), 100);
+        assert_eq!(batch_size(1, 2, 1_000), 1);
+        assert_eq!(batch_size(10, 1, 1_000), 10);
+        assert_eq!(batch_size(10, 0, 0), 1);
     }
 }

@@ -1,7 +1,7 @@
 //! The state the worker's tasks share.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ use crate::registry::Registry;
 pub(crate) struct RuntimeConfig {
     pub(crate) poll_interval: Duration,
     pub(crate) heartbeat_interval: Duration,
-    pub(crate) max_fetch: usize,
+    pub(crate) claims_in_flight: usize,
     pub(crate) fetch_cooldown: Duration,
     pub(crate) orphan_grace: Duration,
     pub(crate) unknown_kinds: UnknownKindPolicy,
@@ -37,11 +37,29 @@ pub(crate) struct QueueRuntime {
     pub(crate) slots: Arc<Semaphore>,
     /// Rung when jobs may have become available (NOTIFY, reconnect, resume).
     pub(crate) wake: Notify,
-    /// Rung when an executor frees a slot.
+    /// How many jobs one claim asks for (see `producer::batch_size`).
+    pub(crate) batch: usize,
+    /// Slots freed since the producer last started a claim; see [`QueueRuntime::free_slot`].
+    pub(crate) freed: AtomicUsize,
+    /// Rung when the first slot frees after the producer started a claim, and when a
+    /// batch's worth has freed: the two moments it may act on.
     pub(crate) slot_freed: Notify,
     pub(crate) paused: AtomicBool,
     /// Claim statements issued for this queue.
     pub(crate) fetches: AtomicU64,
+}
+
+impl QueueRuntime {
+    /// Gives a slot back. Wakes the producer only when it may act: at the first slot freed
+    /// since its last claim (to start its cooldown) and when a batch's worth has freed, not
+    /// once per job.
+    pub(crate) fn free_slot(&self, permit: tokio::sync::OwnedSemaphorePermit) {
+        drop(permit);
+        let freed = self.freed.fetch_add(1, Ordering::AcqRel) + 1;
+        if freed == 1 || freed == self.batch {
+            self.slot_freed.notify_one();
+        }
+    }
 }
 
 /// Everything shared by the producers, executors, completer, listener and heartbeat.
