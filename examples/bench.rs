@@ -508,6 +508,12 @@ fn ceiling(
         },
     };
     let out = command.output()?;
+    if !out.status.success() {
+        println!("ceiling: {} failed ({}):", script.display(), out.status);
+        for line in String::from_utf8_lossy(&out.stderr).lines() {
+            println!("ceiling   {line}");
+        }
+    }
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         println!("ceiling {line}");
         let fields: Vec<&str> = line.split_whitespace().collect();

@@ -101,20 +101,11 @@ ALTER TABLE jobs SET (
     autovacuum_vacuum_cost_delay = 0
 );
 
--- Wake the workers: one notification per queue that received available jobs, sent
--- with the inserting transaction's commit (and never if it rolls back).
-CREATE FUNCTION jobs_notify_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('jobs_available', q.queue)
-    FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'available') AS q;
-    RETURN NULL;
-END;
-$$;
-
-CREATE TRIGGER jobs_notify_inserted
-    AFTER INSERT ON jobs
-    REFERENCING NEW TABLE AS inserted
-    FOR EACH STATEMENT EXECUTE FUNCTION jobs_notify_inserted();
+-- Waking the workers is the insert statement's job (jobs_core::db::jobs::insert_many sends
+-- one pg_notify per queue that received available jobs, delivered with the commit). A
+-- statement trigger did the same at about a fifth of a batched insert's cost, for its
+-- transition table (docs/benchmarks.md); rows inserted by other means are found at the
+-- workers' next poll.
 
 -- Queues known to the cluster: pause flags and settings shared by every node.
 CREATE TABLE job_queues (

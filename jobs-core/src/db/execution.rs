@@ -123,6 +123,21 @@ pub struct Completion {
     pub delete: bool,
 }
 
+/// The fence every completion statement applies: the row is the claimed one, still
+/// `running` at the claimed attempt.
+///
+/// The state is compared as text on purpose. Written `jobs.state = 'running'`, the
+/// predicate matches the partial index `jobs_running_idx`, and when the statistics were
+/// gathered while few jobs ran (a freshly loaded queue, say) the planner takes that index
+/// as "one row" and drives a nested loop from it, re-reading the whole batch for every
+/// running row: a 2,000-row completion took seconds and the worker stalled behind it. As
+/// text, only the primary key can find the rows, and every plan is a lookup per batch row.
+macro_rules! running_at_attempt {
+    () => {
+        "jobs.id = c.id AND jobs.attempt = c.attempt AND jobs.state::text = 'running'"
+    };
+}
+
 // A job whose cancellation was requested while it ran ends cancelled unless it succeeded.
 const NEW_STATE: &str = "CASE WHEN jobs.cancel_requested_at IS NOT NULL AND c.state IN ('retryable', 'scheduled', 'available') \
      THEN 'cancelled'::job_state ELSE c.state::job_state END";
@@ -141,25 +156,34 @@ SET state = {NEW_STATE},
 FROM unnest($1::int8[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::bool[])
          AS c(id, attempt, state, result, error, delay_ms, give_back),
      (SELECT COALESCE($8::timestamptz, now()) AS now) AS clock
-WHERE jobs.id = c.id AND jobs.state = 'running' AND jobs.attempt = c.attempt
-RETURNING jobs.id"
+WHERE {fence}
+RETURNING jobs.id",
+        fence = running_at_attempt!()
     )
 });
 
 // Completed and kept, the common case: three arrays and no per-row expressions. (A
 // request to cancel does not change a success.)
-const COMPLETE_SUCCEEDED: &str = "\
+const COMPLETE_SUCCEEDED: &str = concat!(
+    "\
 UPDATE jobs
 SET state = 'completed', finalized_at = COALESCE($4::timestamptz, now()), result = COALESCE(c.result::jsonb, jobs.result)
 FROM unnest($1::int8[], $2::int4[], $3::text[]) AS c(id, attempt, result)
-WHERE jobs.id = c.id AND jobs.state = 'running' AND jobs.attempt = c.attempt
-RETURNING jobs.id";
+WHERE ",
+    running_at_attempt!(),
+    "
+RETURNING jobs.id"
+);
 
-const DELETE_COMPLETED: &str = "\
+const DELETE_COMPLETED: &str = concat!(
+    "\
 DELETE FROM jobs
 USING unnest($1::int8[], $2::int4[]) AS c(id, attempt)
-WHERE jobs.id = c.id AND jobs.state = 'running' AND jobs.attempt = c.attempt
-RETURNING jobs.id";
+WHERE ",
+    running_at_attempt!(),
+    "
+RETURNING jobs.id"
+);
 
 #[derive(QueryableByName)]
 struct Id {
@@ -173,8 +197,8 @@ struct Id {
 /// after the job was rescued (and perhaps claimed again) changes nothing. Returns the ids
 /// that applied.
 ///
-/// The statements are prepared once per connection. Their generic plans join the arrays to
-/// the primary key (a nested loop over `unnest`), the same plan a custom one picks.
+/// The statements are prepared once per connection. Whatever the statistics say, their
+/// plans find the rows by primary key (see `running_at_attempt!`).
 pub async fn complete_many<C>(
     conn: &mut C,
     completions: &[Completion],
@@ -251,4 +275,64 @@ where
         applied.extend(rows.into_iter().map(|r| r.id));
     }
     Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use diesel::QueryableByName;
+    use diesel::sql_types::Text;
+    use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+    use super::{COMPLETE_SQL, COMPLETE_SUCCEEDED, DELETE_COMPLETED, fetch_available};
+    use crate::db::jobs::{NewJob, insert_many};
+    use crate::testing::TestDatabase;
+
+    #[derive(QueryableByName)]
+    struct PlanLine {
+        #[diesel(sql_type = Text, column_name = "QUERY PLAN")]
+        line: String,
+    }
+
+    async fn plan(conn: &mut AsyncPgConnection, mode: &str, execute: &str) -> String {
+        diesel::sql_query(format!("SET plan_cache_mode = {mode}")).execute(conn).await.expect("set mode");
+        let lines: Vec<PlanLine> =
+            diesel::sql_query(format!("EXPLAIN EXECUTE {execute}")).load(conn).await.expect("explain");
+        lines.into_iter().map(|l| l.line).collect::<Vec<_>>().join("\n")
+    }
+
+    /// Statistics gathered while nothing ran say `jobs_running_idx` is empty; a plan that
+    /// trusted them scanned it once per batch row. Every completion statement must find
+    /// its rows by primary key instead, in generic and custom plans alike.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn completion_plans_use_the_primary_key_whatever_the_statistics() {
+        let db = TestDatabase::new().await.expect("database");
+        let mut conn = db.connect().await.expect("connect");
+        let batch: Vec<NewJob> = (0..5_000).map(|_| NewJob::new("plan.job", "plans", "{}")).collect();
+        for _ in 0..4 {
+            insert_many(&mut conn, &batch, None).await.expect("insert");
+        }
+        diesel::sql_query("ANALYZE jobs").execute(&mut conn).await.expect("analyze");
+        let claimed = fetch_available(&mut conn, "plans", 500, "planner", None).await.expect("claim");
+        assert_eq!(claimed.len(), 500);
+
+        let statements = [
+            ("succeeded", COMPLETE_SUCCEEDED, "succeeded('{1}', '{1}', '{NULL}', NULL)"),
+            ("deleted", DELETE_COMPLETED, "deleted('{1}', '{1}')"),
+            (
+                "other",
+                COMPLETE_SQL.as_str(),
+                "other('{1}', '{1}', '{retryable}', '{NULL}', '{NULL}', '{NULL}', '{f}', NULL)",
+            ),
+        ];
+        for (name, sql, execute) in statements {
+            diesel::sql_query(format!("PREPARE {name} AS {sql}")).execute(&mut conn).await.expect("prepare");
+            let generic = plan(&mut conn, "force_generic_plan", execute).await;
+            assert!(
+                generic.contains("jobs_pkey") && !generic.contains("jobs_running_idx"),
+                "{name}, generic plan:\n{generic}"
+            );
+            let custom = plan(&mut conn, "force_custom_plan", execute).await;
+            assert!(!custom.contains("jobs_running_idx"), "{name}, custom plan:\n{custom}");
+        }
+    }
 }

@@ -7,6 +7,7 @@ use super::heartbeat;
 use super::panic_capture;
 use crate::db;
 use crate::db::execution::{ClaimedJob, Completion};
+#[cfg(feature = "testing")]
 use crate::db::jobs::NewJob;
 use crate::error::Result;
 use crate::state::JobState;
@@ -105,6 +106,7 @@ impl Worker {
     /// Runs `row` once, in this task, through the same path as a claimed job (decoding,
     /// timeout, panics caught, outcome to state), without it ever being stored: inline
     /// mode's runner. `None` when the worker does not run `row`'s queue.
+    #[cfg(feature = "testing")]
     pub(crate) async fn perform_unsaved(&self, row: &NewJob) -> Option<Drained> {
         let queue = self.shared.queues.get(&row.queue)?;
         let now = chrono::Utc::now();
