@@ -45,7 +45,7 @@ struct Args {
     #[arg(long, default_value_t = 1)]
     workers: usize,
     /// Claim statements in flight per queue (the worker's `claims_in_flight`).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 1)]
     claims_in_flight: usize,
     /// Enqueue rate for the latency scenario, jobs/s.
     #[arg(long, default_value_t = 100)]

@@ -55,10 +55,12 @@ where
     }
 }
 
+/// A pooled connection is not in a transaction: the insert commits by itself and the
+/// wake-up follows it (see [`db::jobs::insert_many_autocommit`]).
 impl Enqueuer for &Pool {
     async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
         let mut conn = self.get().await?;
-        db::jobs::insert_many(&mut conn, jobs, None).await
+        db::jobs::insert_many_autocommit(&mut conn, jobs, None).await
     }
 }
 

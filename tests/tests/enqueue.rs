@@ -178,6 +178,38 @@ async fn a_job_enqueued_in_a_rolled_back_transaction_never_existed_and_wakes_nob
     assert_eq!(args, welcome(2));
 }
 
+/// Through a pool the insert commits alone and a second statement wakes the queue: only
+/// queues that received available jobs, never for a job due later, and never before the
+/// rows are visible.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueueing_through_a_pool_wakes_the_queue_after_the_insert_commits() {
+    let db = TestDatabase::new().await.expect("test database");
+    let pool = db.pool(2).expect("pool");
+    let mut listener = db.connect().await.expect("listener");
+    diesel::sql_query("LISTEN jobs_available").execute(&mut listener).await.expect("listen");
+    let mut notifications = std::pin::pin!(listener.notifications_stream());
+    let mut next = async || {
+        tokio::time::timeout(Duration::from_secs(10), notifications.next())
+            .await
+            .expect("a notification within 10 s")
+            .expect("stream open")
+            .expect("notification")
+            .payload
+    };
+
+    let later = send_welcome::build(welcome(1)).run_in(Duration::from_secs(3600));
+    assert!(!later.enqueue(&pool).await.expect("enqueue later").existing);
+    let mut conn = db.connect().await.expect("connect");
+    diesel::sql_query("NOTIFY jobs_available, 'marker'").execute(&mut conn).await.expect("notify");
+    assert_eq!(next().await, "marker", "a job due in an hour wakes nobody");
+
+    let id = send_welcome::enqueue(&pool, welcome(2)).await.expect("enqueue").id;
+    assert_eq!(next().await, "mail", "the job's queue is woken");
+    // The wake-up follows the commit: the row is there for whoever it woke.
+    let row = jobs_core::db::jobs::get(&mut conn, id).await.expect("get").expect("the job is visible");
+    assert_eq!(row.state, JobState::Available);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_pg_connection_enqueues_inside_its_transaction() {
     let db = TestDatabase::new().await.expect("test database");

@@ -175,9 +175,9 @@ async fn each_claim_asks_for_its_share_of_the_slots() {
     let (pool, mut conn) = setup(&db).await;
     let requests: Vec<_> = (0..40).map(|n| record::build(Record { n })).collect();
     enqueue_many(&pool, requests).await.expect("enqueue");
-    // Ten slots, two claims in flight (the default): five jobs per claim at most, so one
-    // batch is on its way while the other runs.
-    let handle = worker(&pool).build().expect("build").start().await.expect("start");
+    // Ten slots, two claims in flight: five jobs per claim at most, so one batch is on its
+    // way while the other runs.
+    let handle = worker(&pool).claims_in_flight(2).build().expect("build").start().await.expect("start");
     wait_for("all 40 jobs to complete", DEADLINE, || async {
         let mut c = pool.get().await.ok()?;
         (count(&mut c, "SELECT count(*) AS n FROM jobs WHERE state = 'completed'").await == 40).then_some(())

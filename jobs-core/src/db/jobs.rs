@@ -129,11 +129,16 @@ struct InsertedRow {
     unique_key: Option<Vec<u8>>,
     #[diesel(sql_type = Bool)]
     existing: bool,
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Bool)]
+    wakes: bool,
 }
 
-/// The insert statement, with `$conflict` between the `SELECT` and `RETURNING`. It sends
-/// the wake-up itself: one `pg_notify` per queue that received available jobs, delivered
-/// with the commit (and never after a rollback).
+/// The insert statement, with `$conflict` between the `SELECT` and `RETURNING`. When `$14`
+/// is true it sends the wake-up itself: one `pg_notify` per queue that received available
+/// jobs, delivered with the commit (and never after a rollback). Each returned row says
+/// whether it should wake its queue, for a caller that notifies after its own commit.
 macro_rules! insert_sql {
     ($conflict:literal) => {
         concat!(
@@ -162,8 +167,10 @@ WITH input AS (
 ), woken AS (
     SELECT pg_notify('jobs_available', queue)
     FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'available' AND NOT existing) AS q
+    WHERE $14::bool
 )
-SELECT id, unique_key, existing FROM inserted CROSS JOIN (SELECT count(*) FROM woken) AS w"
+SELECT id, unique_key, existing, queue, (state = 'available' AND NOT existing) AS wakes
+FROM inserted CROSS JOIN (SELECT count(*) FROM woken) AS w"
         )
     };
 }
@@ -211,7 +218,7 @@ fn states_literal(states: &[JobState]) -> String {
     format!("{{{}}}", names.join(","))
 }
 
-fn insert_query(rows: &[&NewJob], now: Option<DateTime<Utc>>) -> CachedQuery<'static> {
+fn insert_query(rows: &[&NewJob], now: Option<DateTime<Utc>>, notify: bool) -> CachedQuery<'static> {
     let n = rows.len();
     let mut kind = Vec::with_capacity(n);
     let mut queue = Vec::with_capacity(n);
@@ -254,6 +261,7 @@ fn insert_query(rows: &[&NewJob], now: Option<DateTime<Utc>>) -> CachedQuery<'st
         .bind::<Array<Nullable<Bytea>>, _>(unique_key)
         .bind::<Array<Nullable<Text>>, _>(unique_states)
         .bind::<Nullable<Timestamptz>, _>(now)
+        .bind::<Bool, _>(notify)
 }
 
 /// Maps the returned rows back to the inputs: conflicts by key, new rows in id order
@@ -303,6 +311,10 @@ fn match_inserted(dedup: &Deduplicated<'_>, returned: Vec<InsertedRow>) -> Vec<I
 /// Jobs whose uniqueness key is held by a job in one of its unique states are not
 /// inserted; their entry returns that job's id with `existing: true`. The statement
 /// notifies the workers of each queue that received available jobs, on commit.
+///
+/// Postgres serializes the commits of transactions that notify (a cluster-wide lock held
+/// through the commit's flush), so many small notifying transactions at once commit one
+/// after another. Outside a transaction, [`insert_many_autocommit`] avoids that.
 pub async fn insert_many<C>(
     conn: &mut C,
     jobs: &[NewJob],
@@ -315,8 +327,54 @@ where
         return Ok(Vec::new());
     }
     let dedup = deduplicate(jobs);
-    let returned: Vec<InsertedRow> = AsyncRunQueryDsl::load(insert_query(&dedup.rows, now), conn).await?;
+    let returned: Vec<InsertedRow> =
+        AsyncRunQueryDsl::load(insert_query(&dedup.rows, now, true), conn).await?;
     Ok(match_inserted(&dedup, returned))
+}
+
+/// [`insert_many`] on a connection that is not inside a transaction: the insert commits
+/// on its own, then a second statement wakes the queues that received available jobs.
+///
+/// The wake-up then comes from a transaction that writes nothing, whose commit waits for
+/// no flush, so concurrent inserts commit together (group commit) instead of one after
+/// another. If that second statement fails, the jobs are in and workers find them at
+/// their next poll.
+pub async fn insert_many_autocommit<C>(
+    conn: &mut C,
+    jobs: &[NewJob],
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<Inserted>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let dedup = deduplicate(jobs);
+    let returned: Vec<InsertedRow> =
+        AsyncRunQueryDsl::load(insert_query(&dedup.rows, now, false), conn).await?;
+    let mut queues: Vec<&str> = returned.iter().filter(|r| r.wakes).map(|r| r.queue.as_str()).collect();
+    queues.sort_unstable();
+    queues.dedup();
+    if !queues.is_empty()
+        && let Err(e) = notify_available(conn, &queues).await
+    {
+        tracing::warn!(error = %e, "jobs inserted, but waking the workers failed; they find the jobs at their next poll");
+    }
+    Ok(match_inserted(&dedup, returned))
+}
+
+const NOTIFY_AVAILABLE: &str = "SELECT pg_notify('jobs_available', queue) FROM unnest($1::text[]) AS queue";
+
+/// Tells the workers of `queues` that jobs are available (delivered when the current
+/// transaction commits, at once outside one).
+pub async fn notify_available<C>(conn: &mut C, queues: &[&str]) -> Result<()>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    AsyncRunQueryDsl::execute(CachedQuery::new(NOTIFY_AVAILABLE).bind::<Array<Text>, _>(queues), conn)
+        .await?;
+    Ok(())
 }
 
 /// [`insert_many`] on a synchronous diesel connection (`PgConnection`, r2d2).
@@ -328,7 +386,7 @@ where
         return Ok(Vec::new());
     }
     let dedup = deduplicate(jobs);
-    let returned: Vec<InsertedRow> = diesel::RunQueryDsl::load(insert_query(&dedup.rows, now), conn)?;
+    let returned: Vec<InsertedRow> = diesel::RunQueryDsl::load(insert_query(&dedup.rows, now, true), conn)?;
     Ok(match_inserted(&dedup, returned))
 }
 

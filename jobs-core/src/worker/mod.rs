@@ -128,9 +128,12 @@ impl WorkerBuilder {
         self
     }
 
-    /// How many claim statements a queue may have in flight at once (default 2). Each
-    /// asks for its share of the queue's slots, so one batch is on its way while the last
-    /// still runs; 1 claims only after the previous claim came back.
+    /// How many claim statements a queue may have in flight at once (default 1). With
+    /// more, each asks for its share of the queue's slots, so one batch is on its way while
+    /// the last still runs: worth it when the database is far away (a round trip long next
+    /// to a claim's own time). On a nearby database concurrent claims of one queue contend
+    /// for the same rows at its head and each is smaller; the benchmark measured 2 slower
+    /// than 1 (docs/benchmarks.md).
     pub fn claims_in_flight(mut self, n: usize) -> Self {
         self.claims_in_flight = n.max(1);
         self
@@ -345,7 +348,7 @@ impl Worker {
             heartbeat_interval: Duration::from_secs(2),
             shutdown_timeout: Duration::from_secs(30),
             max_fetch: 1_000,
-            claims_in_flight: 2,
+            claims_in_flight: 1,
             fetch_cooldown: Duration::from_millis(2),
             orphan_grace: Duration::from_secs(30),
             unknown_kinds: UnknownKindPolicy::Fail,

@@ -1,10 +1,10 @@
 //! One producer per queue: claims jobs in batches sized to the queue's free slots and
 //! hands each to an executor task.
 //!
-//! Up to `claims_in_flight` claim statements run at once, each for its share of the
-//! slots, so that the queue's next batch is on its way while the last one still runs (a
-//! single claim at a time leaves the slots idle for a round trip per batch). A claim
-//! reserves its slots before it is sent and gives back the ones it did not fill.
+//! Up to `claims_in_flight` claim statements (default 1) run at once, each for its share
+//! of the slots, so that with more than one the queue's next batch is on its way while
+//! the last one still runs. A claim reserves its slots before it is sent and gives back
+//! the ones it did not fill.
 //!
 //! While claims come back full it claims again at once; when one comes back short the
 //! queue looked empty, and it waits for a NOTIFY from an insert (or the scheduler), a
