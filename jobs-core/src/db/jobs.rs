@@ -323,13 +323,32 @@ pub async fn insert_many<C>(
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
+    let (inserted, _) = insert_returning(conn, jobs, now, true).await?;
+    Ok(inserted)
+}
+
+/// Runs the insert statement (notifying from it when `notify`); returns the jobs' entries
+/// and the queues that received available jobs.
+async fn insert_returning<C>(
+    conn: &mut C,
+    jobs: &[NewJob],
+    now: Option<DateTime<Utc>>,
+    notify: bool,
+) -> Result<(Vec<Inserted>, Vec<String>)>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
     if jobs.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let dedup = deduplicate(jobs);
-    let returned: Vec<InsertedRow> =
-        AsyncRunQueryDsl::load(insert_query(&dedup.rows, now, true), conn).await?;
-    Ok(match_inserted(&dedup, returned))
+    let mut returned: Vec<InsertedRow> =
+        AsyncRunQueryDsl::load(insert_query(&dedup.rows, now, notify), conn).await?;
+    let mut queues: Vec<String> =
+        returned.iter_mut().filter(|r| r.wakes).map(|r| std::mem::take(&mut r.queue)).collect();
+    queues.sort_unstable();
+    queues.dedup();
+    Ok((match_inserted(&dedup, returned), queues))
 }
 
 /// [`insert_many`] on a connection that is not inside a transaction: the insert commits
@@ -347,21 +366,14 @@ pub async fn insert_many_autocommit<C>(
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    if jobs.is_empty() {
-        return Ok(Vec::new());
-    }
-    let dedup = deduplicate(jobs);
-    let returned: Vec<InsertedRow> =
-        AsyncRunQueryDsl::load(insert_query(&dedup.rows, now, false), conn).await?;
-    let mut queues: Vec<&str> = returned.iter().filter(|r| r.wakes).map(|r| r.queue.as_str()).collect();
-    queues.sort_unstable();
-    queues.dedup();
+    let (inserted, queues) = insert_returning(conn, jobs, now, false).await?;
+    let queues: Vec<&str> = queues.iter().map(String::as_str).collect();
     if !queues.is_empty()
         && let Err(e) = notify_available(conn, &queues).await
     {
         tracing::warn!(error = %e, "jobs inserted, but waking the workers failed; they find the jobs at their next poll");
     }
-    Ok(match_inserted(&dedup, returned))
+    Ok(inserted)
 }
 
 const NOTIFY_AVAILABLE: &str = "SELECT pg_notify('jobs_available', queue) FROM unnest($1::text[]) AS queue";
