@@ -516,6 +516,9 @@ fn ceiling(
     }
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         println!("ceiling {line}");
+        if line.starts_with('#') {
+            continue;
+        }
         let fields: Vec<&str> = line.split_whitespace().collect();
         if let (Some(name), Some(rate)) = (fields.first(), fields.get(3).and_then(|r| r.parse::<f64>().ok()))
         {
