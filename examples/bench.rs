@@ -495,11 +495,18 @@ fn ceiling(
             command.env("DATABASE_URL", "postgresql://postgres@/postgres").env("PGHOST", cluster.socket_dir())
         }
         // The same for a server of the user's: a `?host=` parameter becomes PGHOST.
+        // A host in the URL itself would override PGHOST for psql, so it is dropped.
         None => match url.split_once('?') {
             Some((base, query)) => {
+                let mut base = base.to_owned();
                 for (key, value) in query.split('&').filter_map(|p| p.split_once('=')) {
                     if key == "host" {
                         command.env("PGHOST", value);
+                        if let Some(at) = base.find('@')
+                            && let Some(slash) = base[at..].find('/')
+                        {
+                            base.replace_range(at + 1..at + slash, "");
+                        }
                     }
                 }
                 command.env("DATABASE_URL", base)
