@@ -163,13 +163,13 @@ WITH input AS (
     ",
             $conflict,
             "
-    RETURNING id, unique_key, (xmax <> 0) AS existing, queue, state
+    RETURNING id, unique_key, (xmax <> 0) AS existing, queue, (state = 'available' AND xmax = 0) AS wakes
 ), woken AS (
-    SELECT pg_notify('jobs_available', queue)
-    FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'available' AND NOT existing) AS q
+    SELECT pg_notify('jobs_available', queue) FROM (SELECT DISTINCT queue FROM inserted WHERE wakes) AS q
     WHERE $14::bool
 )
-SELECT id, unique_key, existing, queue, (state = 'available' AND NOT existing) AS wakes
+-- Joined to a count of `woken` so that the notifications are evaluated at all.
+SELECT id, unique_key, existing, queue, wakes
 FROM inserted CROSS JOIN (SELECT count(*) FROM woken) AS w"
         )
     };
@@ -328,7 +328,7 @@ where
 }
 
 /// Runs the insert statement (notifying from it when `notify`); returns the jobs' entries
-/// and the queues that received available jobs.
+/// and, when it did not notify, the queues that received available jobs.
 async fn insert_returning<C>(
     conn: &mut C,
     jobs: &[NewJob],
@@ -344,10 +344,13 @@ where
     let dedup = deduplicate(jobs);
     let mut returned: Vec<InsertedRow> =
         AsyncRunQueryDsl::load(insert_query(&dedup.rows, now, notify), conn).await?;
-    let mut queues: Vec<String> =
-        returned.iter_mut().filter(|r| r.wakes).map(|r| std::mem::take(&mut r.queue)).collect();
-    queues.sort_unstable();
-    queues.dedup();
+    // Only a caller that notifies after its commit needs the queues.
+    let mut queues = Vec::new();
+    if !notify {
+        queues = returned.iter_mut().filter(|r| r.wakes).map(|r| std::mem::take(&mut r.queue)).collect();
+        queues.sort_unstable();
+        queues.dedup();
+    }
     Ok((match_inserted(&dedup, returned), queues))
 }
 
@@ -367,7 +370,6 @@ where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
     let (inserted, queues) = insert_returning(conn, jobs, now, false).await?;
-    let queues: Vec<&str> = queues.iter().map(String::as_str).collect();
     if !queues.is_empty()
         && let Err(e) = notify_available(conn, &queues).await
     {
@@ -376,16 +378,18 @@ where
     Ok(inserted)
 }
 
-const NOTIFY_AVAILABLE: &str = "SELECT pg_notify('jobs_available', queue) FROM unnest($1::text[]) AS queue";
+const NOTIFY_AVAILABLE: &str = "SELECT pg_notify($2, queue) FROM unnest($1::text[]) AS queue";
 
 /// Tells the workers of `queues` that jobs are available (delivered when the current
 /// transaction commits, at once outside one).
-pub async fn notify_available<C>(conn: &mut C, queues: &[&str]) -> Result<()>
+pub async fn notify_available<C>(conn: &mut C, queues: &[String]) -> Result<()>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    AsyncRunQueryDsl::execute(CachedQuery::new(NOTIFY_AVAILABLE).bind::<Array<Text>, _>(queues), conn)
-        .await?;
+    let query = CachedQuery::new(NOTIFY_AVAILABLE)
+        .bind::<Array<Text>, _>(queues)
+        .bind::<Text, _>(crate::db::control::AVAILABLE_CHANNEL);
+    AsyncRunQueryDsl::execute(query, conn).await?;
     Ok(())
 }
 
