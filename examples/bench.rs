@@ -189,6 +189,7 @@ async fn enqueue_scenario(
 ) -> Result<(), Box<dyn std::error::Error>> {
     for (name, per_statement) in [("enqueue_1", 1usize), ("enqueue_100", 100)] {
         reset(pool).await?;
+        let (cpu0, busy0) = (cpu_seconds(), machine_busy_seconds());
         let deadline = Instant::now() + Duration::from_secs(seconds);
         let inserted = Arc::new(AtomicU64::new(0));
         let mut tasks = Vec::new();
@@ -208,9 +209,17 @@ async fn enqueue_scenario(
         for t in tasks {
             t.await?;
         }
-        let rate = inserted.load(Ordering::Relaxed) as f64 / seconds as f64;
-        println!("{name:<22} {rate:>10.0} jobs/s   (4 tasks, {per_statement} per statement)");
-        figures.insert(format!("framework_{name}"), serde_json::json!({ "jobs_per_s": rate }));
+        let jobs = inserted.load(Ordering::Relaxed).max(1) as f64;
+        let rate = jobs / seconds as f64;
+        let client_us = (cpu_seconds() - cpu0) / jobs * 1e6;
+        let machine_us = (machine_busy_seconds() - busy0) / jobs * 1e6;
+        println!(
+            "{name:<22} {rate:>10.0} jobs/s   (4 tasks, {per_statement} per statement, {client_us:.1} µs client CPU and {machine_us:.1} µs machine CPU per job)"
+        );
+        figures.insert(
+            format!("framework_{name}"),
+            serde_json::json!({ "jobs_per_s": rate, "client_cpu_us_per_job": client_us, "machine_cpu_us_per_job": machine_us }),
+        );
     }
     Ok(())
 }

@@ -56,14 +56,16 @@ CREATE TABLE jobs (
     CONSTRAINT jobs_unique_pair CHECK ((unique_key IS NULL) = (unique_states IS NULL))
 );
 
--- Every index on `jobs` is paid for twice per job: a claim and a completion change `state`,
--- so neither is a HOT update and each adds an entry to every index whose predicate the new
--- row version meets. Partial indexes only cost while a row is in their states; full indexes
--- cost on every write. The benchmark (docs/benchmarks.md) measured the trade: full indexes
--- on state and kind and a full GIN on args/meta took a 100-slot burn-down from ~19 k down
--- to ~13 k jobs/s (the GIN alone ~20 %). So the dashboard filters by state through the
--- partial indexes below and by queue through jobs_queue_state_idx, and the search GIN
--- covers only the states people search in and a successful job never enters.
+-- Every index on `jobs` is paid for on each of a job's writes: a claim and a completion
+-- change `state`, so neither is a HOT update, and each adds an entry to every index whose
+-- predicate the new row version meets. Partial indexes only cost while a row is in their
+-- states; a full index costs on every write. The benchmark (docs/benchmarks.md) measured
+-- the trade: full indexes on state and kind and a full GIN on args/meta took a 100-slot
+-- burn-down from ~19 k down to ~13 k jobs/s (the GIN alone ~20 %), and a full
+-- (queue, state, id) index cost ~9 % of burn-down and enqueue throughput against the
+-- partial one below. So a job that succeeds writes seven index entries (pkey ×3, claim,
+-- running, finalized, queue) where it wrote nine, and the dashboard reads each state
+-- through the partial index that holds it.
 
 -- db::execution::fetch_available (the claim): only available rows, in claim order.
 CREATE INDEX jobs_claim_idx ON jobs (queue, priority, scheduled_at, id) WHERE state = 'available';
@@ -73,8 +75,12 @@ CREATE INDEX jobs_due_idx ON jobs (scheduled_at) WHERE state IN ('scheduled', 'r
 CREATE INDEX jobs_finalized_idx ON jobs (state, finalized_at) WHERE finalized_at IS NOT NULL;
 -- db::maintenance::rescue_stuck (the rescuer) and the dashboard's running list.
 CREATE INDEX jobs_running_idx ON jobs (attempted_at) WHERE state = 'running';
--- db::dashboard: queue (and queue + state) filters, newest first (keyset on id).
-CREATE INDEX jobs_queue_state_idx ON jobs (queue, state, id);
+-- db::dashboard: queue (and queue + state) filters, newest first (keyset on id), for the
+-- states a job rests in. Not available or running, which every job passes through: the
+-- dashboard finds a queue's available jobs through jobs_claim_idx and its running ones
+-- through jobs_running_idx (db::dashboard::QUEUE_INDEXED_STATES lists these states).
+CREATE INDEX jobs_queue_state_idx ON jobs (queue, state, id)
+    WHERE state IN ('scheduled', 'retryable', 'completed', 'discarded', 'cancelled');
 -- db::dashboard::list_jobs: containment search in args and meta, one GIN for both:
 --   jobs_search_document(args, meta) @> '{"args": {...}}'
 -- (jsonb_build_object itself is only STABLE, so it is wrapped; the result depends on the

@@ -45,12 +45,34 @@ pub struct JobFilter {
 
 type Boxed<'a> = jobs::BoxedQuery<'a, Pg>;
 
-/// `jobs.state IN ('a', 'b')` with the states as literals, not a bound array: only then
-/// can the planner match the partial indexes (claim, due, running, finalized, search) that
-/// make state filters fast. The text comes from the closed `JobState` enum alone.
+/// The states `jobs_queue_state_idx` holds (its predicate lists them). Available and
+/// running jobs are left out of it: every job passes through both, and an entry there
+/// would cost each job two more index insertions on the hot path (docs/benchmarks.md).
+/// A queue's available jobs are found through `jobs_claim_idx`, its running ones through
+/// `jobs_running_idx`.
+pub const QUEUE_INDEXED_STATES: [JobState; 5] =
+    [JobState::Scheduled, JobState::Retryable, JobState::Completed, JobState::Discarded, JobState::Cancelled];
+
+/// The condition "state is one of `states`", with the states as literals, not a bound
+/// array: only then can the planner match the partial indexes (claim, due, running,
+/// finalized, queue, search) that make state filters fast. The states
+/// `jobs_queue_state_idx` holds form one `IN`; `available` and `running` are arms of
+/// their own, so that a queue filter over several states reads three partial indexes
+/// (a `BitmapOr`) rather than the whole table. The text comes from the closed `JobState`
+/// enum alone.
 fn states_in(states: &[JobState]) -> diesel::expression::SqlLiteral<diesel::sql_types::Bool> {
-    let list: Vec<String> = states.iter().map(|s| format!("'{}'", s.as_str())).collect();
-    diesel::dsl::sql::<diesel::sql_types::Bool>(&format!("jobs.state IN ({})", list.join(", ")))
+    let (indexed, own): (Vec<JobState>, Vec<JobState>) =
+        states.iter().copied().partition(|s| QUEUE_INDEXED_STATES.contains(s));
+    let mut arms = Vec::with_capacity(3);
+    if !indexed.is_empty() {
+        let list: Vec<String> = indexed.iter().map(|s| format!("'{}'", s.as_str())).collect();
+        arms.push(format!("jobs.state IN ({})", list.join(", ")));
+    }
+    arms.extend(own.iter().map(|s| format!("jobs.state = '{}'", s.as_str())));
+    if arms.is_empty() {
+        arms.push("false".to_owned());
+    }
+    diesel::dsl::sql::<diesel::sql_types::Bool>(&format!("({})", arms.join(" OR ")))
 }
 
 fn filtered(filter: &JobFilter) -> Boxed<'_> {
@@ -60,6 +82,11 @@ fn filtered(filter: &JobFilter) -> Boxed<'_> {
     }
     if let Some(queue) = &filter.queue {
         q = q.filter(jobs::queue.eq(queue));
+        if filter.states.is_empty() && filter.search.is_none() {
+            // Every state, spelled out so that a small queue is read through the indexes
+            // that hold its rows (see `states_in`).
+            q = q.filter(states_in(&JobState::ALL));
+        }
     }
     if let Some(kind) = &filter.kind {
         q = q.filter(jobs::kind.eq(kind));
@@ -333,4 +360,129 @@ where
         .order_by((jobs::queue, jobs::state))
         .load(conn)
         .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use diesel::QueryableByName;
+    use diesel::sql_types::Text;
+    use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+    use diesel::QueryDsl;
+
+    use super::{JobFilter, QUEUE_INDEXED_STATES, list_jobs, page};
+    use crate::db::jobs::{NewJob, insert_many};
+    use crate::state::JobState;
+    use crate::testing::TestDatabase;
+
+    #[derive(QueryableByName)]
+    struct Line {
+        #[diesel(sql_type = Text)]
+        line: String,
+    }
+
+    /// 20,000 completed jobs on a busy queue, then one job in each state on a small one.
+    async fn a_small_queue_among_a_busy_one(db: &TestDatabase) -> AsyncPgConnection {
+        let mut conn = db.connect().await.expect("connect");
+        let busy: Vec<NewJob> = (0..5_000).map(|_| NewJob::new("plan.job", "busy", "{}")).collect();
+        for _ in 0..4 {
+            insert_many(&mut conn, &busy, None).await.expect("insert");
+        }
+        let small: Vec<NewJob> =
+            JobState::ALL.iter().map(|_| NewJob::new("plan.job", "small", "{}")).collect();
+        insert_many(&mut conn, &small, None).await.expect("insert");
+        // Move the rows into their states the way the components would have left them.
+        diesel::sql_query(
+            "UPDATE jobs SET state = 'completed', attempt = 1, attempted_at = now(), finalized_at = now()
+             WHERE queue = 'busy'",
+        )
+        .execute(&mut conn)
+        .await
+        .expect("complete");
+        diesel::sql_query(
+            "UPDATE jobs SET state = s.state, attempt = 1, attempted_at = now(),
+                    finalized_at = CASE WHEN s.state IN ('completed', 'discarded', 'cancelled') THEN now() END
+             FROM (SELECT id, (enum_range(NULL::job_state))[row_number() OVER (ORDER BY id)] AS state
+                   FROM jobs WHERE queue = 'small') AS s
+             WHERE jobs.id = s.id",
+        )
+        .execute(&mut conn)
+        .await
+        .expect("spread");
+        diesel::sql_query("VACUUM ANALYZE jobs").execute(&mut conn).await.expect("analyze");
+        conn
+    }
+
+    /// The plan of the jobs page for `filter`, as `EXPLAIN` prints it.
+    async fn page_plan(conn: &mut AsyncPgConnection, filter: &JobFilter, name: &str) -> String {
+        let query = page(filter, None, 50).select(crate::schema::jobs::id);
+        let sql = diesel::debug_query::<diesel::pg::Pg, _>(&query).to_string();
+        let sql = sql.split(" -- binds:").next().unwrap_or_default().to_owned();
+        diesel::sql_query(format!("PREPARE {name} AS {sql}")).execute(conn).await.expect("prepare");
+        let queue = filter.queue.as_deref().unwrap_or_default();
+        let lines: Vec<PlanLine> = diesel::sql_query(format!("EXPLAIN EXECUTE {name}('{queue}', 50)"))
+            .load(conn)
+            .await
+            .expect("explain");
+        lines.into_iter().map(|l| l.line).collect::<Vec<_>>().join("\n")
+    }
+
+    #[derive(QueryableByName)]
+    struct PlanLine {
+        #[diesel(sql_type = Text, column_name = "QUERY PLAN")]
+        line: String,
+    }
+
+    /// The queue index leaves out available and running jobs; a small queue's page, in
+    /// every state or in some, must still be read through indexes, never by walking the
+    /// whole table, and must list the jobs in every state.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_small_queue_is_read_through_its_indexes_in_every_state() {
+        let db = TestDatabase::new().await.expect("database");
+        let mut conn = a_small_queue_among_a_busy_one(&db).await;
+        let every = JobFilter { queue: Some("small".into()), ..JobFilter::default() };
+        let listed = list_jobs(&mut conn, &every, None, 50).await.expect("list");
+        let mut states: Vec<JobState> = listed.iter().map(|j| j.state).collect();
+        states.sort_by_key(|s| s.as_str());
+        let mut all = JobState::ALL.to_vec();
+        all.sort_by_key(|s| s.as_str());
+        assert_eq!(states, all);
+
+        let some = JobFilter {
+            queue: Some("small".into()),
+            states: vec![JobState::Available, JobState::Completed, JobState::Running],
+            ..JobFilter::default()
+        };
+        for (name, filter) in [("every_state", &every), ("some_states", &some)] {
+            let plan = page_plan(&mut conn, filter, name).await;
+            assert!(
+                !plan.contains("Seq Scan")
+                    && !plan.contains("jobs_pkey")
+                    && plan.contains("jobs_queue_state_idx"),
+                "{name}:\n{plan}"
+            );
+        }
+    }
+
+    /// `QUEUE_INDEXED_STATES` is what the migration's index holds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_queue_index_holds_the_states_the_dashboard_expects() {
+        let db = TestDatabase::new().await.expect("database");
+        let mut conn = db.connect().await.expect("connect");
+        let def: Line = diesel::sql_query(
+            "SELECT indexdef AS line FROM pg_indexes WHERE indexname = 'jobs_queue_state_idx' AND schemaname = current_schema()",
+        )
+        .get_result(&mut conn)
+        .await
+        .expect("index");
+        for state in JobState::ALL {
+            let quoted = format!("'{}'", state.as_str());
+            assert_eq!(
+                def.line.contains(&quoted),
+                QUEUE_INDEXED_STATES.contains(&state),
+                "{state:?} in {}",
+                def.line
+            );
+        }
+    }
 }
