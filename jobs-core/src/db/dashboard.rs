@@ -364,11 +364,9 @@ where
 
 #[cfg(test)]
 mod tests {
-    use diesel::QueryableByName;
     use diesel::sql_types::Text;
+    use diesel::{QueryDsl, QueryableByName};
     use diesel_async::{AsyncPgConnection, RunQueryDsl};
-
-    use diesel::QueryDsl;
 
     use super::{JobFilter, QUEUE_INDEXED_STATES, list_jobs, page};
     use crate::db::jobs::{NewJob, insert_many};
