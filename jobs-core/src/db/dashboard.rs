@@ -369,6 +369,7 @@ mod tests {
     use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
     use super::{JobFilter, QUEUE_INDEXED_STATES, list_jobs, page};
+    use crate::db::explain::explain_execute;
     use crate::db::jobs::{NewJob, insert_many};
     use crate::state::JobState;
     use crate::testing::TestDatabase;
@@ -418,17 +419,7 @@ mod tests {
         let sql = sql.split(" -- binds:").next().unwrap_or_default().to_owned();
         diesel::sql_query(format!("PREPARE {name} AS {sql}")).execute(conn).await.expect("prepare");
         let queue = filter.queue.as_deref().unwrap_or_default();
-        let lines: Vec<PlanLine> = diesel::sql_query(format!("EXPLAIN EXECUTE {name}('{queue}', 50)"))
-            .load(conn)
-            .await
-            .expect("explain");
-        lines.into_iter().map(|l| l.line).collect::<Vec<_>>().join("\n")
-    }
-
-    #[derive(QueryableByName)]
-    struct PlanLine {
-        #[diesel(sql_type = Text, column_name = "QUERY PLAN")]
-        line: String,
+        explain_execute(conn, &format!("{name}('{queue}', 50)")).await
     }
 
     /// The queue index leaves out available and running jobs; a small queue's page, in

@@ -281,25 +281,16 @@ where
 
 #[cfg(test)]
 mod tests {
-    use diesel::QueryableByName;
-    use diesel::sql_types::Text;
     use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
     use super::{COMPLETE_SQL, COMPLETE_SUCCEEDED, DELETE_COMPLETED, FETCH_AVAILABLE, fetch_available};
+    use crate::db::explain::explain_execute;
     use crate::db::jobs::{NewJob, insert_many};
     use crate::testing::TestDatabase;
 
-    #[derive(QueryableByName)]
-    struct PlanLine {
-        #[diesel(sql_type = Text, column_name = "QUERY PLAN")]
-        line: String,
-    }
-
     async fn plan(conn: &mut AsyncPgConnection, mode: &str, execute: &str) -> String {
         diesel::sql_query(format!("SET plan_cache_mode = {mode}")).execute(conn).await.expect("set mode");
-        let lines: Vec<PlanLine> =
-            diesel::sql_query(format!("EXPLAIN EXECUTE {execute}")).load(conn).await.expect("explain");
-        lines.into_iter().map(|l| l.line).collect::<Vec<_>>().join("\n")
+        explain_execute(conn, execute).await
     }
 
     async fn queue_of_20_000(db: &TestDatabase) -> AsyncPgConnection {

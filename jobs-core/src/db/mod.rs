@@ -13,6 +13,8 @@ mod cached;
 pub mod control;
 pub mod dashboard;
 pub mod execution;
+#[cfg(test)]
+mod explain;
 pub mod jobs;
 pub mod leader;
 pub mod maintenance;
