@@ -44,16 +44,17 @@ CREATE TABLE jobs (
     unique_key    bytea,
     unique_states job_state[],
 
-    CONSTRAINT jobs_queue_length CHECK (char_length(queue) BETWEEN 1 AND 128),
-    CONSTRAINT jobs_kind_length CHECK (char_length(kind) BETWEEN 1 AND 255),
-    CONSTRAINT jobs_attempt_range CHECK (attempt >= 0),
-    CONSTRAINT jobs_max_attempts_range CHECK (max_attempts >= 1),
-    CONSTRAINT jobs_timeout_positive CHECK (timeout_ms IS NULL OR timeout_ms > 0),
-    CONSTRAINT jobs_errors_is_array CHECK (jsonb_typeof(errors) = 'array'),
+    -- The one invariant the database enforces: the pruner and the dashboard find finished
+    -- jobs by finalized_at. Every CHECK is rebuilt from its stored text on each statement
+    -- and evaluated on every write (insert, claim, completion), so each costs the hot path:
+    -- the nine this table had took about 20 % of a one-row insert and 5 % of a burn-down
+    -- (docs/benchmarks.md). The other row invariants (name lengths, attempts >= 0,
+    -- max_attempts >= 1, positive timeouts, errors an array, running rows stamped,
+    -- unique key and states together) are kept by the only writers, jobs_core::db, checked
+    -- in code on enqueue, and counted by jobs_core::db::jobs::count_invalid_rows, which the fault
+    -- tests assert is empty after every kill and restart.
     CONSTRAINT jobs_finalized_iff_final CHECK (
-        (state IN ('completed', 'discarded', 'cancelled')) = (finalized_at IS NOT NULL)),
-    CONSTRAINT jobs_running_has_attempt CHECK (state <> 'running' OR attempted_at IS NOT NULL),
-    CONSTRAINT jobs_unique_pair CHECK ((unique_key IS NULL) = (unique_states IS NULL))
+        (state IN ('completed', 'discarded', 'cancelled')) = (finalized_at IS NOT NULL))
 );
 
 -- Every index on `jobs` is paid for on each of a job's writes: a claim and a completion

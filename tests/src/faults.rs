@@ -59,6 +59,9 @@ pub struct JobLedger {
     pub retried_jobs: i64,
     /// Jobs rescued at least once (their node died, or their claim's reply was lost).
     pub rescued_jobs: i64,
+    /// Rows breaking an invariant the table does not check itself
+    /// (`jobs_core::db::jobs::count_invalid_rows`).
+    pub invalid_rows: i64,
 }
 
 impl JobLedger {
@@ -99,6 +102,7 @@ impl JobLedger {
                  (SELECT 1 FROM jsonb_array_elements(errors) e WHERE e->>'error_type' LIKE 'rescued_%')",
             )
             .await,
+            invalid_rows: jobs_core::db::jobs::count_invalid_rows(conn).await.expect("invariant query"),
         };
         if has_runs {
             ledger.duplicates = count(
@@ -136,5 +140,6 @@ impl JobLedger {
         assert_eq!(self.missing_final_run, 0, "completed without a run: {self:?}");
         assert_eq!(self.runs_after_final, 0, "runs after the final attempt: {self:?}");
         assert_eq!(self.unexplained_attempts, 0, "attempts ended without an error entry: {self:?}");
+        assert_eq!(self.invalid_rows, 0, "rows breaking the table's invariants: {self:?}");
     }
 }

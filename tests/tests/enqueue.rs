@@ -7,7 +7,7 @@ use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures::StreamExt;
-use jobs_core::db::jobs::JobRow;
+use jobs_core::db::jobs::{JobRow, NewJob};
 use jobs_core::schema::jobs;
 use jobs_core::testing::{TestDatabase, job_context};
 use jobs_core::{
@@ -381,6 +381,23 @@ async fn bad_input_is_a_typed_error_and_inserts_nothing() {
     // One bad job in a batch rejects the batch before anything is written.
     let batch = vec![send_welcome::build(welcome(1)), send_welcome::build(welcome(2)).queue("")];
     assert!(enqueue_many(&pool, batch).await.is_err());
+
+    // Rows built by hand get the same checks, in code: the table only checks finish times.
+    let raw = || NewJob::new("raw.kind", "default", "{}");
+    let cases: [(NewJob, &str); 5] = [
+        (NewJob { kind: String::new(), ..raw() }, "kind"),
+        (NewJob { kind: "k".repeat(256), ..raw() }, "kind"),
+        (NewJob { queue: "q".repeat(129), ..raw() }, "queue"),
+        (NewJob { max_attempts: 0, ..raw() }, "max_attempts"),
+        (NewJob { timeout_ms: Some(0), ..raw() }, "timeout"),
+    ];
+    for (job, expected) in cases {
+        let err = enqueue_many(&pool, [raw(), job]).await.expect_err(expected);
+        assert!(
+            matches!(err, Error::InvalidOption { option, .. } if option == expected),
+            "{expected}: {err}"
+        );
+    }
     assert_eq!(count(&mut conn, "SELECT count(*) AS n FROM jobs").await, 0);
 }
 

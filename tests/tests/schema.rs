@@ -113,6 +113,39 @@ async fn every_state_round_trips_through_postgres() {
     }
 }
 
+/// The table checks one invariant itself (finish times); the others are the writers' to
+/// keep, and `count_invalid_rows` must see each one broken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_invariant_query_finds_every_kind_of_broken_row() {
+    let db = TestDatabase::new().await.expect("test database");
+    let mut conn = db.connect().await.expect("connect");
+    let broken = [
+        "queue = ''",
+        "kind = repeat('k', 256)",
+        "attempt = -1",
+        "max_attempts = 0",
+        "timeout_ms = 0",
+        "errors = '{}'",
+        "state = 'running', attempted_at = NULL",
+        "unique_key = '\\x00'",
+    ];
+    for (n, change) in broken.iter().enumerate() {
+        let id = insert_many(&mut conn, &[job("q", "k")], None).await.expect("insert")[0].id;
+        assert_eq!(db::jobs::count_invalid_rows(&mut conn).await.expect("count"), n as i64);
+        diesel::sql_query(format!("UPDATE jobs SET {change} WHERE id = {id}"))
+            .execute(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{change}: {e}"));
+        assert_eq!(db::jobs::count_invalid_rows(&mut conn).await.expect("count"), n as i64 + 1, "{change}");
+    }
+    // The one the table checks: a finished job without its finish time is refused.
+    let id = insert_many(&mut conn, &[job("q", "k")], None).await.expect("insert")[0].id;
+    let refused = diesel::sql_query(format!("UPDATE jobs SET state = 'completed' WHERE id = {id}"))
+        .execute(&mut conn)
+        .await;
+    assert!(refused.is_err(), "a completed job without finalized_at must be refused");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_unique_index_rejects_a_duplicate_only_while_the_first_is_in_a_unique_state() {
     let db = TestDatabase::new().await.expect("test database");

@@ -1,0 +1,127 @@
+//! Burn-down: preload N no-op jobs, then work them in P worker processes of C slots each.
+//!
+//! The queue is paused while the jobs load and the workers start; resuming it starts the
+//! clock. The run ends when every job has finished and every outcome is written.
+
+use std::time::{Duration, Instant};
+
+use diesel::QueryableByName;
+use diesel::sql_types::Double;
+use jobs_core::enqueue_many;
+
+use crate::jobs::noop;
+use crate::measure::{BenchResult, Figures, count, machine_busy_seconds, reset, sql};
+use crate::worker_process::{WorkerArgs, WorkerProcess};
+
+/// A burn-down's shape.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    /// Jobs preloaded.
+    pub(crate) jobs: usize,
+    /// Worker processes.
+    pub(crate) processes: usize,
+    /// Slots per worker.
+    pub(crate) concurrency: usize,
+    /// Claim statements in flight per worker.
+    pub(crate) claims_in_flight: usize,
+    /// Delete jobs on completion instead of keeping them.
+    pub(crate) delete: bool,
+}
+
+#[derive(QueryableByName)]
+struct Percentiles {
+    #[diesel(sql_type = Double)]
+    p50: f64,
+    #[diesel(sql_type = Double)]
+    p99: f64,
+}
+
+/// Loads `n` available no-op jobs, 10,000 per statement.
+pub(crate) async fn preload(pool: &jobs_core::Pool, n: usize) -> BenchResult {
+    let mut i = 0;
+    while i < n {
+        let batch = (n - i).min(10_000);
+        enqueue_many(pool, (i..i + batch).map(|k| noop::build(k as i64))).await?;
+        i += batch;
+    }
+    sql(pool, "VACUUM ANALYZE jobs").await
+}
+
+/// Runs one burn-down and records it as `name` in `figures`.
+pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figures) -> BenchResult {
+    let admin = jobs_core::db::pool(url, 4)?;
+    reset(&admin).await?;
+    jobs_core::db::queues::set_paused(&mut *admin.get().await?, "bench", true).await?;
+    preload(&admin, shape.jobs).await?;
+    let mut workers = Vec::new();
+    for i in 0..shape.processes {
+        let args = WorkerArgs {
+            concurrency: shape.concurrency,
+            claims_in_flight: shape.claims_in_flight,
+            delete_on_completion: shape.delete,
+            node: format!("bench-{i}"),
+        };
+        workers.push(WorkerProcess::start(url, &args)?);
+    }
+    for worker in &mut workers {
+        worker.ready().await?;
+    }
+
+    let worker_cpu0: f64 = workers.iter().map(WorkerProcess::cpu_seconds).sum();
+    let busy0 = machine_busy_seconds();
+    let started = Instant::now();
+    jobs_core::db::queues::set_paused(&mut *admin.get().await?, "bench", false).await?;
+    let target = shape.jobs as u64;
+    while workers.iter().map(WorkerProcess::done).sum::<u64>() < target {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // Every outcome written?
+    let pending = if shape.delete {
+        "SELECT count(*) AS n FROM jobs"
+    } else {
+        "SELECT count(*) AS n FROM jobs WHERE state <> 'completed'"
+    };
+    while count(&admin, pending).await? > 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let machine_us_per_job = (machine_busy_seconds() - busy0) / shape.jobs as f64 * 1e6;
+    let worker_cpu = workers.iter().map(WorkerProcess::cpu_seconds).sum::<f64>() - worker_cpu0;
+    let mut claims = 0;
+    for worker in workers {
+        claims += worker.stop().await?;
+    }
+
+    let rate = shape.jobs as f64 / elapsed;
+    let worker_ms_per_1000 = worker_cpu / shape.jobs as f64 * 1e6;
+    let mut entry = serde_json::json!({
+        "jobs": shape.jobs, "processes": shape.processes, "concurrency": shape.concurrency,
+        "claims_in_flight": shape.claims_in_flight, "seconds": elapsed, "jobs_per_s": rate,
+        "claims": claims, "worker_cpu_ms_per_1000_jobs": worker_ms_per_1000,
+        "machine_cpu_us_per_job": machine_us_per_job,
+    });
+    let mut extra = String::new();
+    if !shape.delete {
+        let mut conn = admin.get().await?;
+        let p: Percentiles = diesel_async::RunQueryDsl::get_result(
+            diesel::sql_query(
+                "SELECT (percentile_cont(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM finalized_at - attempted_at)) * 1000)::float8 AS p50,
+                        (percentile_cont(0.99) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM finalized_at - attempted_at)) * 1000)::float8 AS p99
+                 FROM jobs",
+            ),
+            &mut conn,
+        )
+        .await?;
+        entry["claim_to_completion_ms"] = serde_json::json!({ "p50": p.p50, "p99": p.p99 });
+        extra = format!("  claim→completion p50 {:.1} ms, p99 {:.1} ms", p.p50, p.p99);
+    }
+    println!(
+        "{name:<22} {rate:>10.0} jobs/s   ({} jobs, {}×{} slots, {:.1} jobs per claim, {worker_ms_per_1000:.1} ms worker CPU per 1,000 jobs, {machine_us_per_job:.1} µs machine CPU per job){extra}",
+        shape.jobs,
+        shape.processes,
+        shape.concurrency,
+        shape.jobs as f64 / claims.max(1) as f64
+    );
+    figures.insert(format!("framework_{name}"), entry);
+    Ok(())
+}

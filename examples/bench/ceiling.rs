@@ -1,0 +1,68 @@
+//! The raw-SQL ceiling: `../shared/bench/ceiling.sh` (pgbench) on the same server, in the
+//! same run, so that the framework's figures can be quoted as ratios.
+
+use jobs_core::testing::PgCluster;
+
+use crate::measure::{BenchResult, Figures};
+
+/// Runs the ceiling script with `seconds` per scenario and 4 clients; records each line.
+pub(crate) fn run(
+    cluster: Option<&PgCluster>,
+    url: &str,
+    ceiling_dir: &str,
+    seconds: u64,
+    figures: &mut Figures,
+) -> BenchResult {
+    let script = std::path::Path::new(ceiling_dir).join("ceiling.sh");
+    if !script.exists() {
+        println!("ceiling: {} not found; skipped", script.display());
+        return Ok(());
+    }
+    let mut command = std::process::Command::new("bash");
+    command.arg(&script).arg(seconds.to_string()).arg("4");
+    match cluster {
+        // The script derives its database's URL by replacing the URL's last path segment,
+        // so give it a socket-free URL and the socket directory through PGHOST.
+        Some(cluster) => {
+            command.env("DATABASE_URL", "postgresql://postgres@/postgres").env("PGHOST", cluster.socket_dir())
+        }
+        // The same for a server of the user's: a `?host=` parameter becomes PGHOST.
+        // A host in the URL itself would override PGHOST for psql, so it is dropped.
+        None => match url.split_once('?') {
+            Some((base, query)) => {
+                let mut base = base.to_owned();
+                for (key, value) in query.split('&').filter_map(|p| p.split_once('=')) {
+                    if key == "host" {
+                        command.env("PGHOST", value);
+                        if let Some(at) = base.find('@')
+                            && let Some(slash) = base[at..].find('/')
+                        {
+                            base.replace_range(at + 1..at + slash, "");
+                        }
+                    }
+                }
+                command.env("DATABASE_URL", base)
+            }
+            None => command.env("DATABASE_URL", url),
+        },
+    };
+    let out = command.output()?;
+    if !out.status.success() {
+        println!("ceiling: {} failed ({}):", script.display(), out.status);
+        for line in String::from_utf8_lossy(&out.stderr).lines() {
+            println!("ceiling   {line}");
+        }
+    }
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        println!("ceiling {line}");
+        if line.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if let (Some(name), Some(rate)) = (fields.first(), fields.get(3).and_then(|r| r.parse::<f64>().ok()))
+        {
+            figures.insert(format!("ceiling_{name}"), serde_json::json!({ "jobs_per_s": rate }));
+        }
+    }
+    Ok(())
+}

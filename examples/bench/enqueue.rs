@@ -1,0 +1,61 @@
+//! Enqueue: N tasks enqueue through one pool as fast as they can, one job per call and
+//! `batch` jobs per call (one statement each).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use jobs_core::{Pool, enqueue_many};
+
+use crate::jobs::noop;
+use crate::measure::{BenchResult, Figures, cpu_seconds, machine_busy_seconds, reset};
+
+/// Runs `tasks` enqueueing tasks for `seconds`, first with one job per call
+/// (`enqueue_1`), then with `batch` per call (`enqueue_<batch>`).
+pub(crate) async fn run(
+    pool: &Pool,
+    seconds: u64,
+    tasks: usize,
+    batch: usize,
+    figures: &mut Figures,
+) -> BenchResult {
+    for per_call in [1, batch] {
+        let name = format!("enqueue_{per_call}");
+        reset(pool).await?;
+        let (cpu0, busy0) = (cpu_seconds(), machine_busy_seconds());
+        let deadline = Instant::now() + Duration::from_secs(seconds);
+        let inserted = Arc::new(AtomicU64::new(0));
+        let mut handles = Vec::new();
+        for _ in 0..tasks {
+            let (pool, inserted) = (pool.clone(), inserted.clone());
+            handles.push(tokio::spawn(async move {
+                let mut n = 0i64;
+                while Instant::now() < deadline {
+                    let jobs = (0..per_call).map(|k| noop::build(n + k as i64));
+                    if enqueue_many(&pool, jobs).await.is_ok() {
+                        inserted.fetch_add(per_call as u64, Ordering::Relaxed);
+                    }
+                    n += per_call as i64;
+                }
+            }));
+        }
+        for handle in handles {
+            handle.await?;
+        }
+        let jobs = inserted.load(Ordering::Relaxed).max(1) as f64;
+        let rate = jobs / seconds as f64;
+        let client_us = (cpu_seconds() - cpu0) / jobs * 1e6;
+        let machine_us = (machine_busy_seconds() - busy0) / jobs * 1e6;
+        println!(
+            "{name:<22} {rate:>10.0} jobs/s   ({tasks} tasks, {per_call} per statement, {client_us:.1} µs client CPU and {machine_us:.1} µs machine CPU per job)"
+        );
+        figures.insert(
+            format!("framework_{name}"),
+            serde_json::json!({
+                "jobs_per_s": rate, "tasks": tasks, "per_statement": per_call,
+                "client_cpu_us_per_job": client_us, "machine_cpu_us_per_job": machine_us,
+            }),
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,163 @@
+//! The benchmark: enqueue, burn-down, pickup latency, sustained throughput, memory — beside
+//! the raw-SQL ceiling measured in the same run on the same server.
+//!
+//! `cargo run --release -p jobs-examples --bin bench -- --help`. Without `DATABASE_URL` it
+//! starts a private Postgres with durable settings (fsync and synchronous_commit on).
+//! Prints a table and writes the same figures as JSON (`--json`). Each scenario is a module:
+//! `ceiling`, `enqueue`, `burndown` (in worker processes, `worker_process`), `latency`,
+//! `memory`, `sustained`, `dashboard`; `measure` holds the counters they read.
+
+mod burndown;
+mod ceiling;
+mod dashboard;
+mod enqueue;
+mod jobs;
+mod latency;
+mod measure;
+mod memory;
+mod sustained;
+mod worker_process;
+
+use clap::{Parser, Subcommand};
+use jobs_core::testing::PgCluster;
+
+use crate::burndown::Shape;
+use crate::measure::{BenchResult, Figures, sql};
+
+/// Durable settings for measuring: fsync and synchronous_commit stay on.
+const BENCH_SETTINGS: &[(&str, &str)] = &[
+    ("shared_buffers", "1GB"),
+    ("max_wal_size", "4GB"),
+    ("max_connections", "200"),
+    ("autovacuum_naptime", "5s"),
+    ("idle_in_transaction_session_timeout", "1min"),
+];
+
+#[derive(Parser, Debug)]
+#[command(about = "Benchmarks the jobs framework against the raw-SQL ceiling.")]
+struct Args {
+    #[command(subcommand)]
+    mode: Option<Mode>,
+    /// Scenarios to run: ceiling, enqueue, burndown, burndown-delete, latency, memory,
+    /// sustained, dashboard.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ceiling,enqueue,burndown,burndown-delete,latency,memory"
+    )]
+    scenarios: Vec<String>,
+    /// Jobs preloaded for a burn-down.
+    #[arg(long, default_value_t = 200_000)]
+    jobs: usize,
+    /// Worker processes working a burn-down (P).
+    #[arg(long, default_value_t = 1)]
+    processes: usize,
+    /// Slots per worker (C).
+    #[arg(long, default_value_t = 100)]
+    concurrency: usize,
+    /// Claim statements in flight per queue (the worker's `claims_in_flight`).
+    #[arg(long, default_value_t = 1)]
+    claims_in_flight: usize,
+    /// Tasks enqueueing concurrently in the enqueue scenario (N).
+    #[arg(long, default_value_t = 4)]
+    enqueue_tasks: usize,
+    /// Jobs per call in the enqueue scenario's batched run.
+    #[arg(long, default_value_t = 100)]
+    enqueue_batch: usize,
+    /// Enqueue rate for the latency scenario, jobs/s.
+    #[arg(long, default_value_t = 100)]
+    rate: u64,
+    /// Seconds per timed scenario (enqueue, latency, ceiling).
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Jobs through the table for the sustained scenario.
+    #[arg(long, default_value_t = 10_000_000)]
+    sustained_jobs: usize,
+    /// Where the pgbench ceiling scripts are.
+    #[arg(long, default_value = "../shared/bench")]
+    ceiling_dir: String,
+    /// Indexes to drop before measuring (to measure what each costs).
+    #[arg(long, value_delimiter = ',')]
+    drop_indexes: Vec<String>,
+    /// Jobs loaded for the dashboard scenario.
+    #[arg(long, default_value_t = 5_000_000)]
+    dashboard_jobs: u64,
+    /// Extra SQL to run before measuring (e.g. to measure an index's cost).
+    #[arg(long)]
+    setup_sql: Option<String>,
+    /// Write the figures as JSON here.
+    #[arg(long, default_value = "target/bench.json")]
+    json: String,
+}
+
+#[derive(Subcommand, Debug)]
+enum Mode {
+    /// A burn-down's worker process (started by the benchmark itself).
+    #[command(hide = true)]
+    WorkerProcess(worker_process::WorkerArgs),
+}
+
+#[tokio::main]
+async fn main() -> BenchResult {
+    let args = Args::parse();
+    if let Some(Mode::WorkerProcess(worker)) = args.mode {
+        return worker_process::run(worker).await;
+    }
+    let (cluster, url) = PgCluster::from_env_or_private(BENCH_SETTINGS)?;
+    jobs_core::migrate(jobs_core::db::connect(&url).await?).await?;
+    let pool = jobs_core::db::pool(&url, 8)?;
+    for index in &args.drop_indexes {
+        if !index.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!("bad index name `{index}`").into());
+        }
+        sql(&pool, &format!("DROP INDEX IF EXISTS {index}")).await?;
+        println!("dropped index {index}");
+    }
+    if let Some(setup) = &args.setup_sql {
+        sql(&pool, setup).await?;
+        println!("ran setup: {setup}");
+    }
+    let mut figures = Figures::new();
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    println!(
+        "# jobs benchmark: {cores} cores, synchronous_commit on, {}",
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
+    );
+    let shape = |delete| Shape {
+        jobs: args.jobs,
+        processes: args.processes,
+        concurrency: args.concurrency,
+        claims_in_flight: args.claims_in_flight,
+        delete,
+    };
+    for scenario in &args.scenarios {
+        match scenario.as_str() {
+            "ceiling" => ceiling::run(cluster.as_ref(), &url, &args.ceiling_dir, args.seconds, &mut figures)?,
+            "enqueue" => {
+                enqueue::run(&pool, args.seconds, args.enqueue_tasks, args.enqueue_batch, &mut figures)
+                    .await?
+            }
+            "burndown" => burndown::run(&url, shape(false), "burndown_kept", &mut figures).await?,
+            "burndown-delete" => burndown::run(&url, shape(true), "burndown_delete", &mut figures).await?,
+            "latency" => latency::run(&url, args.rate, args.seconds, &mut figures).await?,
+            "memory" => memory::run(&url, &mut figures).await?,
+            "sustained" => sustained::run(&url, args.sustained_jobs, args.concurrency, &mut figures).await?,
+            "dashboard" => dashboard::run(&url, args.dashboard_jobs, &mut figures).await?,
+            other => return Err(format!("unknown scenario `{other}`").into()),
+        }
+    }
+    for (framework, ceiling) in [
+        ("framework_burndown_kept", "ceiling_claim_100_update"),
+        ("framework_burndown_delete", "ceiling_claim_100_delete"),
+        ("framework_enqueue_100", "ceiling_enqueue_100"),
+    ] {
+        let rate = |k: &str| figures.get(k).and_then(|v| v["jobs_per_s"].as_f64());
+        if let (Some(f), Some(c)) = (rate(framework), rate(ceiling)) {
+            println!("ratio {framework} / {ceiling} = {:.2}", f / c);
+            figures.insert(format!("ratio_{framework}"), serde_json::json!(f / c));
+        }
+    }
+    std::fs::write(&args.json, serde_json::to_string_pretty(&figures)?)?;
+    println!("figures written to {}", args.json);
+    Ok(())
+}

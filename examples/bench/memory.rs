@@ -1,0 +1,37 @@
+//! Memory: the worker's resident size with 1,000 jobs running at once (each sleeps until
+//! cancelled).
+
+use std::time::Duration;
+
+use jobs_core::{Worker, enqueue_many};
+
+use crate::jobs::{registry, sleepy};
+use crate::measure::{BenchResult, Figures, reset, rss_mb};
+
+/// Runs 1,000 sleeping jobs and reports this process's RSS.
+pub(crate) async fn run(url: &str, figures: &mut Figures) -> BenchResult {
+    let pool = jobs_core::db::pool(url, 8)?;
+    reset(&pool).await?;
+    let before = rss_mb();
+    let worker =
+        Worker::builder(pool.clone()).queue("sleepy", 1_000).registry(registry()?).build()?.start().await?;
+    enqueue_many(&pool, (0..1_000).map(|_| sleepy::build(()))).await?;
+    while worker.running() < 1_000 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let rss = rss_mb();
+    let mut conn = pool.get().await?;
+    let all = jobs_core::db::dashboard::JobFilter::default();
+    let ids = jobs_core::db::dashboard::matching_ids(&mut conn, &all, None, 1_000).await?;
+    jobs_core::db::control::cancel_many(&mut conn, &ids).await?;
+    worker.shutdown().await?;
+    println!(
+        "{:<22} {rss:>10.1} MB RSS with 1,000 running jobs (process RSS before the worker: {before:.1} MB)",
+        "memory"
+    );
+    figures.insert(
+        "framework_memory".into(),
+        serde_json::json!({ "rss_mb_at_1000_running": rss, "rss_mb_before": before }),
+    );
+    Ok(())
+}
