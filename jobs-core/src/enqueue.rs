@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::stored_text;
 use crate::unique::{UniqueBy, UniqueOptions};
+use crate::wakeups;
 
 /// What enqueueing one job did: the job's id, and whether a job with the same uniqueness
 /// key already existed (then nothing was inserted and `id` is that job's).
@@ -55,29 +56,36 @@ where
     }
 }
 
-/// A pooled connection is not in a transaction: the insert commits by itself and the
-/// wake-up follows it (see [`db::jobs::insert_many_autocommit`]). The call returns once
-/// the insert has committed; the wake-up is sent from a task of its own on the same
-/// connection, which then goes back to the pool, so enqueueing waits for one round trip
-/// instead of two.
+/// A pooled connection is not in a transaction: the insert commits by itself and returns.
+/// Its wake-up is rationed per queue (`wakeups.rs`): the first insert of a window notifies
+/// from its own statement; later ones in the window get one trailing wake-up at its end.
 impl Enqueuer for &Pool {
     async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
+        let wakeups = wakeups::for_pool(self);
+        let due = due_queues(jobs);
+        let leading = !due.is_empty() && wakeups.claim_leading(&due);
         let mut conn = self.get().await?;
-        let (inserted, queues) = db::jobs::insert_many_committed(&mut conn, jobs, None).await?;
-        if queues.is_empty() {
-            return Ok(inserted);
-        }
-        let wake = async move {
-            if let Err(e) = db::jobs::notify_available(&mut conn, &queues).await {
-                tracing::warn!(error = %e, "jobs inserted, but waking the workers failed; they find the jobs at their next poll");
-            }
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn(wake)),
-            Err(_) => wake.await,
+        let (inserted, queues) = db::jobs::insert_many_committed(&mut conn, jobs, None, leading).await?;
+        drop(conn);
+        if !leading && !queues.is_empty() {
+            wakeups.cover(queues);
         }
         Ok(inserted)
     }
+}
+
+/// The queues of the jobs due now by this process's clock (a guess: the database decides,
+/// and an insert that did not notify wakes the queues it reports afterwards).
+fn due_queues(jobs: &[NewJob]) -> Vec<&str> {
+    let now = Utc::now();
+    let mut queues: Vec<&str> = Vec::new();
+    for job in jobs {
+        let due = job.run_at.is_none_or(|at| at <= now) && job.delay_ms.is_none_or(|ms| ms <= 0);
+        if due && !queues.contains(&job.queue.as_str()) {
+            queues.push(&job.queue);
+        }
+    }
+    queues
 }
 
 /// A job of kind `J` about to be enqueued, with per-call overrides of the kind's defaults.

@@ -73,6 +73,7 @@ pub mod stored_text;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod unique;
+pub mod wakeups;
 mod worker;
 
 pub use backoff::Backoff;

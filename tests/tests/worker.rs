@@ -560,6 +560,75 @@ async fn the_notification_wake_up_beats_polling() {
     assert!(notified < Duration::from_millis(250), "a notified worker starts at once: {notified:?}");
 }
 
+/// Enqueues through a pool ration their wake-ups (`jobs_core::wakeups`: one per queue per
+/// window, plus the first) and lose none: a worker that only wakes on notifications (its
+/// poll is an hour away) runs a burst of one-job enqueues from 50 tasks released at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_pool_enqueues_shares_few_wake_ups_and_loses_none() {
+    use futures::StreamExt;
+    let db = TestDatabase::new().await.expect("test database");
+    let (pool, mut conn) = setup(&db).await;
+    let mut listener = db.connect().await.expect("listener");
+    diesel::sql_query("LISTEN jobs_available").execute(&mut listener).await.expect("listen");
+    let mut notifications = std::pin::pin!(listener.notifications_stream());
+    let handle = Worker::builder(pool.clone())
+        .queue("work", 100)
+        .registry(Registry::from_inventory().expect("registry"))
+        .poll_interval(Duration::from_secs(3600))
+        .without_maintenance()
+        .build()
+        .expect("build")
+        .start()
+        .await
+        .expect("start");
+    wait_for("the LISTEN connection", DEADLINE, || async { handle.is_listening().then_some(()) }).await;
+
+    let window = Duration::from_millis(300);
+    jobs_core::wakeups::set_wake_window(&pool, window);
+    let release = Arc::new(tokio::sync::Barrier::new(50));
+    let burst = Instant::now();
+    let tasks: Vec<_> = (0..50)
+        .map(|n| {
+            let (pool, release) = (pool.clone(), release.clone());
+            tokio::spawn(async move {
+                release.wait().await;
+                record::enqueue(&pool, Record { n }).await.expect("enqueue").id
+            })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for task in tasks {
+        ids.push(task.await.expect("enqueue task"));
+    }
+    let windows = (burst.elapsed().as_secs_f64() / window.as_secs_f64()).floor() as usize;
+    for id in ids {
+        wait_state(&pool, id, JobState::Completed).await;
+    }
+    handle.shutdown().await.expect("shutdown");
+
+    // Everything the inserts sent was delivered with their commits, before this marker.
+    diesel::sql_query("NOTIFY jobs_available, 'marker'").execute(&mut conn).await.expect("marker");
+    let mut wake_ups = 0;
+    loop {
+        let n = tokio::time::timeout(DEADLINE, notifications.next())
+            .await
+            .expect("the marker arrives")
+            .expect("stream open")
+            .expect("notification");
+        match n.payload.as_str() {
+            "marker" => break,
+            "work" => wake_ups += 1,
+            other => panic!("unexpected payload {other}"),
+        }
+    }
+    // The first insert notifies; after that at most one trailing wake-up per window.
+    assert!(
+        (1..=windows + 2).contains(&wake_ups),
+        "{wake_ups} wake-ups for 50 enqueues over {windows} windows"
+    );
+    assert!(wake_ups < 50, "{wake_ups} wake-ups for 50 enqueues");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_at_a_time_and_another_takes_over_when_the_lease_expires() {
     use jobs_core::maintenance::{LeaderConfig, LeaderElector};

@@ -303,7 +303,7 @@ where
 }
 
 /// Runs the insert statement (notifying from it when `notify`); returns the jobs' entries
-/// and, when it did not notify, the queues that received available jobs.
+/// and the queues that received available jobs.
 async fn insert_returning<C>(
     conn: &mut C,
     jobs: &[NewJob],
@@ -320,13 +320,11 @@ where
     let returned: Vec<InsertedRow> =
         AsyncRunQueryDsl::load(insert_query(&dedup.rows, now, notify), conn).await?;
     let inserted = match_inserted(&dedup, &returned)?;
-    // Only a caller that notifies after its commit needs the queues.
     let mut queues: Vec<String> = Vec::new();
-    if !notify {
-        let waking = dedup.rows.iter().zip(&returned).filter(|(_, r)| r.wakes);
-        queues = waking.map(|(job, _)| job.queue.clone()).collect();
-        queues.sort_unstable();
-        queues.dedup();
+    for (job, row) in dedup.rows.iter().zip(&returned) {
+        if row.wakes && !queues.contains(&job.queue) {
+            queues.push(job.queue.clone());
+        }
     }
     Ok((inserted, queues))
 }
@@ -346,7 +344,7 @@ pub async fn insert_many_autocommit<C>(
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    let (inserted, queues) = insert_many_committed(conn, jobs, now).await?;
+    let (inserted, queues) = insert_many_committed(conn, jobs, now, false).await?;
     if !queues.is_empty()
         && let Err(e) = notify_available(conn, &queues).await
     {
@@ -355,19 +353,21 @@ where
     Ok(inserted)
 }
 
-/// [`insert_many`] on a connection that is not inside a transaction, without the wake-up:
-/// returns the jobs' entries and the queues that received available jobs, for the caller
-/// to pass to [`notify_available`] once it chooses (the `&Pool` enqueuer does so on a task
-/// of its own, so that its caller does not wait for it).
+/// [`insert_many`] on a connection that is not inside a transaction, notifying from the
+/// statement only when `notify` is true. Returns the jobs' entries and the queues that
+/// received available jobs, for a caller that wakes them itself (the `&Pool` enqueuer, see
+/// `wakeups.rs`: the first insert of a window notifies from its statement, later ones get
+/// one trailing [`notify_available`]).
 pub async fn insert_many_committed<C>(
     conn: &mut C,
     jobs: &[NewJob],
     now: Option<DateTime<Utc>>,
+    notify: bool,
 ) -> Result<(Vec<Inserted>, Vec<String>)>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    insert_returning(conn, jobs, now, false).await
+    insert_returning(conn, jobs, now, notify).await
 }
 
 const NOTIFY_AVAILABLE: &str = "SELECT pg_notify($2, queue) FROM unnest($1::text[]) AS queue";
