@@ -10,17 +10,20 @@ use jobs_core::{Pool, enqueue_many};
 use crate::jobs::noop;
 use crate::measure::{BenchResult, Figures, cpu_seconds, machine_busy_seconds, reset};
 
-/// Runs `tasks` enqueueing tasks for `seconds`, first with one job per call
-/// (`enqueue_1`), then with `batch` per call (`enqueue_<batch>`).
+/// Runs enqueueing tasks for `seconds`: first the first of `task_counts` with one job per
+/// call (`enqueue_1`), then each of `task_counts` with `batch` per call
+/// (`enqueue_<batch>_x<tasks>`).
 pub(crate) async fn run(
     pool: &Pool,
     seconds: u64,
-    tasks: usize,
+    task_counts: &[usize],
     batch: usize,
     figures: &mut Figures,
 ) -> BenchResult {
-    for per_call in [1, batch] {
-        let name = format!("enqueue_{per_call}");
+    let first = task_counts.first().copied().unwrap_or(4);
+    let runs = std::iter::once((first, 1, "enqueue_1".to_owned()))
+        .chain(task_counts.iter().map(|&tasks| (tasks, batch, format!("enqueue_{batch}_x{tasks}"))));
+    for (tasks, per_call, name) in runs {
         reset(pool).await?;
         let (cpu0, busy0) = (cpu_seconds(), machine_busy_seconds());
         let deadline = Instant::now() + Duration::from_secs(seconds);

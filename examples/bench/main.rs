@@ -49,18 +49,20 @@ struct Args {
     /// Jobs preloaded for a burn-down.
     #[arg(long, default_value_t = 200_000)]
     jobs: usize,
-    /// Worker processes working a burn-down (P).
-    #[arg(long, default_value_t = 1)]
-    processes: usize,
-    /// Slots per worker (C).
+    /// Burn-down shapes, each `PxC`: P worker processes of C slots. The ceiling's clients
+    /// hold up to 4 × 100 claimed jobs at once; `4x100` and `1x400` hold as many.
+    #[arg(long, value_delimiter = ',', default_value = "1x100,1x400,4x100")]
+    shapes: Vec<ShapeArg>,
+    /// Slots of the worker in the sustained scenario.
     #[arg(long, default_value_t = 100)]
     concurrency: usize,
     /// Claim statements in flight per queue (the worker's `claims_in_flight`).
     #[arg(long, default_value_t = 1)]
     claims_in_flight: usize,
-    /// Tasks enqueueing concurrently in the enqueue scenario (N).
-    #[arg(long, default_value_t = 4)]
-    enqueue_tasks: usize,
+    /// Tasks enqueueing concurrently in the enqueue scenario (N); the batched run is repeated
+    /// for each.
+    #[arg(long, value_delimiter = ',', default_value = "4,8")]
+    enqueue_tasks: Vec<usize>,
     /// Jobs per call in the enqueue scenario's batched run.
     #[arg(long, default_value_t = 100)]
     enqueue_batch: usize,
@@ -88,6 +90,24 @@ struct Args {
     /// Write the figures as JSON here.
     #[arg(long, default_value = "target/bench.json")]
     json: String,
+}
+
+/// `PxC`: P worker processes of C slots each.
+#[derive(Debug, Clone, Copy)]
+struct ShapeArg {
+    processes: usize,
+    concurrency: usize,
+}
+
+impl std::str::FromStr for ShapeArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (p, c) = s.split_once('x').ok_or_else(|| format!("`{s}`: a shape is PxC, e.g. 4x100"))?;
+        let number = |v: &str| {
+            v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| format!("`{s}`: bad number `{v}`"))
+        };
+        Ok(ShapeArg { processes: number(p)?, concurrency: number(c)? })
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -123,22 +143,38 @@ async fn main() -> BenchResult {
         "# jobs benchmark: {cores} cores, synchronous_commit on, {}",
         chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
     );
-    let shape = |delete| Shape {
+    let shape = |s: &ShapeArg, delete| Shape {
         jobs: args.jobs,
-        processes: args.processes,
-        concurrency: args.concurrency,
+        processes: s.processes,
+        concurrency: s.concurrency,
         claims_in_flight: args.claims_in_flight,
         delete,
     };
+    let mut ratios = Vec::new();
     for scenario in &args.scenarios {
         match scenario.as_str() {
             "ceiling" => ceiling::run(cluster.as_ref(), &url, &args.ceiling_dir, args.seconds, &mut figures)?,
             "enqueue" => {
-                enqueue::run(&pool, args.seconds, args.enqueue_tasks, args.enqueue_batch, &mut figures)
-                    .await?
+                enqueue::run(&pool, args.seconds, &args.enqueue_tasks, args.enqueue_batch, &mut figures)
+                    .await?;
+                for tasks in &args.enqueue_tasks {
+                    let name = format!("enqueue_{}_x{tasks}", args.enqueue_batch);
+                    ratios.push((name, format!("ceiling_enqueue_{}", args.enqueue_batch)));
+                }
             }
-            "burndown" => burndown::run(&url, shape(false), "burndown_kept", &mut figures).await?,
-            "burndown-delete" => burndown::run(&url, shape(true), "burndown_delete", &mut figures).await?,
+            "burndown" | "burndown-delete" => {
+                let delete = scenario == "burndown-delete";
+                let (kind, ceiling) = if delete {
+                    ("burndown_delete", "ceiling_claim_100_delete")
+                } else {
+                    ("burndown_kept", "ceiling_claim_100_update")
+                };
+                for s in &args.shapes {
+                    let name = format!("{kind}_{}x{}", s.processes, s.concurrency);
+                    burndown::run(&url, shape(s, delete), &name, &mut figures).await?;
+                    ratios.push((name, ceiling.to_owned()));
+                }
+            }
             "latency" => latency::run(&url, args.rate, args.seconds, &mut figures).await?,
             "memory" => memory::run(&url, &mut figures).await?,
             "sustained" => sustained::run(&url, args.sustained_jobs, args.concurrency, &mut figures).await?,
@@ -146,13 +182,9 @@ async fn main() -> BenchResult {
             other => return Err(format!("unknown scenario `{other}`").into()),
         }
     }
-    for (framework, ceiling) in [
-        ("framework_burndown_kept", "ceiling_claim_100_update"),
-        ("framework_burndown_delete", "ceiling_claim_100_delete"),
-        ("framework_enqueue_100", "ceiling_enqueue_100"),
-    ] {
+    for (framework, ceiling) in ratios {
         let rate = |k: &str| figures.get(k).and_then(|v| v["jobs_per_s"].as_f64());
-        if let (Some(f), Some(c)) = (rate(framework), rate(ceiling)) {
+        if let (Some(f), Some(c)) = (rate(&format!("framework_{framework}")), rate(&ceiling)) {
             println!("ratio {framework} / {ceiling} = {:.2}", f / c);
             figures.insert(format!("ratio_{framework}"), serde_json::json!(f / c));
         }

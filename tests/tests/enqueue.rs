@@ -7,7 +7,7 @@ use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures::StreamExt;
-use jobs_core::db::jobs::{JobRow, NewJob};
+use jobs_core::db::jobs::{JobRow, NewJob, insert_many};
 use jobs_core::schema::jobs;
 use jobs_core::testing::{TestDatabase, job_context};
 use jobs_core::{
@@ -314,6 +314,52 @@ async fn ten_thousand_jobs_go_in_one_statement_in_input_order() {
         assert_eq!(row.id, e.id);
         assert_eq!(row.args["user_id"], serde_json::json!(i), "row {i} holds input {i}");
     }
+}
+
+/// A batch whose jobs differ only in their arguments goes in as one statement with the
+/// shared options sent once; a mixed batch sends every column as an array. Both must store
+/// the same rows, due times included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uniform_and_mixed_batches_store_the_same_rows() {
+    let db = TestDatabase::new().await.expect("test database");
+    let mut conn = db.connect().await.expect("connect");
+    let now = chrono::Utc::now();
+    let build = |user_id| {
+        send_welcome::build(welcome(user_id))
+            .queue("vip")
+            .priority(3)
+            .max_attempts(7)
+            .timeout(Some(Duration::from_secs(9)))
+            .run_in(Duration::from_secs(60))
+            .meta("request_id", "r-1")
+            .tag("signup")
+            .tag("web")
+            .to_new_job()
+            .expect("valid")
+    };
+    let uniform: Vec<NewJob> = (1..=3).map(build).collect();
+    let mut mixed = uniform.clone();
+    mixed.push(NewJob::new("other.kind", "default", "{}"));
+
+    insert_many(&mut conn, &uniform, Some(now)).await.expect("uniform batch");
+    insert_many(&mut conn, &mixed, Some(now)).await.expect("mixed batch");
+    let rows = all_jobs(&mut conn).await;
+    assert_eq!(rows.len(), 7);
+    let (first, second) = (&rows[0..3], &rows[3..6]);
+    for (a, b) in first.iter().zip(second) {
+        assert_eq!(JobRow { id: b.id, ..a.clone() }, *b, "the same job stored two ways");
+    }
+    let row = &rows[0];
+    assert_eq!(
+        (row.state, row.queue.as_str(), row.priority, row.max_attempts),
+        (JobState::Scheduled, "vip", 3, 7)
+    );
+    assert_eq!(row.timeout_ms, Some(9_000));
+    assert_eq!(row.tags, ["onboarding", "signup", "web"], "the kind's tag and the call's");
+    assert_eq!(row.meta["request_id"], "r-1");
+    assert_eq!(row.args["user_id"], 1);
+    assert_eq!(row.scheduled_at, row.created_at + chrono::TimeDelta::seconds(60));
+    assert_eq!(rows[6].state, JobState::Available, "the odd one out is due now");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
