@@ -134,14 +134,14 @@ async fn claim(
     queue.fetches.fetch_add(1, Ordering::Relaxed);
     let jobs = async {
         let mut conn = shared.pool.get().await?;
-        db::execution::fetch_available(
-            &mut conn,
-            &queue.name,
-            i64::try_from(wanted).unwrap_or(i64::MAX),
-            &shared.node,
-            shared.clock.db_now(),
-        )
-        .await
+        let (name, node, now) = (&queue.name, &shared.node, shared.clock.db_now());
+        if wanted == queue.batch {
+            // The size claimed again and again: a statement planned once per connection.
+            db::execution::fetch_batch(&mut conn, name, wanted, node, now).await
+        } else {
+            let limit = i64::try_from(wanted).unwrap_or(i64::MAX);
+            db::execution::fetch_available(&mut conn, name, limit, node, now).await
+        }
     }
     .await;
     Claimed { wanted, slots, jobs }
