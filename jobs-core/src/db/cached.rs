@@ -13,18 +13,29 @@ use diesel::sql_types::Untyped;
 
 type Bind<'a> = Box<dyn QueryFragment<Pg> + Send + 'a>;
 
-/// Fixed SQL with `$1`, `$2`, ... parameters (each may appear several times).
-pub(crate) struct CachedQuery<'a> {
+/// Fixed SQL with `$1`, `$2`, ... parameters (each may appear several times), returning
+/// rows of SQL type `ST`: `Untyped` (decoded by column name, `QueryableByName`) unless
+/// [`returning`](Self::returning) names the columns' types (decoded by position,
+/// `Queryable`: no name lookups per field).
+pub(crate) struct CachedQuery<'a, ST = Untyped> {
     sql: &'static str,
     binds: Vec<Bind<'a>>,
+    row: std::marker::PhantomData<fn() -> ST>,
 }
 
 impl<'a> CachedQuery<'a> {
     /// The query `sql`, to be given its parameters in order with [`bind`](Self::bind).
     pub(crate) fn new(sql: &'static str) -> Self {
-        CachedQuery { sql, binds: Vec::new() }
+        CachedQuery { sql, binds: Vec::new(), row: std::marker::PhantomData }
     }
 
+    /// Declares the SQL types of the returned columns, in order.
+    pub(crate) fn returning<ST>(self) -> CachedQuery<'a, ST> {
+        CachedQuery { sql: self.sql, binds: self.binds, row: std::marker::PhantomData }
+    }
+}
+
+impl<'a, Row> CachedQuery<'a, Row> {
     /// Binds the next parameter as SQL type `ST`.
     pub(crate) fn bind<ST, T>(mut self, value: T) -> Self
     where
@@ -37,7 +48,7 @@ impl<'a> CachedQuery<'a> {
     }
 }
 
-impl QueryFragment<Pg> for CachedQuery<'_> {
+impl<ST> QueryFragment<Pg> for CachedQuery<'_, ST> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> diesel::QueryResult<()> {
         let mut rest = self.sql;
         while let Some(pos) = rest.find('$') {
@@ -62,13 +73,13 @@ impl QueryFragment<Pg> for CachedQuery<'_> {
     }
 }
 
-impl QueryId for CachedQuery<'_> {
+impl<ST> QueryId for CachedQuery<'_, ST> {
     type QueryId = ();
     const HAS_STATIC_QUERY_ID: bool = false;
 }
 
-impl Query for CachedQuery<'_> {
-    type SqlType = Untyped;
+impl<ST> Query for CachedQuery<'_, ST> {
+    type SqlType = ST;
 }
 
-impl<Conn> diesel::RunQueryDsl<Conn> for CachedQuery<'_> {}
+impl<Conn, ST> diesel::RunQueryDsl<Conn> for CachedQuery<'_, ST> {}

@@ -10,8 +10,26 @@ use crate::db::cached::CachedQuery;
 use crate::error::Result;
 use crate::state::JobState;
 
-/// A job a worker has just claimed: everything needed to run it.
-#[derive(Debug, Clone, QueryableByName)]
+/// The SQL types of a claim's columns, in the order of its `RETURNING`.
+type ClaimedRow = (
+    BigInt,
+    Text,
+    Text,
+    Text,
+    Text,
+    Array<Text>,
+    Int2,
+    Int4,
+    Int4,
+    Nullable<BigInt>,
+    Timestamptz,
+    Timestamptz,
+    Timestamptz,
+);
+
+/// A job a worker has just claimed: everything needed to run it. Its fields follow the
+/// claim's `RETURNING` list (decoded by position).
+#[derive(Debug, Clone, QueryableByName, diesel::Queryable)]
 pub struct ClaimedJob {
     /// Job id.
     #[diesel(sql_type = BigInt)]
@@ -96,6 +114,7 @@ where
         .bind::<BigInt, _>(limit)
         .bind::<Text, _>(node)
         .bind::<Nullable<Timestamptz>, _>(now)
+        .returning::<ClaimedRow>()
         .load(conn)
         .await?)
 }
@@ -129,6 +148,7 @@ where
         .bind::<BigInt, _>(limit)
         .bind::<Text, _>(node)
         .bind::<Nullable<Timestamptz>, _>(now)
+        .returning::<ClaimedRow>()
         .load(conn)
         .await?)
 }

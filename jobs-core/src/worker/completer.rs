@@ -3,7 +3,7 @@
 //! (`job_stats`) are added up here and written at most once per [`STATS_EVERY`], not with
 //! every batch.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -171,11 +171,16 @@ impl PendingStats {
         if applied.is_empty() {
             return;
         }
-        let applied: HashSet<i64> = applied.iter().copied().collect();
         let now = shared.clock.now();
         let minute = now.duration_trunc(chrono::TimeDelta::minutes(1)).unwrap_or(now);
-        for c in batch.iter().filter(|c| applied.contains(&c.id)) {
-            *self.counts.entry((minute, c.queue.clone(), c.state)).or_insert(0) += 1;
+        let mut count =
+            |c: &Completion| *self.counts.entry((minute, c.queue.clone(), c.state)).or_insert(0) += 1;
+        if applied.len() == batch.len() {
+            // The common case: every outcome applied.
+            batch.iter().for_each(&mut count);
+        } else {
+            let applied: rustc_hash::FxHashSet<i64> = applied.iter().copied().collect();
+            batch.iter().filter(|c| applied.contains(&c.id)).for_each(&mut count);
         }
         self.since.get_or_insert_with(Instant::now);
     }

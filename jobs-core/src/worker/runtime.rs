@@ -1,10 +1,11 @@
 //! The state the worker's tasks share.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::task::TaskTracker;
 
@@ -72,11 +73,13 @@ pub(crate) struct Shared {
     pub(crate) pid: i32,
     pub(crate) config: RuntimeConfig,
     pub(crate) queues: HashMap<String, Arc<QueueRuntime>>,
-    pub(crate) running: Mutex<HashMap<i64, RunningJob>>,
+    /// Keyed by job id; hashed with `FxHash`, as every job is inserted and removed once
+    /// (SipHash was 5 % of a worker's CPU in the burn-down).
+    pub(crate) running: Mutex<FxHashMap<i64, RunningJob>>,
     /// Jobs this node claimed and has not yet reported: running, or with an outcome
     /// waiting to be written. A `running` row of this node outside this set is orphaned
     /// (its claim's reply was lost with the connection).
-    pub(crate) held: Mutex<HashSet<i64>>,
+    pub(crate) held: Mutex<FxHashSet<i64>>,
     pub(crate) tracker: TaskTracker,
     pub(crate) completions: CompletionSender,
     pub(crate) listening: AtomicBool,
