@@ -629,6 +629,56 @@ async fn a_burst_of_pool_enqueues_shares_few_wake_ups_and_loses_none() {
     assert!(wake_ups < 50, "{wake_ups} wake-ups for 50 enqueues");
 }
 
+/// A job whose wake-up arrives while a claim is running (a claim that started too early to
+/// see it, and comes back short) is claimed at once, not at the next poll. Here the worker
+/// polls once an hour, and each claim first skips 100,000 jobs another transaction holds,
+/// which keeps it running long enough for the second job's wake-up to arrive meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wake_up_that_arrives_during_a_claim_is_not_lost() {
+    let db = TestDatabase::new().await.expect("test database");
+    let (pool, mut conn) = setup(&db).await;
+    diesel::sql_query(
+        "INSERT INTO jobs (kind, queue, args, priority) \
+         SELECT 'test.record', 'work', '{\"n\": 0}', 0 FROM generate_series(1, 100000)",
+    )
+    .execute(&mut conn)
+    .await
+    .expect("held jobs");
+    let mut holder = db.connect().await.expect("holder");
+    diesel::sql_query("BEGIN").execute(&mut holder).await.expect("begin");
+    diesel::sql_query("SELECT id FROM jobs FOR UPDATE").execute(&mut holder).await.expect("hold them");
+
+    let handle = Worker::builder(pool.clone())
+        .queue("work", 10)
+        .registry(Registry::from_inventory().expect("registry"))
+        .poll_interval(Duration::from_secs(3600))
+        .without_maintenance()
+        .build()
+        .expect("build")
+        .start()
+        .await
+        .expect("start");
+    wait_for("the LISTEN connection", DEADLINE, || async { handle.is_listening().then_some(()) }).await;
+    let claiming = async || {
+        let mut conn = pool.get().await.ok()?;
+        let active = count(
+            &mut conn,
+            "SELECT count(*) AS n FROM pg_stat_activity \
+             WHERE state = 'active' AND query LIKE 'UPDATE jobs%SET state = ''running''%'",
+        )
+        .await;
+        (active > 0).then_some(())
+    };
+
+    let first = record::build(Record { n: 1 }).priority(1).enqueue(&pool).await.expect("first").id;
+    wait_for("the claim the first job's wake-up starts", DEADLINE, claiming).await;
+    let second = record::build(Record { n: 2 }).priority(1).enqueue(&pool).await.expect("second").id;
+    wait_state(&pool, first, JobState::Completed).await;
+    wait_state(&pool, second, JobState::Completed).await;
+    handle.shutdown().await.expect("shutdown");
+    diesel::sql_query("ROLLBACK").execute(&mut holder).await.expect("release");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_at_a_time_and_another_takes_over_when_the_lease_expires() {
     use jobs_core::maintenance::{LeaderConfig, LeaderElector};

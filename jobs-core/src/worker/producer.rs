@@ -32,6 +32,8 @@ struct Claimed {
     wanted: usize,
     slots: OwnedSemaphorePermit,
     jobs: crate::Result<Vec<ClaimedJob>>,
+    /// How many wake-ups had arrived when the claim was sent ([`Plan::wakes`]).
+    wakes_before: u64,
 }
 
 /// The producer's view of its queue between events.
@@ -43,6 +45,24 @@ struct Plan {
     error_pause: Duration,
     /// Slots became free while too few to fill a batch: claim anyway at this time.
     cooldown_until: Option<Instant>,
+    /// Wake-ups (notifications, poll ticks) received so far.
+    wakes: u64,
+}
+
+impl Plan {
+    /// Jobs may have become available: claim again.
+    fn wake(&mut self) {
+        self.idle = false;
+        self.wakes += 1;
+    }
+
+    /// A claim sent when `wakes_before` wake-ups had arrived brought back `got` of `wanted`
+    /// jobs. Short means the queue looked empty when the claim read it, but a wake-up that
+    /// arrived while it ran may be for jobs it could not see: then claim again rather than
+    /// wait for the next one (or for the poll tick, up to `poll_interval` later).
+    fn claim_returned(&mut self, wanted: usize, got: usize, wakes_before: u64) {
+        self.idle = got < wanted && self.wakes == wakes_before;
+    }
 }
 
 /// How many jobs one claim asks for: the queue's slots shared among the claims in
@@ -58,8 +78,13 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: Can
     ticker.reset();
     let batch = queue.batch;
     let mut in_flight = FuturesUnordered::new();
-    let mut plan =
-        Plan { idle: false, retry_at: None, error_pause: Duration::from_millis(100), cooldown_until: None };
+    let mut plan = Plan {
+        idle: false,
+        retry_at: None,
+        error_pause: Duration::from_millis(100),
+        cooldown_until: None,
+        wakes: 0,
+    };
     loop {
         if stop.is_cancelled() {
             while let Some(claimed) = in_flight.next().await {
@@ -75,7 +100,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: Can
             queue.freed.store(0, Ordering::Release);
             let Ok(slots) = queue.slots.clone().try_acquire_many_owned(want as u32) else { break };
             plan.cooldown_until = None;
-            in_flight.push(claim(shared.clone(), queue.clone(), want, slots));
+            in_flight.push(claim(shared.clone(), queue.clone(), want, slots, plan.wakes));
         }
         let waiting_for_slots = !plan.idle
             && plan.retry_at.is_none()
@@ -89,10 +114,10 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: Can
             _ = stop.cancelled() => {}
             Some(claimed) = in_flight.next(), if !in_flight.is_empty() => start(&shared, &queue, claimed, &mut plan),
             _ = queue.slot_freed.notified(), if waiting_for_slots => {}
-            _ = queue.wake.notified() => plan.idle = false,
+            _ = queue.wake.notified() => plan.wake(),
             _ = ticker.tick() => {
                 refresh_paused(&shared, &queue).await;
-                plan.idle = false;
+                plan.wake();
             }
             _ = sleep_until(plan.retry_at) => plan.retry_at = None,
             _ = sleep_until(cooldown) => {}
@@ -130,6 +155,7 @@ async fn claim(
     queue: Arc<QueueRuntime>,
     wanted: usize,
     slots: OwnedSemaphorePermit,
+    wakes_before: u64,
 ) -> Claimed {
     queue.fetches.fetch_add(1, Ordering::Relaxed);
     let jobs = async {
@@ -144,17 +170,17 @@ async fn claim(
         }
     }
     .await;
-    Claimed { wanted, slots, jobs }
+    Claimed { wanted, slots, jobs, wakes_before }
 }
 
 /// Starts the jobs a claim brought back, one slot each, gives back the slots it did not
 /// fill, and updates the plan: a short claim means the queue looked empty.
 fn start(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>, claimed: Claimed, plan: &mut Plan) {
-    let Claimed { wanted, mut slots, jobs } = claimed;
+    let Claimed { wanted, mut slots, jobs, wakes_before } = claimed;
     match jobs {
         Ok(jobs) => {
             plan.error_pause = Duration::from_millis(100);
-            plan.idle = jobs.len() < wanted;
+            plan.claim_returned(wanted, jobs.len(), wakes_before);
             if !jobs.is_empty() {
                 metrics::counter!("jobs_claimed_total", "queue" => queue.label).increment(jobs.len() as u64);
                 metrics::counter!("jobs_fetches_total", "queue" => queue.label).increment(1);
@@ -196,7 +222,29 @@ async fn refresh_paused(shared: &Shared, queue: &QueueRuntime) {
 
 #[cfg(test)]
 mod tests {
-    use super::batch_size;
+    use std::time::Duration;
+
+    use super::{Plan, batch_size};
+
+    #[test]
+    fn a_wake_up_during_a_short_claim_keeps_the_producer_claiming() {
+        let mut plan =
+            Plan { idle: false, retry_at: None, error_pause: Duration::ZERO, cooldown_until: None, wakes: 0 };
+        // A claim comes back short with no wake-up since it was sent: the queue is empty.
+        let before = plan.wakes;
+        plan.claim_returned(10, 3, before);
+        assert!(plan.idle);
+        // A notification arrives; the claim it triggers is in flight when the next one
+        // arrives (for a job that claim could not see), and then comes back short.
+        plan.wake();
+        let before = plan.wakes;
+        plan.wake();
+        plan.claim_returned(10, 0, before);
+        assert!(!plan.idle, "the second wake-up must lead to another claim");
+        // A full claim never idles.
+        plan.claim_returned(10, 10, plan.wakes);
+        assert!(!plan.idle);
+    }
 
     #[test]
     fn a_claim_asks_for_its_share_of_the_slots() {
