@@ -62,8 +62,9 @@ pub(crate) fn run(
         let fields: Vec<&str> = line.split_whitespace().collect();
         if let (Some(name), Some(rate)) = (fields.first(), fields.get(3).and_then(|r| r.parse::<f64>().ok()))
         {
-            // Run before and after the framework's scenarios, the ceiling is their mean: the
-            // machine's speed drifts over the minutes between (docs/benchmarks.md).
+            // The ceiling runs several times between the framework's scenarios (the machine's
+            // speed drifts over minutes; docs/benchmarks.md): every run is kept, and the
+            // headline figure is their mean.
             let key = format!("ceiling_{name}");
             let mut runs: Vec<f64> = figures
                 .get(&key)
@@ -76,4 +77,16 @@ pub(crate) fn run(
         }
     }
     Ok(())
+}
+
+/// The ceiling a scenario is compared with: the mean of the ceiling runs just before and just
+/// after it (`before` runs preceded it), or the one of them that exists.
+pub(crate) fn neighbours(figure: &serde_json::Value, before: usize) -> Option<f64> {
+    let runs: Vec<f64> = figure["runs"].as_array()?.iter().filter_map(|r| r.as_f64()).collect();
+    let around: Vec<f64> = [before.checked_sub(1), Some(before)]
+        .into_iter()
+        .flatten()
+        .filter_map(|i| runs.get(i).copied())
+        .collect();
+    (!around.is_empty()).then(|| around.iter().sum::<f64>() / around.len() as f64)
 }

@@ -39,12 +39,13 @@ struct Args {
     #[command(subcommand)]
     mode: Option<Mode>,
     /// Scenarios to run, in order: ceiling, enqueue, burndown, burndown-delete, latency,
-    /// memory, sustained, dashboard. The ceiling runs before and after the framework's
-    /// scenarios by default; the ratios use the mean of its runs.
+    /// memory, sustained, dashboard. By default the ceiling runs between the framework's
+    /// scenarios: each ratio divides by the mean of the ceiling runs just before and just
+    /// after its scenario, because the machine's speed drifts over minutes.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "ceiling,enqueue,burndown,burndown-delete,ceiling,latency,memory"
+        default_value = "ceiling,enqueue,ceiling,burndown,ceiling,burndown-delete,ceiling,latency,memory"
     )]
     scenarios: Vec<String>,
     /// Jobs preloaded for a burn-down.
@@ -151,16 +152,21 @@ async fn main() -> BenchResult {
         claims_in_flight: args.claims_in_flight,
         delete,
     };
-    let mut ratios = Vec::new();
+    // (framework figure, ceiling figure, ceiling runs before it)
+    let mut ratios: Vec<(String, String, usize)> = Vec::new();
+    let mut ceilings_run = 0;
     for scenario in &args.scenarios {
         match scenario.as_str() {
-            "ceiling" => ceiling::run(cluster.as_ref(), &url, &args.ceiling_dir, args.seconds, &mut figures)?,
+            "ceiling" => {
+                ceiling::run(cluster.as_ref(), &url, &args.ceiling_dir, args.seconds, &mut figures)?;
+                ceilings_run += 1;
+            }
             "enqueue" => {
                 enqueue::run(&pool, args.seconds, &args.enqueue_tasks, args.enqueue_batch, &mut figures)
                     .await?;
                 for tasks in &args.enqueue_tasks {
                     let name = format!("enqueue_{}_x{tasks}", args.enqueue_batch);
-                    ratios.push((name, format!("ceiling_enqueue_{}", args.enqueue_batch)));
+                    ratios.push((name, format!("ceiling_enqueue_{}", args.enqueue_batch), ceilings_run));
                 }
             }
             "burndown" | "burndown-delete" => {
@@ -173,7 +179,7 @@ async fn main() -> BenchResult {
                 for s in &args.shapes {
                     let name = format!("{kind}_{}x{}", s.processes, s.concurrency);
                     burndown::run(&url, shape(s, delete), &name, &mut figures).await?;
-                    ratios.push((name, ceiling.to_owned()));
+                    ratios.push((name, ceiling.to_owned(), ceilings_run));
                 }
             }
             "latency" => latency::run(&url, args.rate, args.seconds, &mut figures).await?,
@@ -183,10 +189,14 @@ async fn main() -> BenchResult {
             other => return Err(format!("unknown scenario `{other}`").into()),
         }
     }
-    for (framework, ceiling) in ratios {
-        let rate = |k: &str| figures.get(k).and_then(|v| v["jobs_per_s"].as_f64());
-        if let (Some(f), Some(c)) = (rate(&format!("framework_{framework}")), rate(&ceiling)) {
-            println!("ratio {framework} / {ceiling} = {:.2}", f / c);
+    for (framework, ceiling, before) in ratios {
+        let rate = figures.get(&format!("framework_{framework}")).and_then(|v| v["jobs_per_s"].as_f64());
+        let runs = figures.get(&ceiling).and_then(|v| ceiling::neighbours(v, before));
+        if let (Some(f), Some(c)) = (rate, runs) {
+            println!(
+                "ratio {framework} / {ceiling} = {:.2}   (ceiling {c:.0} jobs/s, around the scenario)",
+                f / c
+            );
             figures.insert(format!("ratio_{framework}"), serde_json::json!(f / c));
         }
     }
