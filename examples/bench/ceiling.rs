@@ -19,34 +19,8 @@ pub(crate) fn run(
         println!("ceiling: {} not found; skipped", script.display());
         return Ok(());
     }
-    let mut command = std::process::Command::new("bash");
+    let mut command = on_server(cluster, url);
     command.arg(&script).arg(seconds.to_string()).arg("4");
-    match cluster {
-        // The script derives its database's URL by replacing the URL's last path segment,
-        // so give it a socket-free URL and the socket directory through PGHOST.
-        Some(cluster) => {
-            command.env("DATABASE_URL", "postgresql://postgres@/postgres").env("PGHOST", cluster.socket_dir())
-        }
-        // The same for a server of the user's: a `?host=` parameter becomes PGHOST.
-        // A host in the URL itself would override PGHOST for psql, so it is dropped.
-        None => match url.split_once('?') {
-            Some((base, query)) => {
-                let mut base = base.to_owned();
-                for (key, value) in query.split('&').filter_map(|p| p.split_once('=')) {
-                    if key == "host" {
-                        command.env("PGHOST", value);
-                        if let Some(at) = base.find('@')
-                            && let Some(slash) = base[at..].find('/')
-                        {
-                            base.replace_range(at + 1..at + slash, "");
-                        }
-                    }
-                }
-                command.env("DATABASE_URL", base)
-            }
-            None => command.env("DATABASE_URL", url),
-        },
-    };
     let out = command.output()?;
     if !out.status.success() {
         println!("ceiling: {} failed ({}):", script.display(), out.status);
@@ -76,7 +50,52 @@ pub(crate) fn run(
             figures.insert(key, serde_json::json!({ "jobs_per_s": mean, "runs": runs }));
         }
     }
+    // The script leaves its database behind with a million dead rows, whose vacuum would
+    // run during the next scenario (it put 150 ms into a pickup-latency run).
+    let dropped = on_server(cluster, url)
+        .arg("-c")
+        .arg(concat!(
+            r#"PATH="$PATH:$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1)"; "#,
+            r#"psql -qX "$DATABASE_URL" -c "DROP DATABASE IF EXISTS jobs_ceiling""#
+        ))
+        .output()?;
+    if !dropped.status.success() {
+        println!("ceiling: dropping jobs_ceiling failed: {}", String::from_utf8_lossy(&dropped.stderr).trim());
+    }
     Ok(())
+}
+
+/// A `bash` command whose `DATABASE_URL` and `PGHOST` name the measured server the way the
+/// ceiling script expects them.
+fn on_server(cluster: Option<&PgCluster>, url: &str) -> std::process::Command {
+    let mut command = std::process::Command::new("bash");
+    match cluster {
+        // The script derives its database's URL by replacing the URL's last path segment,
+        // so give it a socket-free URL and the socket directory through PGHOST.
+        Some(cluster) => {
+            command.env("DATABASE_URL", "postgresql://postgres@/postgres").env("PGHOST", cluster.socket_dir())
+        }
+        // The same for a server of the user's: a `?host=` parameter becomes PGHOST.
+        // A host in the URL itself would override PGHOST for psql, so it is dropped.
+        None => match url.split_once('?') {
+            Some((base, query)) => {
+                let mut base = base.to_owned();
+                for (key, value) in query.split('&').filter_map(|p| p.split_once('=')) {
+                    if key == "host" {
+                        command.env("PGHOST", value);
+                        if let Some(at) = base.find('@')
+                            && let Some(slash) = base[at..].find('/')
+                        {
+                            base.replace_range(at + 1..at + slash, "");
+                        }
+                    }
+                }
+                command.env("DATABASE_URL", base)
+            }
+            None => command.env("DATABASE_URL", url),
+        },
+    };
+    command
 }
 
 /// The ceiling a scenario is compared with: the mean of the ceiling runs just before and just

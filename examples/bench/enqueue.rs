@@ -60,5 +60,7 @@ pub(crate) async fn run(
             }),
         );
     }
-    Ok(())
+    // Left behind, the rows would be vacuumed during the next scenario (the ceiling's own
+    // database is dropped after it for the same reason).
+    reset(pool).await
 }

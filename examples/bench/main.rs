@@ -52,8 +52,9 @@ struct Args {
     #[arg(long, default_value_t = 200_000)]
     jobs: usize,
     /// Burn-down shapes, each `PxC`: P worker processes of C slots. The ceiling's clients
-    /// hold up to 4 × 100 claimed jobs at once; `4x100` and `1x400` hold as many.
-    #[arg(long, value_delimiter = ',', default_value = "1x100,1x400,4x100")]
+    /// hold up to 4 × 100 claimed jobs at once; `4x100` and `1x400` hold as many, `1x800`
+    /// claims twice as many per statement.
+    #[arg(long, value_delimiter = ',', default_value = "1x100,1x400,1x800,4x100")]
     shapes: Vec<ShapeArg>,
     /// Slots of the worker in the sustained scenario.
     #[arg(long, default_value_t = 100)]
