@@ -60,7 +60,10 @@ pub(crate) fn run(
         ))
         .output()?;
     if !dropped.status.success() {
-        println!("ceiling: dropping jobs_ceiling failed: {}", String::from_utf8_lossy(&dropped.stderr).trim());
+        println!(
+            "ceiling: dropping jobs_ceiling failed: {}",
+            String::from_utf8_lossy(&dropped.stderr).trim()
+        );
     }
     Ok(())
 }
