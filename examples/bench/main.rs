@@ -62,6 +62,10 @@ struct Args {
     /// Claim statements in flight per queue (the worker's `claims_in_flight`).
     #[arg(long, default_value_t = 1)]
     claims_in_flight: usize,
+    /// The most jobs one claim asks for (the worker's `max_fetch`). Below a shape's slots,
+    /// the next claim goes out while the last batch still runs.
+    #[arg(long, default_value_t = 1_000)]
+    max_fetch: usize,
     /// Tasks enqueueing concurrently in the enqueue scenario (N); the batched run is repeated
     /// for each.
     #[arg(long, value_delimiter = ',', default_value = "4,8")]
@@ -151,6 +155,7 @@ async fn main() -> BenchResult {
         processes: s.processes,
         concurrency: s.concurrency,
         claims_in_flight: args.claims_in_flight,
+        max_fetch: args.max_fetch,
         delete,
     };
     // (framework figure, ceiling figure, ceiling runs before it)

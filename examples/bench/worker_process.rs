@@ -27,6 +27,9 @@ pub(crate) struct WorkerArgs {
     /// Claim statements in flight.
     #[arg(long, default_value_t = 1)]
     pub(crate) claims_in_flight: usize,
+    /// The most jobs one claim asks for (the worker's `max_fetch`).
+    #[arg(long, default_value_t = 1_000)]
+    pub(crate) max_fetch: usize,
     /// Delete jobs when they complete instead of keeping them.
     #[arg(long)]
     pub(crate) delete_on_completion: bool,
@@ -47,6 +50,7 @@ pub(crate) async fn run(args: WorkerArgs) -> BenchResult {
         .registry(registry()?)
         .node_name(args.node)
         .claims_in_flight(args.claims_in_flight)
+        .max_fetch(args.max_fetch)
         .build()?
         .start()
         .await?;
@@ -98,6 +102,7 @@ impl WorkerProcess {
             .arg("worker-process")
             .args(["--concurrency", &args.concurrency.to_string()])
             .args(["--claims-in-flight", &args.claims_in_flight.to_string()])
+            .args(["--max-fetch", &args.max_fetch.to_string()])
             .args(["--node", &args.node])
             .env("DATABASE_URL", database_url)
             .stdin(Stdio::piped())
