@@ -17,7 +17,7 @@ use jobs_core::schema::jobs;
 use jobs_core::testing::TestDatabase;
 use jobs_core::{
     Clock, JobContext, JobState, ManualClock, Outcome, Pool, QueueConfig, Registry, Worker, WorkerBuilder,
-    enqueue_many, job,
+    WorkerHandle, enqueue_many, job,
 };
 use jobs_tests::wait_for;
 use serde::{Deserialize, Serialize};
@@ -88,6 +88,23 @@ async fn setup(db: &TestDatabase) -> (Pool, AsyncPgConnection) {
         .await
         .expect("runs table");
     (db.pool(12).expect("pool"), conn)
+}
+
+/// A worker of `slots` on "work" that wakes only on notifications (its poll is an hour away
+/// and it runs no maintenance), started and listening.
+async fn notified_only_worker(pool: &Pool, slots: usize) -> WorkerHandle {
+    let handle = Worker::builder(pool.clone())
+        .queue("work", slots)
+        .registry(Registry::from_inventory().expect("registry"))
+        .poll_interval(Duration::from_secs(3600))
+        .without_maintenance()
+        .build()
+        .expect("build")
+        .start()
+        .await
+        .expect("start");
+    wait_for("the LISTEN connection", DEADLINE, || async { handle.is_listening().then_some(()) }).await;
+    handle
 }
 
 fn worker(pool: &Pool) -> WorkerBuilder {
@@ -571,17 +588,7 @@ async fn a_burst_of_pool_enqueues_shares_few_wake_ups_and_loses_none() {
     let mut listener = db.connect().await.expect("listener");
     diesel::sql_query("LISTEN jobs_available").execute(&mut listener).await.expect("listen");
     let mut notifications = std::pin::pin!(listener.notifications_stream());
-    let handle = Worker::builder(pool.clone())
-        .queue("work", 100)
-        .registry(Registry::from_inventory().expect("registry"))
-        .poll_interval(Duration::from_secs(3600))
-        .without_maintenance()
-        .build()
-        .expect("build")
-        .start()
-        .await
-        .expect("start");
-    wait_for("the LISTEN connection", DEADLINE, || async { handle.is_listening().then_some(()) }).await;
+    let handle = notified_only_worker(&pool, 100).await;
 
     let window = Duration::from_millis(300);
     jobs_core::wakeups::set_wake_window(&pool, window);
@@ -648,17 +655,7 @@ async fn a_wake_up_that_arrives_during_a_claim_is_not_lost() {
     diesel::sql_query("BEGIN").execute(&mut holder).await.expect("begin");
     diesel::sql_query("SELECT id FROM jobs FOR UPDATE").execute(&mut holder).await.expect("hold them");
 
-    let handle = Worker::builder(pool.clone())
-        .queue("work", 10)
-        .registry(Registry::from_inventory().expect("registry"))
-        .poll_interval(Duration::from_secs(3600))
-        .without_maintenance()
-        .build()
-        .expect("build")
-        .start()
-        .await
-        .expect("start");
-    wait_for("the LISTEN connection", DEADLINE, || async { handle.is_listening().then_some(()) }).await;
+    let handle = notified_only_worker(&pool, 10).await;
     let claiming = async || {
         let mut conn = pool.get().await.ok()?;
         let active = count(

@@ -109,14 +109,7 @@ pub async fn fetch_available<C>(
 where
     C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
 {
-    Ok(CachedQuery::new(FETCH_AVAILABLE)
-        .bind::<Text, _>(queue)
-        .bind::<BigInt, _>(limit)
-        .bind::<Text, _>(node)
-        .bind::<Nullable<Timestamptz>, _>(now)
-        .returning::<ClaimedRow>()
-        .load(conn)
-        .await?)
+    run_claim(conn, FETCH_AVAILABLE, queue, limit, node, now).await
 }
 
 /// The claim of [`fetch_available`] with its size written into the statement: for the
@@ -140,9 +133,23 @@ where
     C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
 {
     let limit = i64::try_from(batch).unwrap_or(i64::MAX);
-    let Some(sql) = batch_statement(batch) else {
-        return fetch_available(conn, queue, limit, node, now).await;
-    };
+    let sql = batch_statement(batch).unwrap_or(FETCH_AVAILABLE);
+    run_claim(conn, sql, queue, limit, node, now).await
+}
+
+/// Runs a claim statement: [`FETCH_AVAILABLE`] or one of its fixed-size variants, which
+/// take the same parameters (a variant's text has no `$2`, so the bound limit is not sent).
+async fn run_claim<C>(
+    conn: &mut C,
+    sql: &'static str,
+    queue: &str,
+    limit: i64,
+    node: &str,
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<ClaimedJob>>
+where
+    C: AsyncConnectionCore<Backend = diesel::pg::Pg> + Send,
+{
     Ok(CachedQuery::new(sql)
         .bind::<Text, _>(queue)
         .bind::<BigInt, _>(limit)
@@ -167,7 +174,6 @@ fn batch_statement(batch: usize) -> Option<&'static str> {
     if statements.len() >= MAX_BATCH_STATEMENTS {
         return None;
     }
-    // $2 no longer appears in the text, so its bound value is not sent.
     let sql: &'static str =
         Box::leak(FETCH_AVAILABLE.replace("LIMIT $2", &format!("LIMIT {batch}")).into_boxed_str());
     statements.push((batch, sql));

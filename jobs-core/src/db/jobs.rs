@@ -351,35 +351,8 @@ pub async fn insert_many<C>(
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    let (inserted, _) = insert_returning(conn, jobs, now, true).await?;
+    let (inserted, _) = insert_many_committed(conn, jobs, now, true).await?;
     Ok(inserted)
-}
-
-/// Runs the insert statement (notifying from it when `notify`); returns the jobs' entries
-/// and the queues that received available jobs.
-async fn insert_returning<C>(
-    conn: &mut C,
-    jobs: &[NewJob],
-    now: Option<DateTime<Utc>>,
-    notify: bool,
-) -> Result<(Vec<Inserted>, Vec<String>)>
-where
-    C: AsyncConnectionCore<Backend = Pg> + Send,
-{
-    if jobs.is_empty() {
-        return Ok((Vec::new(), Vec::new()));
-    }
-    let dedup = deduplicate(jobs);
-    let returned: Vec<InsertedRow> =
-        AsyncRunQueryDsl::load(insert_query(&dedup.rows, now, notify), conn).await?;
-    let inserted = match_inserted(&dedup, &returned)?;
-    let mut queues: Vec<String> = Vec::new();
-    for (job, row) in dedup.rows.iter().zip(&returned) {
-        if row.wakes && !queues.contains(&job.queue) {
-            queues.push(job.queue.clone());
-        }
-    }
-    Ok((inserted, queues))
 }
 
 /// [`insert_many`] on a connection that is not inside a transaction: the insert commits
@@ -406,11 +379,12 @@ where
     Ok(inserted)
 }
 
-/// [`insert_many`] on a connection that is not inside a transaction, notifying from the
-/// statement only when `notify` is true. Returns the jobs' entries and the queues that
-/// received available jobs, for a caller that wakes them itself (the `&Pool` enqueuer, see
-/// `wakeups.rs`: the first insert of a window notifies from its statement, later ones get
-/// one trailing [`notify_available`]).
+/// The insert statement, notifying from it only when `notify` is true. Returns the jobs'
+/// entries and the queues that received available jobs. [`insert_many`] is this with
+/// `notify`; on a connection outside a transaction the insert commits on its own, for a
+/// caller that wakes the queues itself (the `&Pool` enqueuer, see `wakeups.rs`: the first
+/// insert of a window notifies from its statement, later ones get one trailing
+/// [`notify_available`]).
 pub async fn insert_many_committed<C>(
     conn: &mut C,
     jobs: &[NewJob],
@@ -420,7 +394,20 @@ pub async fn insert_many_committed<C>(
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    insert_returning(conn, jobs, now, notify).await
+    if jobs.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let dedup = deduplicate(jobs);
+    let returned: Vec<InsertedRow> =
+        AsyncRunQueryDsl::load(insert_query(&dedup.rows, now, notify), conn).await?;
+    let inserted = match_inserted(&dedup, &returned)?;
+    let mut queues: Vec<String> = Vec::new();
+    for (job, row) in dedup.rows.iter().zip(&returned) {
+        if row.wakes && !queues.contains(&job.queue) {
+            queues.push(job.queue.clone());
+        }
+    }
+    Ok((inserted, queues))
 }
 
 const NOTIFY_AVAILABLE: &str = "SELECT pg_notify($2, queue) FROM unnest($1::text[]) AS queue";
