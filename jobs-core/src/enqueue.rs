@@ -1,5 +1,6 @@
 //! Enqueueing jobs: typed requests, inside the caller's transaction, on any connection.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -81,7 +82,7 @@ fn due_queues(jobs: &[NewJob]) -> Vec<&str> {
     let mut queues: Vec<&str> = Vec::new();
     for job in jobs {
         let due = job.run_at.is_none_or(|at| at <= now) && job.delay_ms.is_none_or(|ms| ms <= 0);
-        if due && !queues.contains(&job.queue.as_str()) {
+        if due && !queues.contains(&&*job.queue) {
             queues.push(&job.queue);
         }
     }
@@ -247,7 +248,10 @@ impl<J: Job> EnqueueRequest<J> {
     pub fn to_new_job(&self) -> Result<NewJob> {
         let defaults = J::options();
         let kind = J::KIND;
-        let queue = self.queue.clone().unwrap_or_else(|| defaults.queue.to_string());
+        let queue: Cow<'static, str> = match &self.queue {
+            Some(queue) => Cow::Owned(queue.clone()),
+            None => defaults.queue,
+        };
         validate_queue(&queue)?;
         let max_attempts = self.max_attempts.unwrap_or(defaults.max_attempts);
         if max_attempts < 1 {
@@ -299,10 +303,14 @@ impl<J: Job> EnqueueRequest<J> {
             }
         };
         check_payload(kind, "arguments", &args)?;
-        let meta = serde_json::Value::Object(self.meta.clone()).to_string();
+        let meta = if self.meta.is_empty() {
+            Cow::Borrowed("{}")
+        } else {
+            Cow::Owned(serde_json::Value::Object(self.meta.clone()).to_string())
+        };
         check_payload(kind, "metadata", &meta)?;
         Ok(NewJob {
-            kind: kind.to_owned(),
+            kind: Cow::Borrowed(kind),
             queue,
             args,
             meta,
@@ -384,8 +392,23 @@ where
     I: IntoIterator,
     I::Item: IntoNewJob,
 {
-    let rows = jobs.into_iter().map(IntoNewJob::into_new_job).collect::<Result<Vec<_>>>()?;
+    let rows = new_jobs(jobs)?;
     insert(target, &rows).await
+}
+
+/// The rows of `jobs`, validated; stops at the first invalid one. (Collecting into a
+/// `Result` would start from an empty vector and grow it, moving the rows each time.)
+fn new_jobs<I>(jobs: I) -> Result<Vec<NewJob>>
+where
+    I: IntoIterator,
+    I::Item: IntoNewJob,
+{
+    let jobs = jobs.into_iter();
+    let mut rows = Vec::with_capacity(jobs.size_hint().0);
+    for job in jobs {
+        rows.push(job.into_new_job()?);
+    }
+    Ok(rows)
 }
 
 /// Inserts `rows` through `target` (or, in a test's inline mode, runs them at once).
@@ -404,7 +427,7 @@ where
     I: IntoIterator,
     I::Item: IntoNewJob,
 {
-    let rows = jobs.into_iter().map(IntoNewJob::into_new_job).collect::<Result<Vec<_>>>()?;
+    let rows = new_jobs(jobs)?;
     db::jobs::insert_many_sync(conn, &rows, None)
 }
 

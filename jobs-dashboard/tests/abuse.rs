@@ -41,7 +41,7 @@ async fn poisoned(pool: &Pool) -> Vec<i64> {
             format!("q{i}{payload}"),
             serde_json::json!({ "html": payload }).to_string(),
         );
-        job.meta = serde_json::json!({ "note": payload }).to_string();
+        job.meta = serde_json::json!({ "note": payload }).to_string().into();
         jobs.push(job);
     }
     let ids = insert(pool, jobs).await;

@@ -431,9 +431,9 @@ async fn bad_input_is_a_typed_error_and_inserts_nothing() {
     // Rows built by hand get the same checks, in code: the table only checks finish times.
     let raw = || NewJob::new("raw.kind", "default", "{}");
     let cases: [(NewJob, &str); 5] = [
-        (NewJob { kind: String::new(), ..raw() }, "kind"),
-        (NewJob { kind: "k".repeat(256), ..raw() }, "kind"),
-        (NewJob { queue: "q".repeat(129), ..raw() }, "queue"),
+        (NewJob { kind: "".into(), ..raw() }, "kind"),
+        (NewJob { kind: "k".repeat(256).into(), ..raw() }, "kind"),
+        (NewJob { queue: "q".repeat(129).into(), ..raw() }, "queue"),
         (NewJob { max_attempts: 0, ..raw() }, "max_attempts"),
         (NewJob { timeout_ms: Some(0), ..raw() }, "timeout"),
     ];

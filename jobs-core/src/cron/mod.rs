@@ -124,10 +124,10 @@ pub(crate) fn job_for(row: &ScheduleRow, slot: Option<DateTime<Utc>>) -> NewJob 
         meta["slot"] = serde_json::json!(slot);
     }
     NewJob {
-        kind: row.kind.clone(),
-        queue,
+        kind: row.kind.clone().into(),
+        queue: queue.into(),
         args: row.args.clone(),
-        meta: meta.to_string(),
+        meta: meta.to_string().into(),
         tags: o
             .get("tags")
             .and_then(|v| v.as_array())

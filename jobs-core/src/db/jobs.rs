@@ -1,6 +1,8 @@
 //! Queries on the `jobs` table: insert, claim, complete, schedule, rescue, prune, and the
 //! per-job actions (retry, cancel, delete).
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 use diesel::QueryableByName;
 use diesel::pg::Pg;
@@ -66,14 +68,14 @@ pub struct JobRow {
 /// ([`crate::EnqueueRequest`]); use it directly to insert jobs of several kinds at once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewJob {
-    /// The job kind.
-    pub kind: String,
-    /// The queue.
-    pub queue: String,
+    /// The job kind (borrowed for typed jobs: their kind is a constant).
+    pub kind: Cow<'static, str>,
+    /// The queue (borrowed when it is the kind's default).
+    pub queue: Cow<'static, str>,
     /// The arguments as JSON text.
     pub args: String,
-    /// Metadata as a JSON object's text.
-    pub meta: String,
+    /// Metadata as a JSON object's text (borrowed `{}` when there is none).
+    pub meta: Cow<'static, str>,
     /// Tags (validated: letters, digits and `_ - . :`).
     pub tags: Vec<String>,
     /// Priority: lower runs first.
@@ -97,10 +99,10 @@ impl NewJob {
     /// with `build`/`enqueue`, which also validate.
     pub fn new(kind: impl Into<String>, queue: impl Into<String>, args: impl Into<String>) -> NewJob {
         NewJob {
-            kind: kind.into(),
-            queue: queue.into(),
+            kind: Cow::Owned(kind.into()),
+            queue: Cow::Owned(queue.into()),
             args: args.into(),
-            meta: "{}".into(),
+            meta: Cow::Borrowed("{}"),
             tags: Vec::new(),
             priority: 0,
             max_attempts: crate::DEFAULT_MAX_ATTEMPTS,
@@ -121,7 +123,8 @@ pub struct Inserted {
     pub existing: bool,
 }
 
-#[derive(QueryableByName)]
+/// One row returned by an insert statement: `id, existing, wakes`.
+#[derive(QueryableByName, Queryable)]
 struct InsertedRow {
     #[diesel(sql_type = BigInt)]
     id: i64,
@@ -181,18 +184,27 @@ DO UPDATE SET unique_key = EXCLUDED.unique_key"
 /// arguments goes as one value, not as an array of copies. Single-job enqueues and most
 /// batches take this form; it costs about a fifth less per job than [`INSERT_PLAIN`]
 /// (docs/benchmarks.md), which decodes and unnests thirteen arrays.
+///
+/// The shared values (state, due time, metadata, tags, and the wake-up when `$12` is true:
+/// one `pg_notify` for the batch) are computed once, in a subquery that `OFFSET 0` keeps
+/// the planner from merging into the per-row select (merged, each row would parse the
+/// metadata and compute the due time again). Its `notified` column is never read: a
+/// column calling a volatile function stays in the subquery and runs once. Rows come back
+/// as `id, existing, wakes`, decoded by position.
 const INSERT_SHARED: &str = "\
 INSERT INTO jobs (state, kind, queue, args, meta, tags, priority, max_attempts, timeout_ms,
                   created_at, scheduled_at)
-SELECT CASE WHEN shared.due > shared.now THEN 'scheduled'::job_state ELSE 'available'::job_state END,
-       $2, $3, u.args::jsonb, shared.meta, shared.tags, $6, $7, $8, shared.now, shared.due
-FROM (SELECT clock.now, $4::jsonb AS meta, string_to_array($5, ',') AS tags,
-             COALESCE($9::timestamptz, clock.now + COALESCE($10::int8, 0) * interval '1 millisecond') AS due
-      FROM (SELECT COALESCE($11::timestamptz, now()) AS now) AS clock) AS shared,
+SELECT shared.state, $2, $3, u.args::jsonb, shared.meta, shared.tags, $6, $7, $8, shared.now, shared.due
+FROM (SELECT CASE WHEN due > now THEN 'scheduled'::job_state ELSE 'available'::job_state END AS state,
+             now, due, meta, tags,
+             CASE WHEN $12::bool AND due <= now THEN pg_notify('jobs_available', $3) END AS notified
+      FROM (SELECT clock.now, $4::jsonb AS meta, string_to_array($5, ',') AS tags,
+                   COALESCE($9::timestamptz, clock.now + COALESCE($10::int8, 0) * interval '1 millisecond') AS due
+            FROM (SELECT COALESCE($11::timestamptz, now()) AS now) AS clock) AS times
+      OFFSET 0) AS shared,
      unnest($1::text[]) WITH ORDINALITY AS u(args, ord)
 ORDER BY u.ord
-RETURNING id, false AS existing, state = 'available' AS wakes,
-          CASE WHEN $12::bool AND state = 'available' THEN pg_notify('jobs_available', queue) END AS notified";
+RETURNING id, false AS existing, state = 'available' AS wakes";
 
 /// The batch after removing in-batch duplicates of a uniqueness key (which the upsert
 /// cannot take twice): `rows` go to the database, `slot[i]` says which of them input `i`
@@ -246,15 +258,44 @@ fn shares_all_but_args(rows: &[&NewJob]) -> bool {
         })
 }
 
+/// An insert statement ready to run: [`INSERT_SHARED`] returns its rows typed (decoded by
+/// position), the other two by column name (their `notified` column has no Rust type).
+enum InsertStatement<'a> {
+    Shared(CachedQuery<'a, (BigInt, Bool, Bool)>),
+    Listed(CachedQuery<'a>),
+}
+
+impl InsertStatement<'_> {
+    async fn load<C>(self, conn: &mut C) -> Result<Vec<InsertedRow>>
+    where
+        C: AsyncConnectionCore<Backend = Pg> + Send,
+    {
+        Ok(match self {
+            InsertStatement::Shared(query) => AsyncRunQueryDsl::load(query, conn).await?,
+            InsertStatement::Listed(query) => AsyncRunQueryDsl::load(query, conn).await?,
+        })
+    }
+
+    fn load_sync<C>(self, conn: &mut C) -> Result<Vec<InsertedRow>>
+    where
+        C: diesel::connection::LoadConnection<Backend = Pg>,
+    {
+        Ok(match self {
+            InsertStatement::Shared(query) => diesel::RunQueryDsl::load(query, conn)?,
+            InsertStatement::Listed(query) => diesel::RunQueryDsl::load(query, conn)?,
+        })
+    }
+}
+
 /// The insert statement for `rows`, its parameters borrowed from them (no per-job copies).
-fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>, notify: bool) -> CachedQuery<'a> {
+fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>, notify: bool) -> InsertStatement<'a> {
     if let (true, Some(&first)) = (shares_all_but_args(rows), rows.first()) {
         let args: Vec<&str> = rows.iter().map(|job| job.args.as_str()).collect();
-        return CachedQuery::new(INSERT_SHARED)
+        let query = CachedQuery::new(INSERT_SHARED)
             .bind::<Array<Text>, _>(args)
-            .bind::<Text, _>(first.kind.as_str())
-            .bind::<Text, _>(first.queue.as_str())
-            .bind::<Text, _>(first.meta.as_str())
+            .bind::<Text, _>(&*first.kind)
+            .bind::<Text, _>(&*first.queue)
+            .bind::<Text, _>(&*first.meta)
             .bind::<Text, _>(first.tags.join(","))
             .bind::<Int2, _>(first.priority)
             .bind::<Int4, _>(first.max_attempts)
@@ -262,7 +303,9 @@ fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>, notify: boo
             .bind::<Nullable<Timestamptz>, _>(first.run_at)
             .bind::<Nullable<BigInt>, _>(first.delay_ms)
             .bind::<Nullable<Timestamptz>, _>(now)
-            .bind::<Bool, _>(notify);
+            .bind::<Bool, _>(notify)
+            .returning();
+        return InsertStatement::Shared(query);
     }
     let n = rows.len();
     let mut kind = Vec::with_capacity(n);
@@ -278,10 +321,10 @@ fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>, notify: boo
     let mut unique_key = Vec::with_capacity(n);
     let mut unique_states = Vec::with_capacity(n);
     for &job in rows {
-        kind.push(job.kind.as_str());
-        queue.push(job.queue.as_str());
+        kind.push(&*job.kind);
+        queue.push(&*job.queue);
         args.push(job.args.as_str());
-        meta.push(job.meta.as_str());
+        meta.push(&*job.meta);
         tags.push(match job.tags.as_slice() {
             [] => std::borrow::Cow::Borrowed(""),
             [one] => std::borrow::Cow::Borrowed(one.as_str()),
@@ -296,7 +339,7 @@ fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>, notify: boo
         unique_states.push(job.unique.as_ref().map(|(_, states)| states_literal(states)));
     }
     let sql = if rows.iter().any(|job| job.unique.is_some()) { INSERT_UNIQUE } else { INSERT_PLAIN };
-    CachedQuery::new(sql)
+    let query = CachedQuery::new(sql)
         .bind::<Array<Text>, _>(kind)
         .bind::<Array<Text>, _>(queue)
         .bind::<Array<Text>, _>(args)
@@ -310,7 +353,8 @@ fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>, notify: boo
         .bind::<Array<Nullable<Bytea>>, _>(unique_key)
         .bind::<Array<Nullable<Text>>, _>(unique_states)
         .bind::<Nullable<Timestamptz>, _>(now)
-        .bind::<Bool, _>(notify)
+        .bind::<Bool, _>(notify);
+    InsertStatement::Listed(query)
 }
 
 /// Maps the returned rows back to the inputs. The statement returns one row per row it
@@ -398,13 +442,12 @@ where
         return Ok((Vec::new(), Vec::new()));
     }
     let dedup = deduplicate(jobs);
-    let returned: Vec<InsertedRow> =
-        AsyncRunQueryDsl::load(insert_query(&dedup.rows, now, notify), conn).await?;
+    let returned = insert_query(&dedup.rows, now, notify).load(conn).await?;
     let inserted = match_inserted(&dedup, &returned)?;
     let mut queues: Vec<String> = Vec::new();
     for (job, row) in dedup.rows.iter().zip(&returned) {
-        if row.wakes && !queues.contains(&job.queue) {
-            queues.push(job.queue.clone());
+        if row.wakes && !queues.iter().any(|q| **q == *job.queue) {
+            queues.push(job.queue.to_string());
         }
     }
     Ok((inserted, queues))
@@ -434,7 +477,7 @@ where
         return Ok(Vec::new());
     }
     let dedup = deduplicate(jobs);
-    let returned: Vec<InsertedRow> = diesel::RunQueryDsl::load(insert_query(&dedup.rows, now, true), conn)?;
+    let returned = insert_query(&dedup.rows, now, true).load_sync(conn)?;
     match_inserted(&dedup, &returned)
 }
 

@@ -80,7 +80,7 @@ impl Inline {
 
     async fn run(&self, row: &NewJob) -> Result<Drained> {
         if self.registry.get(&row.kind).is_none() {
-            return Err(Error::UnknownKind(row.kind.clone()));
+            return Err(Error::UnknownKind(row.kind.to_string()));
         }
         let worker = self.worker(&row.queue)?;
         worker

@@ -108,14 +108,14 @@ impl Worker {
     /// mode's runner. `None` when the worker does not run `row`'s queue.
     #[cfg(feature = "testing")]
     pub(crate) async fn perform_unsaved(&self, row: &NewJob) -> Option<Drained> {
-        let queue = self.shared.queues.get(&row.queue)?;
+        let queue = self.shared.queues.get(&*row.queue)?;
         let now = chrono::Utc::now();
         let job = ClaimedJob {
             id: 0,
-            kind: row.kind.clone(),
-            queue: row.queue.clone(),
+            kind: row.kind.to_string(),
+            queue: row.queue.to_string(),
             args: row.args.clone(),
-            meta: row.meta.clone(),
+            meta: row.meta.to_string(),
             tags: row.tags.clone(),
             priority: row.priority,
             attempt: 1,

@@ -15,8 +15,8 @@ use jobs_dashboard::{Access, DashboardConfig};
 
 pub(crate) fn new_job(kind: &str, queue: &str, args: serde_json::Value) -> NewJob {
     NewJob {
-        kind: kind.into(),
-        queue: queue.into(),
+        kind: kind.to_owned().into(),
+        queue: queue.to_owned().into(),
         args: args.to_string(),
         meta: r#"{"request_id":"req-1"}"#.into(),
         tags: vec!["signup".into()],
