@@ -82,6 +82,10 @@ struct Args {
     /// Jobs through the table for the sustained scenario.
     #[arg(long, default_value_t = 10_000_000)]
     sustained_jobs: usize,
+    /// How long the sustained scenario keeps completed jobs before its pruner deletes them,
+    /// in seconds; 0 keeps them all (the table then grows by every job).
+    #[arg(long, default_value_t = 60)]
+    sustained_retention_secs: u64,
     /// Where the pgbench ceiling scripts are.
     #[arg(long, default_value = "../shared/bench")]
     ceiling_dir: String,
@@ -190,7 +194,11 @@ async fn main() -> BenchResult {
             }
             "latency" => latency::run(&url, args.rate, args.seconds, &mut figures).await?,
             "memory" => memory::run(&url, &mut figures).await?,
-            "sustained" => sustained::run(&url, args.sustained_jobs, args.concurrency, &mut figures).await?,
+            "sustained" => {
+                let retention = (args.sustained_retention_secs > 0)
+                    .then(|| std::time::Duration::from_secs(args.sustained_retention_secs));
+                sustained::run(&url, args.sustained_jobs, args.concurrency, retention, &mut figures).await?
+            }
             "dashboard" => dashboard::run(&url, args.dashboard_jobs, &mut figures).await?,
             other => return Err(format!("unknown scenario `{other}`").into()),
         }

@@ -97,7 +97,7 @@ CREATE UNIQUE INDEX jobs_unique_idx ON jobs (unique_key)
     WHERE unique_key IS NOT NULL AND state = ANY (unique_states);
 
 -- A queue table churns: vacuum it on a fixed number of dead rows rather than a fraction
--- of its size, and without throttling. See docs/guide/postgres-tuning.md.
+-- of its size, and without throttling. See "Postgres tuning" in docs/guide.md.
 ALTER TABLE jobs SET (
     autovacuum_vacuum_scale_factor = 0,
     autovacuum_vacuum_threshold = 10000,

@@ -25,7 +25,11 @@ pub struct PrunerConfig {
     pub stats: Duration,
     /// Rows deleted per statement.
     pub batch: i64,
-    /// Statements per state per pass (the rest waits for the next pass).
+    /// Statements per state per pass: a pass deletes batch after batch while they come
+    /// back full, up to this many (the rest waits for the next pass). The defaults allow
+    /// 50 M rows per state per pass, so the pruner keeps pace with any queue this table can
+    /// carry; a cap of 100 batches of 1,000 a minute had let a queue finishing more than
+    /// 1,700 jobs/s outgrow its retention (docs/benchmarks.md, "Sustained").
     pub max_batches: u32,
 }
 
@@ -37,8 +41,8 @@ impl Default for PrunerConfig {
             cancelled: Some(Duration::from_secs(7 * 24 * 3600)),
             discarded: Some(Duration::from_secs(7 * 24 * 3600)),
             stats: Duration::from_secs(24 * 3600),
-            batch: 1_000,
-            max_batches: 100,
+            batch: 5_000,
+            max_batches: 10_000,
         }
     }
 }
