@@ -539,6 +539,30 @@ async fn the_pruner_deletes_exactly_what_the_retention_says() {
     assert_eq!(pruner.run_once(&ctx).await.expect("prune"), 0, "nothing more to do");
 }
 
+/// A busy queue finishes more jobs between two passes than a small fixed number of batches
+/// can delete (the pruner once stopped after 100 batches of 1,000, so a queue finishing
+/// more than 1,700 jobs/s outgrew its retention). One pass with the defaults takes them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_pruner_pass_keeps_pace_with_a_busy_queue() {
+    let db = TestDatabase::new().await.expect("test database");
+    let (pool, mut conn) = setup(&db).await;
+    let finished = 150_000i64;
+    diesel::sql_query(
+        "INSERT INTO jobs (state, kind, queue, finalized_at)
+         SELECT 'completed', 'record', 'work', now() - interval '2 days' FROM generate_series(1, $1)",
+    )
+    .bind::<BigInt, _>(finished)
+    .execute(&mut conn)
+    .await
+    .expect("load finished jobs");
+    let recent = record::enqueue(&pool, Record { n: 1 }).await.expect("enqueue").id;
+    let ctx = ServiceContext::new(pool.clone(), "pruner");
+    let pruner = Pruner::new(PrunerConfig::default());
+    assert_eq!(pruner.run_once(&ctx).await.expect("prune"), finished);
+    let left: Vec<i64> = jobs::table.select(jobs::id).load(&mut conn).await.expect("ids");
+    assert_eq!(left, vec![recent], "only the job inside its retention stays");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_notification_wake_up_beats_polling() {
     let db = TestDatabase::new().await.expect("test database");
