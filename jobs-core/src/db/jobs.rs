@@ -124,7 +124,7 @@ pub struct Inserted {
 }
 
 /// One row returned by an insert statement: `id, existing, wakes`.
-#[derive(QueryableByName, Queryable)]
+#[derive(QueryableByName)]
 struct InsertedRow {
     #[diesel(sql_type = BigInt)]
     id: i64,
@@ -190,7 +190,7 @@ DO UPDATE SET unique_key = EXCLUDED.unique_key"
 /// the planner from merging into the per-row select (merged, each row would parse the
 /// metadata and compute the due time again). Its `notified` column is never read: a
 /// column calling a volatile function stays in the subquery and runs once. Rows come back
-/// as `id, existing, wakes`, decoded by position.
+/// as `id, existing, wakes`, like the other two statements'.
 const INSERT_SHARED: &str = "\
 INSERT INTO jobs (state, kind, queue, args, meta, tags, priority, max_attempts, timeout_ms,
                   created_at, scheduled_at)
@@ -258,40 +258,11 @@ fn shares_all_but_args(rows: &[&NewJob]) -> bool {
         })
 }
 
-/// An insert statement ready to run: [`INSERT_SHARED`] returns its rows typed (decoded by
-/// position), the other two by column name (their `notified` column has no Rust type).
-enum InsertStatement<'a> {
-    Shared(CachedQuery<'a, (BigInt, Bool, Bool)>),
-    Listed(CachedQuery<'a>),
-}
-
-impl InsertStatement<'_> {
-    async fn load<C>(self, conn: &mut C) -> Result<Vec<InsertedRow>>
-    where
-        C: AsyncConnectionCore<Backend = Pg> + Send,
-    {
-        Ok(match self {
-            InsertStatement::Shared(query) => AsyncRunQueryDsl::load(query, conn).await?,
-            InsertStatement::Listed(query) => AsyncRunQueryDsl::load(query, conn).await?,
-        })
-    }
-
-    fn load_sync<C>(self, conn: &mut C) -> Result<Vec<InsertedRow>>
-    where
-        C: diesel::connection::LoadConnection<Backend = Pg>,
-    {
-        Ok(match self {
-            InsertStatement::Shared(query) => diesel::RunQueryDsl::load(query, conn)?,
-            InsertStatement::Listed(query) => diesel::RunQueryDsl::load(query, conn)?,
-        })
-    }
-}
-
 /// The insert statement for `rows`, its parameters borrowed from them (no per-job copies).
-fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>, notify: bool) -> InsertStatement<'a> {
+fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>, notify: bool) -> CachedQuery<'a> {
     if let (true, Some(&first)) = (shares_all_but_args(rows), rows.first()) {
         let args: Vec<&str> = rows.iter().map(|job| job.args.as_str()).collect();
-        let query = CachedQuery::new(INSERT_SHARED)
+        return CachedQuery::new(INSERT_SHARED)
             .bind::<Array<Text>, _>(args)
             .bind::<Text, _>(&*first.kind)
             .bind::<Text, _>(&*first.queue)
@@ -303,9 +274,7 @@ fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>, notify: boo
             .bind::<Nullable<Timestamptz>, _>(first.run_at)
             .bind::<Nullable<BigInt>, _>(first.delay_ms)
             .bind::<Nullable<Timestamptz>, _>(now)
-            .bind::<Bool, _>(notify)
-            .returning();
-        return InsertStatement::Shared(query);
+            .bind::<Bool, _>(notify);
     }
     let n = rows.len();
     let mut kind = Vec::with_capacity(n);
@@ -339,7 +308,7 @@ fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>, notify: boo
         unique_states.push(job.unique.as_ref().map(|(_, states)| states_literal(states)));
     }
     let sql = if rows.iter().any(|job| job.unique.is_some()) { INSERT_UNIQUE } else { INSERT_PLAIN };
-    let query = CachedQuery::new(sql)
+    CachedQuery::new(sql)
         .bind::<Array<Text>, _>(kind)
         .bind::<Array<Text>, _>(queue)
         .bind::<Array<Text>, _>(args)
@@ -353,8 +322,7 @@ fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>, notify: boo
         .bind::<Array<Nullable<Bytea>>, _>(unique_key)
         .bind::<Array<Nullable<Text>>, _>(unique_states)
         .bind::<Nullable<Timestamptz>, _>(now)
-        .bind::<Bool, _>(notify);
-    InsertStatement::Listed(query)
+        .bind::<Bool, _>(notify)
 }
 
 /// Maps the returned rows back to the inputs. The statement returns one row per row it
@@ -442,7 +410,8 @@ where
         return Ok((Vec::new(), Vec::new()));
     }
     let dedup = deduplicate(jobs);
-    let returned = insert_query(&dedup.rows, now, notify).load(conn).await?;
+    let returned: Vec<InsertedRow> =
+        AsyncRunQueryDsl::load(insert_query(&dedup.rows, now, notify), conn).await?;
     let inserted = match_inserted(&dedup, &returned)?;
     let mut queues: Vec<String> = Vec::new();
     for (job, row) in dedup.rows.iter().zip(&returned) {
@@ -477,7 +446,7 @@ where
         return Ok(Vec::new());
     }
     let dedup = deduplicate(jobs);
-    let returned = insert_query(&dedup.rows, now, true).load_sync(conn)?;
+    let returned: Vec<InsertedRow> = diesel::RunQueryDsl::load(insert_query(&dedup.rows, now, true), conn)?;
     match_inserted(&dedup, &returned)
 }
 
