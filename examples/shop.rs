@@ -104,8 +104,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("DATABASE_URL is unset: started a throwaway Postgres; to add a separate worker:");
         println!("  DATABASE_URL='{url}' cargo run -p jobs-examples --bin shop-worker");
     }
-    jobs_core::migrate(jobs_core::db::connect(&url).await?).await?;
-    let pool = jobs_core::db::pool(&url, 16)?;
+    jobs_core::migrate(jobs_core::postgres::connect(&url).await?).await?;
+    let pool = jobs_core::postgres::pool(&url, 16)?;
     {
         let mut conn = pool.get().await?;
         conn.batch_execute(schema::CREATE).await?;

@@ -18,7 +18,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new("info")).init();
     // Every job in the shop's library is registered through `#[job]`; naming the library
     // links it in.
-    let pool = jobs_core::db::pool(&url, 20)?;
+    let pool = jobs_core::postgres::pool(&url, 20)?;
     let worker = jobs_examples::worker(pool).build()?;
     println!("shop-worker {} running the shop's queues; Ctrl-C to stop", worker.node());
     let mut terminate = signal(SignalKind::terminate())?;

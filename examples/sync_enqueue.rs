@@ -37,7 +37,7 @@ fn sign_up(conn: &mut PgConnection, email: &str, fail_after_insert: bool) -> Res
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (cluster, url) = PgCluster::from_env_or_private(jobs_core::testing::cluster::TEST_SETTINGS)?;
-    jobs_core::migrate(jobs_core::db::connect(&url).await?).await?;
+    jobs_core::migrate(jobs_core::postgres::connect(&url).await?).await?;
     let sync_pool = Pool::builder().max_size(4).build(ConnectionManager::<PgConnection>::new(&url))?;
     let mut conn = sync_pool.get()?;
     conn.batch_execute(schema::CREATE)?;
@@ -57,7 +57,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("jobs waiting: {waiting}");
 
     // Run what is due once, inline (an app would run a worker instead).
-    let async_pool = jobs_core::db::pool(&url, 4)?;
+    let async_pool = jobs_core::postgres::pool(&url, 4)?;
     let ran = Worker::builder(async_pool).queue("mailers", 1).without_maintenance().build()?.drain().await?;
     for job in ran {
         println!("ran job {} ({}): {} {}", job.id, job.kind, job.state, job.result.unwrap_or_default());

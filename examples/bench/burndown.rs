@@ -51,9 +51,9 @@ pub(crate) async fn preload(pool: &jobs_core::Pool, n: usize) -> BenchResult {
 
 /// Runs one burn-down and records it as `name` in `figures`.
 pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figures) -> BenchResult {
-    let admin = jobs_core::db::pool(url, 4)?;
+    let admin = jobs_core::postgres::pool(url, 4)?;
     reset(&admin).await?;
-    jobs_core::db::queues::set_paused(&mut *admin.get().await?, "bench", true).await?;
+    jobs_core::set_queue_paused(&mut *admin.get().await?, "bench", true).await?;
     preload(&admin, shape.jobs).await?;
     let mut workers = Vec::new();
     for i in 0..shape.processes {
@@ -73,7 +73,7 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
     let worker_cpu0: f64 = workers.iter().map(WorkerProcess::cpu_seconds).sum();
     let busy0 = machine_busy_seconds();
     let started = Instant::now();
-    jobs_core::db::queues::set_paused(&mut *admin.get().await?, "bench", false).await?;
+    jobs_core::set_queue_paused(&mut *admin.get().await?, "bench", false).await?;
     let target = shape.jobs as u64;
     while workers.iter().map(WorkerProcess::done).sum::<u64>() < target {
         tokio::time::sleep(Duration::from_millis(2)).await;

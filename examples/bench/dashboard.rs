@@ -9,7 +9,7 @@ use crate::measure::{BenchResult, Figures, count, reset, sql};
 /// states), then times each dashboard page: the median of 5 requests after a warm-up.
 pub(crate) async fn run(url: &str, n: u64, figures: &mut Figures) -> BenchResult {
     use actix_web::{App, test};
-    let pool = jobs_core::db::pool(url, 8)?;
+    let pool = jobs_core::postgres::pool(url, 8)?;
     reset(&pool).await?;
     let load = Instant::now();
     let step = 500_000u64;

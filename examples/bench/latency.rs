@@ -11,7 +11,7 @@ use crate::measure::{BenchResult, Figures, percentile, reset};
 /// Enqueues `rate` jobs a second for `seconds`, one statement each, and reports the
 /// enqueue → handler start latency.
 pub(crate) async fn run(url: &str, rate: u64, seconds: u64, figures: &mut Figures) -> BenchResult {
-    let pool = jobs_core::db::pool(url, 8)?;
+    let pool = jobs_core::postgres::pool(url, 8)?;
     reset(&pool).await?;
     LATENCIES.lock().unwrap_or_else(|e| e.into_inner()).clear();
     let worker =

@@ -135,8 +135,8 @@ async fn main() -> BenchResult {
         return worker_process::run(worker).await;
     }
     let (cluster, url) = PgCluster::from_env_or_private(BENCH_SETTINGS)?;
-    jobs_core::migrate(jobs_core::db::connect(&url).await?).await?;
-    let pool = jobs_core::db::pool(&url, 8)?;
+    jobs_core::migrate(jobs_core::postgres::connect(&url).await?).await?;
+    let pool = jobs_core::postgres::pool(&url, 8)?;
     for index in &args.drop_indexes {
         if !index.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(format!("bad index name `{index}`").into());

@@ -10,7 +10,7 @@ use crate::measure::{BenchResult, Figures, reset, rss_mb};
 
 /// Runs 1,000 sleeping jobs and reports this process's RSS.
 pub(crate) async fn run(url: &str, figures: &mut Figures) -> BenchResult {
-    let pool = jobs_core::db::pool(url, 8)?;
+    let pool = jobs_core::postgres::pool(url, 8)?;
     reset(&pool).await?;
     let before = rss_mb();
     let worker =
@@ -20,10 +20,8 @@ pub(crate) async fn run(url: &str, figures: &mut Figures) -> BenchResult {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let rss = rss_mb();
-    let mut conn = pool.get().await?;
-    let all = jobs_core::db::dashboard::JobFilter::default();
-    let ids = jobs_core::db::dashboard::matching_ids(&mut conn, &all, None, 1_000).await?;
-    jobs_core::db::control::cancel_many(&mut conn, &ids).await?;
+    let driver = jobs_core::IntoDriver::into_driver(&pool);
+    jobs_core::Action::Cancel.apply_to_matching(&*driver, &jobs_core::JobFilter::default(), 1_000).await?;
     worker.shutdown().await?;
     println!(
         "{:<22} {rss:>10.1} MB RSS with 1,000 running jobs (process RSS before the worker: {before:.1} MB)",

@@ -21,14 +21,14 @@ pub(crate) async fn run(
     retention: Option<Duration>,
     figures: &mut Figures,
 ) -> BenchResult {
-    let admin = jobs_core::db::pool(url, 4)?;
+    let admin = jobs_core::postgres::pool(url, 4)?;
     reset(&admin).await?;
     let pruner = PrunerConfig {
         completed: retention,
         interval: retention.map_or(Duration::from_secs(60), |r| (r / 10).max(Duration::from_secs(1))),
         ..PrunerConfig::default()
     };
-    let worker = Worker::builder(jobs_core::db::pool(url, 8)?)
+    let worker = Worker::builder(jobs_core::postgres::pool(url, 8)?)
         .queue("bench", concurrency)
         .registry(registry()?)
         .pruner(pruner)

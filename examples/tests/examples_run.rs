@@ -81,7 +81,7 @@ struct N {
 
 /// A count, or `None` while the database cannot answer.
 async fn count(url: &str, sql: &str) -> Option<i64> {
-    let mut conn = jobs_core::db::connect(url).await.ok()?;
+    let mut conn = jobs_core::postgres::connect(url).await.ok()?;
     diesel::sql_query(sql).get_result::<N>(&mut conn).await.ok().map(|r| r.n)
 }
 

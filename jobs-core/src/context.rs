@@ -7,11 +7,13 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
-use crate::db::{Pool, PooledConnection};
+use jobs_driver::Driver;
+
 use crate::error::{Error, Result};
 
-/// Handed to every job: its identity, its metadata, a cancellation signal, and the pool
-/// for the job's own database work.
+/// Handed to every job: its identity, its metadata, a cancellation signal, and the
+/// worker's database for the job's own work ([`pool_as`](Self::pool_as), and with the
+/// `postgres` feature [`pool`](Self::pool) and [`conn`](Self::conn)).
 ///
 /// Cloning is cheap (one `Arc`).
 #[derive(Debug, Clone)]
@@ -31,7 +33,7 @@ struct Inner {
     node: Arc<str>,
     created_at: DateTime<Utc>,
     cancel: CancellationToken,
-    pool: Option<Pool>,
+    driver: Option<Arc<dyn Driver>>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -72,8 +74,8 @@ pub struct ContextParts {
     pub created_at: DateTime<Utc>,
     /// Cancelled when the job is cancelled, times out, or the worker shuts down.
     pub cancel: CancellationToken,
-    /// The pool handed to the job.
-    pub pool: Option<Pool>,
+    /// The worker's driver, whose pool the job may use.
+    pub driver: Option<Arc<dyn Driver>>,
 }
 
 impl JobContext {
@@ -93,7 +95,7 @@ impl JobContext {
                 node: parts.node,
                 created_at: parts.created_at,
                 cancel: parts.cancel,
-                pool: parts.pool,
+                driver: parts.driver,
             }),
         }
     }
@@ -183,13 +185,34 @@ impl JobContext {
         self.inner.cancel.is_cancelled()
     }
 
-    /// The worker's pool, for the job's own queries.
-    pub fn pool(&self) -> Result<&Pool> {
-        self.inner.pool.as_ref().ok_or_else(|| Error::Pool("this job context has no pool".into()))
+    /// The worker's driver (`None` for a context built without one).
+    pub fn driver(&self) -> Option<&Arc<dyn Driver>> {
+        self.inner.driver.as_ref()
     }
 
-    /// A connection from the worker's pool.
-    pub async fn conn(&self) -> Result<PooledConnection> {
+    /// The worker's connection pool, as the backend's pool type `P` (for Postgres,
+    /// `jobs_core::Pool`), for the job's own queries. Fails when the context has no driver
+    /// or its pool is of another type.
+    pub fn pool_as<P: 'static>(&self) -> Result<&P> {
+        let driver = self.inner.driver.as_ref().ok_or_else(|| Error::Pool("this job context has no pool".into()))?;
+        driver.pool().downcast_ref::<P>().ok_or_else(|| {
+            Error::Pool(format!(
+                "the {} driver's pool is not a `{}`",
+                driver.name(),
+                std::any::type_name::<P>()
+            ))
+        })
+    }
+
+    /// The worker's Postgres pool, for the job's own queries.
+    #[cfg(feature = "postgres")]
+    pub fn pool(&self) -> Result<&jobs_postgres::Pool> {
+        self.pool_as::<jobs_postgres::Pool>()
+    }
+
+    /// A connection from the worker's Postgres pool.
+    #[cfg(feature = "postgres")]
+    pub async fn conn(&self) -> Result<jobs_postgres::PooledConnection> {
         Ok(self.pool()?.get().await?)
     }
 }

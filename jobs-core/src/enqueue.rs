@@ -1,92 +1,70 @@
-//! Enqueueing jobs: typed requests, inside the caller's transaction, on any connection.
+//! Enqueueing jobs: typed requests, inside the caller's transaction, on any connection of
+//! a supported backend, a pool, or a driver.
 
 use std::borrow::Cow;
 use std::future::Future;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use diesel::pg::Pg;
 use diesel_async::AsyncConnectionCore;
+use jobs_driver::{Driver, Inserted, JobInsertManyParams, NewJob};
 use serde::Serialize;
 
-use crate::db::jobs::{Inserted, NewJob};
-use crate::db::{self, Pool};
+use crate::backend::JobsBackend;
 use crate::error::{Error, Result};
 use crate::job::Job;
-use crate::stored_text;
 use crate::unique::{UniqueBy, UniqueOptions};
-use crate::wakeups;
 
 /// What enqueueing one job did: the job's id, and whether a job with the same uniqueness
 /// key already existed (then nothing was inserted and `id` is that job's).
 pub type Enqueued = Inserted;
 
-/// The largest argument (and metadata) payload accepted, in bytes of JSON.
-pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
-
-/// Refuses a payload (`arguments` or `metadata`, as JSON text) Postgres could not or
-/// should not store: over [`MAX_PAYLOAD_BYTES`], or holding a NUL character.
-fn check_payload(kind: &str, what: &'static str, json: &str) -> Result<()> {
-    if json.len() > MAX_PAYLOAD_BYTES {
-        return Err(Error::PayloadTooLarge {
-            kind: kind.to_owned(),
-            size: json.len(),
-            limit: MAX_PAYLOAD_BYTES,
-        });
-    }
-    if stored_text::holds_nul(json) {
-        return Err(Error::NulInPayload { kind: kind.to_owned(), what });
-    }
-    Ok(())
-}
-
-/// Where jobs can be inserted from async code: `&mut AsyncPgConnection` (in a transaction
-/// or not), a pooled connection, or `&Pool`.
+/// Where jobs can be inserted from async code: a connection of a supported backend
+/// (`&mut AsyncPgConnection`, in a transaction or not; a pooled connection), a pool
+/// (`&Pool`), or a driver (`&PgDriver`, `&Arc<dyn Driver>`).
 pub trait Enqueuer: Send {
     /// Inserts the jobs in one statement.
     fn insert(self, jobs: &[NewJob]) -> impl Future<Output = Result<Vec<Inserted>>> + Send;
 }
 
+/// In the caller's transaction, if the connection is in one: roll back, and the jobs
+/// never existed.
 impl<C> Enqueuer for &mut C
 where
-    C: AsyncConnectionCore<Backend = Pg> + Send,
+    C: AsyncConnectionCore + Send,
+    C::Backend: JobsBackend,
 {
     async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
-        db::jobs::insert_many(self, jobs, None).await
+        Ok(<C::Backend as JobsBackend>::insert(self, jobs).await?)
+    }
+}
+
+/// Through the driver: the insert commits by itself, and the driver wakes the workers.
+impl Enqueuer for &Arc<dyn Driver> {
+    async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
+        Ok(self.job_insert_many(JobInsertManyParams { jobs, now: None }).await?)
     }
 }
 
 /// A pooled connection is not in a transaction: the insert commits by itself and returns.
-/// Its wake-up is rationed per queue (`wakeups.rs`): the first insert of a window notifies
-/// from its own statement; later ones in the window get one trailing wake-up at its end.
-impl Enqueuer for &Pool {
+/// Its wake-up is rationed per queue (`jobs_postgres::wakeups`): the first insert of a
+/// window notifies from its own statement; later ones in the window get one trailing
+/// wake-up at its end.
+#[cfg(feature = "postgres")]
+impl Enqueuer for &jobs_postgres::Pool {
     async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
-        let wakeups = wakeups::for_pool(self);
-        let due = due_queues(jobs);
-        let leading = !due.is_empty() && wakeups.claim_leading(&due);
-        let mut conn = self.get().await?;
-        let (inserted, queues) = db::jobs::insert_many_committed(&mut conn, jobs, None, leading).await?;
-        drop(conn);
-        if !leading && !queues.is_empty() {
-            wakeups.cover(queues);
-        }
-        Ok(inserted)
+        Ok(jobs_postgres::wakeups::insert_through_pool(self, jobs, None).await?)
     }
 }
 
-/// The queues of the jobs due now by this process's clock (a guess: the database decides,
-/// and an insert that did not notify wakes the queues it reports afterwards).
-fn due_queues(jobs: &[NewJob]) -> Vec<&str> {
-    let now = Utc::now();
-    let mut queues: Vec<&str> = Vec::new();
-    for job in jobs {
-        let due = job.run_at.is_none_or(|at| at <= now) && job.delay_ms.is_none_or(|ms| ms <= 0);
-        if due && !queues.contains(&&*job.queue) {
-            queues.push(&job.queue);
-        }
+/// As [`Enqueuer for &Pool`](Enqueuer#impl-Enqueuer-for-%26Pool).
+#[cfg(feature = "postgres")]
+impl Enqueuer for &jobs_postgres::PgDriver {
+    async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
+        Ok(self.job_insert_many(JobInsertManyParams { jobs, now: None }).await?)
     }
-    queues
 }
 
 /// A job of kind `J` about to be enqueued, with per-call overrides of the kind's defaults.
@@ -125,41 +103,10 @@ pub struct EnqueueRequest<J: Job> {
     kind: PhantomData<fn() -> J>,
 }
 
-fn validate_tag(tag: &str) -> Result<()> {
-    let ok = !tag.is_empty()
-        && tag.len() <= 100
-        && tag.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/'));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::InvalidOption {
-            option: "tag",
-            reason: format!("`{tag}`: tags are 1 to 100 characters of letters, digits and _ - . : /"),
-        })
-    }
-}
-
-/// Checks a queue name: 1 to 128 characters, no control characters.
+/// Checks a queue name: 1 to 128 characters, no control characters (the rule of
+/// [`jobs_driver::validation::validate_queue`]).
 pub fn validate_queue(queue: &str) -> Result<()> {
-    if queue.is_empty() || queue.chars().count() > 128 || queue.chars().any(char::is_control) {
-        return Err(Error::InvalidOption {
-            option: "queue",
-            reason: format!("`{}`: queue names are 1 to 128 printable characters", queue.escape_debug()),
-        });
-    }
-    Ok(())
-}
-
-/// Checks a kind name of a row built by hand: 1 to 255 characters (`#[job]` checks its
-/// kinds at compile time).
-fn validate_kind(kind: &str) -> Result<()> {
-    if kind.is_empty() || kind.chars().count() > 255 {
-        return Err(Error::InvalidOption {
-            option: "kind",
-            reason: format!("`{}`: kinds are 1 to 255 characters", kind.escape_debug()),
-        });
-    }
-    Ok(())
+    Ok(jobs_driver::validation::validate_queue(queue)?)
 }
 
 fn millis(option: &'static str, d: Duration) -> Result<i64> {
@@ -244,7 +191,8 @@ impl<J: Job> EnqueueRequest<J> {
         self
     }
 
-    /// The row this request inserts, validated and encoded.
+    /// The row this request inserts, encoded and checked by the rules every row obeys
+    /// ([`NewJob::validate`]).
     pub fn to_new_job(&self) -> Result<NewJob> {
         let defaults = J::options();
         let kind = J::KIND;
@@ -252,22 +200,7 @@ impl<J: Job> EnqueueRequest<J> {
             Some(queue) => Cow::Owned(queue.clone()),
             None => defaults.queue,
         };
-        validate_queue(&queue)?;
-        let max_attempts = self.max_attempts.unwrap_or(defaults.max_attempts);
-        if max_attempts < 1 {
-            return Err(Error::InvalidOption {
-                option: "max_attempts",
-                reason: format!("{max_attempts}: a job needs at least one attempt"),
-            });
-        }
-        let timeout = self.timeout.unwrap_or(defaults.timeout);
-        let timeout_ms = match timeout {
-            Some(t) if t.is_zero() => {
-                return Err(Error::InvalidOption {
-                    option: "timeout",
-                    reason: "a timeout must be positive".into(),
-                });
-            }
+        let timeout_ms = match self.timeout.unwrap_or(defaults.timeout) {
             Some(t) => Some(millis("timeout", t)?),
             None => None,
         };
@@ -275,9 +208,6 @@ impl<J: Job> EnqueueRequest<J> {
         tags.extend(self.tags.iter().cloned());
         tags.sort();
         tags.dedup();
-        for tag in &tags {
-            validate_tag(tag)?;
-        }
 
         let encode = |e| Error::EncodeArgs { kind: kind.to_owned(), source: e };
         let unique = match (&defaults.unique, &self.unique_key) {
@@ -293,35 +223,29 @@ impl<J: Job> EnqueueRequest<J> {
                 // Canonical form (sorted keys) so equal arguments hash equally.
                 let value = serde_json::to_value(&self.args).map_err(encode)?;
                 let key = options.key(kind, &queue, &value, explicit, Utc::now().timestamp());
-                if options.states.is_empty() {
-                    return Err(Error::InvalidOption {
-                        option: "unique.states",
-                        reason: "uniqueness needs at least one state".into(),
-                    });
-                }
                 (value.to_string(), Some((key, options.states)))
             }
         };
-        check_payload(kind, "arguments", &args)?;
         let meta = if self.meta.is_empty() {
             Cow::Borrowed("{}")
         } else {
             Cow::Owned(serde_json::Value::Object(self.meta.clone()).to_string())
         };
-        check_payload(kind, "metadata", &meta)?;
-        Ok(NewJob {
+        let job = NewJob {
             kind: Cow::Borrowed(kind),
             queue,
             args,
             meta,
             tags,
             priority: self.priority.unwrap_or(defaults.priority),
-            max_attempts,
+            max_attempts: self.max_attempts.unwrap_or(defaults.max_attempts),
             timeout_ms,
             run_at: self.run_at,
             delay_ms: self.delay.map(|d| millis("run_in", d)).transpose()?,
             unique,
-        })
+        };
+        job.validate()?;
+        Ok(job)
     }
 
     /// Inserts the job through `target` — in the caller's transaction when `target` is a
@@ -331,19 +255,22 @@ impl<J: Job> EnqueueRequest<J> {
         first(insert(target, std::slice::from_ref(&job)).await?)
     }
 
-    /// Inserts the job through a synchronous diesel connection (`PgConnection`, r2d2).
+    /// Inserts the job through a synchronous diesel connection of a supported backend
+    /// (`PgConnection`, r2d2), in its transaction if it is in one.
     pub fn enqueue_sync<C>(self, conn: &mut C) -> Result<Enqueued>
     where
-        C: diesel::connection::LoadConnection<Backend = Pg>,
+        C: diesel::connection::LoadConnection,
+        C::Backend: JobsBackend,
     {
         let job = self.to_new_job()?;
-        first(db::jobs::insert_many_sync(conn, std::slice::from_ref(&job), None)?)
+        first(<C::Backend as JobsBackend>::insert_sync(conn, std::slice::from_ref(&job))?)
     }
 }
 
 fn first(mut inserted: Vec<Inserted>) -> Result<Enqueued> {
     inserted.pop().ok_or(Error::Database(diesel::result::Error::NotFound))
 }
+
 
 /// Anything that turns into a row to insert: an [`EnqueueRequest`] or a [`NewJob`].
 pub trait IntoNewJob {
@@ -357,29 +284,11 @@ impl<J: Job> IntoNewJob for EnqueueRequest<J> {
     }
 }
 
-/// A row built by hand gets the checks a typed request gets (the table itself only checks
-/// that finished jobs carry their finish time).
+/// A row built by hand gets the checks a typed request gets ([`NewJob::validate`]; the
+/// table itself only checks that finished jobs carry their finish time).
 impl IntoNewJob for NewJob {
     fn into_new_job(self) -> Result<NewJob> {
-        validate_kind(&self.kind)?;
-        validate_queue(&self.queue)?;
-        if self.max_attempts < 1 {
-            return Err(Error::InvalidOption {
-                option: "max_attempts",
-                reason: format!("{}: a job needs at least one attempt", self.max_attempts),
-            });
-        }
-        if self.timeout_ms.is_some_and(|ms| ms <= 0) {
-            return Err(Error::InvalidOption {
-                option: "timeout",
-                reason: "a timeout must be positive".into(),
-            });
-        }
-        check_payload(&self.kind, "arguments", &self.args)?;
-        check_payload(&self.kind, "metadata", &self.meta)?;
-        for tag in &self.tags {
-            validate_tag(tag)?;
-        }
+        self.validate()?;
         Ok(self)
     }
 }
@@ -411,24 +320,39 @@ where
     Ok(rows)
 }
 
-/// Inserts `rows` through `target` (or, in a test's inline mode, runs them at once).
+tokio::task_local! {
+    /// The driver every async enqueue of the task inserts through instead of its target,
+    /// when set ([`enqueue_through`]).
+    static ENQUEUE_DRIVER: Arc<dyn Driver>;
+}
+
+/// Runs `body` with every async enqueue inside it (`J::enqueue`, `build(..).enqueue`,
+/// [`enqueue_many`]) inserting through `driver`, whatever target it names. The seam inline
+/// mode plugs into: its driver runs the jobs instead of storing them
+/// (`testing::inline`).
+#[cfg(feature = "testing")]
+pub(crate) async fn enqueue_through<F: Future>(driver: Arc<dyn Driver>, body: F) -> F::Output {
+    ENQUEUE_DRIVER.scope(driver, body).await
+}
+
+/// Inserts `rows` through `target`, or through the task's [`enqueue_through`] driver.
 async fn insert<E: Enqueuer>(target: E, rows: &[NewJob]) -> Result<Vec<Enqueued>> {
-    #[cfg(feature = "testing")]
-    if let Some(ran) = crate::testing::inline::intercept(rows).await {
-        return ran;
+    if let Ok(driver) = ENQUEUE_DRIVER.try_with(Arc::clone) {
+        return Ok(driver.job_insert_many(JobInsertManyParams { jobs: rows, now: None }).await?);
     }
     target.insert(rows).await
 }
 
-/// [`enqueue_many`] on a synchronous diesel connection.
+/// [`enqueue_many`] on a synchronous diesel connection of a supported backend.
 pub fn enqueue_many_sync<C, I>(conn: &mut C, jobs: I) -> Result<Vec<Enqueued>>
 where
-    C: diesel::connection::LoadConnection<Backend = Pg>,
+    C: diesel::connection::LoadConnection,
+    C::Backend: JobsBackend,
     I: IntoIterator,
     I::Item: IntoNewJob,
 {
     let rows = new_jobs(jobs)?;
-    db::jobs::insert_many_sync(conn, &rows, None)
+    Ok(<C::Backend as JobsBackend>::insert_sync(conn, &rows)?)
 }
 
 /// Shorthands on every [`Job`]: `SendWelcome::enqueue(conn, args)`.
@@ -446,7 +370,8 @@ pub trait JobExt: Job + Sized {
     /// Enqueues with the kind's defaults on a synchronous connection.
     fn enqueue_sync<C>(conn: &mut C, args: Self::Args) -> Result<Enqueued>
     where
-        C: diesel::connection::LoadConnection<Backend = Pg>,
+        C: diesel::connection::LoadConnection,
+        C::Backend: JobsBackend,
     {
         EnqueueRequest::<Self>::new(args).enqueue_sync(conn)
     }

@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use jobs_driver::DriverError;
+use jobs_driver::validation::InvalidJob;
+
 /// Everything that can go wrong in `jobs-core`.
 ///
 /// Database errors keep diesel's error as their source; the other variants say what was
@@ -36,11 +39,13 @@ pub enum Error {
         source: serde_json::Error,
     },
 
-    /// An argument payload is larger than the configured limit.
-    #[error("the arguments of job kind `{kind}` are {size} bytes, over the limit of {limit} bytes")]
+    /// An argument (or metadata) payload is larger than the limit.
+    #[error("the {what} of job kind `{kind}` are {size} bytes, over the limit of {limit} bytes")]
     PayloadTooLarge {
         /// The job kind.
         kind: String,
+        /// `arguments` or `metadata`.
+        what: &'static str,
         /// The size of the encoded arguments.
         size: usize,
         /// The limit in force.
@@ -105,9 +110,18 @@ pub enum Error {
     #[error("{0}")]
     Runtime(String),
 
-    /// Starting or using a throwaway Postgres cluster failed (testing support).
-    #[error("throwaway postgres: {0}")]
+    /// Starting or using a throwaway database server failed (testing support, the demo).
+    #[error("throwaway database server: {0}")]
     Cluster(String),
+
+    /// The driver cannot perform this operation (see its capabilities).
+    #[error("the {driver} driver cannot {operation}")]
+    Unsupported {
+        /// The driver's name.
+        driver: &'static str,
+        /// What was asked of it.
+        operation: &'static str,
+    },
 
     /// An I/O error from the operating system.
     #[error("i/o error: {0}")]
@@ -118,16 +132,39 @@ impl Error {
     /// Whether the error came from the database connection going away (as opposed to a
     /// query the database rejected), so that retrying later may succeed.
     pub fn is_connection_error(&self) -> bool {
-        use diesel::result::Error as D;
         match self {
             Error::Connection(_) | Error::Pool(_) => true,
-            Error::Database(D::DatabaseError(kind, info)) => {
-                matches!(kind, diesel::result::DatabaseErrorKind::ClosedConnection)
-                    || info.message().contains("connection")
-                    || info.message().contains("terminating")
-            }
-            Error::Database(D::BrokenTransactionManager) => true,
+            Error::Database(e) => jobs_driver::is_connection_lost(e),
             _ => false,
+        }
+    }
+}
+
+impl From<DriverError> for Error {
+    fn from(e: DriverError) -> Error {
+        match e {
+            DriverError::Database(e) => Error::Database(e),
+            DriverError::Connection(e) => Error::Connection(e),
+            DriverError::Pool(e) => Error::Pool(e),
+            DriverError::Migration(e) => Error::Migration(e),
+            DriverError::Unsupported { driver, operation } => Error::Unsupported { driver, operation },
+            DriverError::Runtime(e) => Error::Runtime(e),
+            DriverError::Server(e) => Error::Cluster(e),
+            DriverError::Io(e) => Error::Io(e),
+            other => Error::Runtime(other.to_string()),
+        }
+    }
+}
+
+impl From<InvalidJob> for Error {
+    fn from(e: InvalidJob) -> Error {
+        match e {
+            InvalidJob::Option { option, reason } => Error::InvalidOption { option, reason },
+            InvalidJob::PayloadTooLarge { kind, what, size, limit } => {
+                Error::PayloadTooLarge { kind, what, size, limit }
+            }
+            InvalidJob::NulInPayload { kind, what } => Error::NulInPayload { kind, what },
+            other => Error::InvalidOption { option: "job", reason: other.to_string() },
         }
     }
 }

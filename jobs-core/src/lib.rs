@@ -1,7 +1,10 @@
-//! Postgres-backed background jobs for diesel and tokio: define a job with `#[job]`,
+//! Database-backed background jobs for diesel and tokio: define a job with `#[job]`,
 //! enqueue it inside the same transaction as your own writes, and run it on workers that
-//! claim with `FOR UPDATE SKIP LOCKED`, retry with backoff, time out, and never lose a job
-//! to a crashed node.
+//! claim with `FOR UPDATE SKIP LOCKED` (or the backend's equivalent), retry with backoff,
+//! time out, and never lose a job to a crashed node.
+//!
+//! The engine reaches the database only through a [`driver::Driver`]; with the default
+//! `postgres` feature, [`PgDriver`] (a `Pool` is accepted wherever a driver is).
 //!
 //! ```
 //! use std::time::Duration;
@@ -21,8 +24,8 @@
 //!
 //! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! // A throwaway database for the example; in an app, `jobs_core::db::pool(url, n)` after
-//! // `jobs_core::migrate(jobs_core::db::connect(url).await?)`.
+//! // A throwaway database for the example; in an app, `jobs_core::postgres::pool(url, n)`
+//! // after `jobs_core::migrate(jobs_core::postgres::connect(url).await?)`.
 //! let db = jobs_core::testing::TestDatabase::new().await?;
 //! let pool = db.pool(8)?;
 //!
@@ -35,7 +38,7 @@
 //! // Run it.
 //! let worker = Worker::builder(pool.clone()).queue("mailers", 10).build()?.start().await?;
 //! loop {
-//!     let row = jobs_core::db::jobs::get(&mut conn, enqueued.id).await?.expect("the job");
+//!     let row = jobs_core::get_job(&mut conn, enqueued.id).await?.expect("the job");
 //!     if row.state == JobState::Completed {
 //!         assert_eq!(row.result, Some(serde_json::json!("welcomed user 7 on attempt 1")));
 //!         break;
@@ -54,50 +57,66 @@
 
 extern crate self as jobs_core;
 
+mod backend;
+mod backends;
 mod backoff;
 pub mod clock;
 mod context;
+mod control;
 pub mod cron;
-pub mod db;
 mod enqueue;
 mod error;
+mod into_driver;
 mod job;
 pub mod maintenance;
 pub mod migrate;
 mod options;
 mod outcome;
 mod registry;
-pub mod schema;
-mod state;
-pub mod stored_text;
+mod retry_pause;
+pub mod settings;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod unique;
-pub mod wakeups;
 mod worker;
 
+pub use jobs_driver as driver;
+pub use jobs_driver::validation::MAX_PAYLOAD_BYTES;
+pub use jobs_driver::{Count, Inserted, JobFilter, JobRow, JobState, NewJob, ParseStateError, stored_text};
+#[cfg(feature = "postgres")]
+pub use jobs_postgres as postgres;
+#[cfg(feature = "postgres")]
+pub use jobs_postgres::{PgDriver, Pool, schema, wakeups};
+
+pub use backend::JobsBackend;
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::{ContextParts, JobContext};
-pub use db::Pool;
-pub use db::control::{cancel as cancel_job, delete as delete_job, retry as retry_job};
-pub use db::queues::set_paused as set_queue_paused;
+pub use control::{Action, cancel_job, delete_job, retry_job, set_queue_paused};
 pub use enqueue::{
-    EnqueueRequest, Enqueued, Enqueuer, IntoNewJob, JobExt, MAX_PAYLOAD_BYTES, enqueue_many,
-    enqueue_many_sync, validate_queue,
+    EnqueueRequest, Enqueued, Enqueuer, IntoNewJob, JobExt, enqueue_many, enqueue_many_sync, validate_queue,
 };
 pub use error::{Error, Result};
+pub use into_driver::{IntoDriver, driver_for_url};
 pub use job::Job;
 pub use jobs_macros::job;
 pub use migrate::migrate;
 pub use options::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobOptions};
 pub use outcome::{Failure, HandlerReturn, IntoOutcome, Outcome, RunOutcome};
 pub use registry::{CronAttribute, JobDescriptor, MissedPolicy, Registry, RunFn};
-pub use state::{JobState, ParseStateError};
 pub use unique::{UniqueBy, UniqueOptions};
 pub use worker::{
     Drained, QueueConfig, ShutdownReport, UnknownKindPolicy, Worker, WorkerBuilder, WorkerHandle,
 };
+
+/// Loads job `id` on a connection of the application's own (in its transaction, if any).
+pub async fn get_job<C>(conn: &mut C, id: i64) -> Result<Option<JobRow>>
+where
+    C: diesel_async::AsyncConnectionCore + Send,
+    C::Backend: JobsBackend,
+{
+    Ok(<C::Backend as JobsBackend>::get(conn, id).await?)
+}
 
 /// Re-exports for the code `#[job]` generates. Not a public API.
 #[doc(hidden)]

@@ -1,86 +1,27 @@
-//! Running the embedded schema migrations from Rust.
+//! Running the schema migrations from Rust: [`migrate`] on a connection of any supported
+//! backend (each driver owns its migrations), or `Driver::migrate` through a driver.
 
-use diesel::pg::Pg;
-use diesel_async::{AsyncConnection, AsyncMigrationHarness};
-use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
+use diesel_async::AsyncConnection;
 
-use crate::db;
-use crate::error::{Error, Result};
+use crate::backend::JobsBackend;
+use crate::error::Result;
 
-/// The SQL migrations from the workspace's `migrations/` folder, compiled in.
-pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../migrations");
+#[cfg(feature = "postgres")]
+pub use jobs_postgres::migrate::{MIGRATIONS, MIGRATIONS_HASH, MigrationConnection, pending, revert_all, versions};
 
-/// A hash of the migration files' contents, computed at build time.
-pub const MIGRATIONS_HASH: &str = env!("JOBS_MIGRATIONS_HASH");
-
-/// A connection the migration harness can drive: an owned `AsyncPgConnection`, or a
-/// connection checked out of a pool (`pool.get().await?`).
-pub trait MigrationConnection: AsyncConnection<Backend = Pg> + 'static {}
-impl<C: AsyncConnection<Backend = Pg> + 'static> MigrationConnection for C {}
-
-fn needs_multi_thread() -> Result<()> {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => Ok(()),
-        Ok(_) => Err(Error::Runtime(
-            "migrations need tokio's multi-thread runtime (they run diesel's blocking \
-             migration harness through block_in_place); use #[tokio::main] or \
-             #[tokio::test(flavor = \"multi_thread\")]"
-                .into(),
-        )),
-        Err(_) => Err(Error::Runtime("migrations must run inside a tokio runtime".into())),
-    }
-}
-
-enum Direction {
-    Up,
-    DownAll,
-}
-
-async fn run<C: MigrationConnection>(conn: C, direction: Direction) -> Result<Vec<String>> {
-    needs_multi_thread()?;
-    let mut conn = conn;
-    db::migrations::lock(&mut conn).await?;
-    let mut harness = AsyncMigrationHarness::new(conn);
-    let outcome = match direction {
-        Direction::Up => harness.run_pending_migrations(MIGRATIONS),
-        Direction::DownAll => harness.revert_all_migrations(MIGRATIONS),
-    }
-    .map(|versions| versions.iter().map(ToString::to_string).collect::<Vec<_>>())
-    .map_err(|e| Error::Migration(e.to_string()));
-    let mut conn = harness.into_inner();
-    db::migrations::unlock(&mut conn).await?;
-    outcome
-}
-
-/// Applies every pending migration and returns the versions it applied (none when the
-/// schema is current, so calling it on every start is cheap and safe).
+/// Applies every pending migration of `conn`'s backend and returns the versions it
+/// applied (none when the schema is current, so calling it on every start is cheap and
+/// safe).
 ///
 /// Takes the connection by value: pass an `AsyncPgConnection` or `pool.get().await?`.
-/// Several processes may call this at once: a session advisory lock lets one migrate while
-/// the others wait, then find nothing left to do. Needs tokio's multi-thread runtime.
-pub async fn migrate<C: MigrationConnection>(conn: C) -> Result<Vec<String>> {
-    run(conn, Direction::Up).await
-}
-
-/// Reverts every applied migration, leaving no trace of the schema. Destroys all jobs.
-pub async fn revert_all<C: MigrationConnection>(conn: C) -> Result<Vec<String>> {
-    run(conn, Direction::DownAll).await
-}
-
-/// The names of the migrations not applied yet.
-pub async fn pending<C: MigrationConnection>(conn: C) -> Result<Vec<String>> {
-    needs_multi_thread()?;
-    let mut harness = AsyncMigrationHarness::new(conn);
-    harness
-        .pending_migrations(MIGRATIONS)
-        .map(|list| list.iter().map(|m| m.name().to_string()).collect())
-        .map_err(|e| Error::Migration(e.to_string()))
-}
-
-/// The versions of every migration compiled into this build, oldest first.
-pub fn versions() -> Result<Vec<String>> {
-    use diesel::migration::MigrationSource;
-    let migrations =
-        MigrationSource::<Pg>::migrations(&MIGRATIONS).map_err(|e| Error::Migration(e.to_string()))?;
-    Ok(migrations.iter().map(|m| m.name().version().to_string()).collect())
+/// Several processes may call this at once: on Postgres an advisory lock lets one migrate
+/// while the others wait, then find nothing left to do. Needs tokio's multi-thread runtime
+/// (diesel's migration harness blocks); on a current-thread runtime it returns
+/// [`Error::Runtime`](crate::Error::Runtime) instead of panicking.
+pub async fn migrate<C>(conn: C) -> Result<Vec<String>>
+where
+    C: AsyncConnection + 'static,
+    C::Backend: JobsBackend,
+{
+    Ok(<C::Backend as JobsBackend>::migrate(conn).await?)
 }

@@ -9,8 +9,7 @@ use crate::unique::UniqueOptions;
 /// The queue jobs go to when nothing else is said.
 pub const DEFAULT_QUEUE: &str = "default";
 
-/// The default number of attempts.
-pub const DEFAULT_MAX_ATTEMPTS: i32 = 20;
+pub use jobs_driver::DEFAULT_MAX_ATTEMPTS;
 
 /// The defaults a job kind's rows are inserted with; every one can be overridden per call
 /// on [`EnqueueRequest`](crate::EnqueueRequest).

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use crate::state::JobState;
+use jobs_driver::JobState;
 
 /// What makes two jobs "the same" for de-duplication.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,7 +24,7 @@ pub enum Access {
 /// let hook = |req: &actix_web::HttpRequest| {
 ///     if req.headers().contains_key("x-admin") { Access::Full } else { Access::ReadOnly }
 /// };
-/// # let _ = jobs_dashboard::DashboardConfig::new(jobs_core::db::pool("postgres://localhost/x", 1).unwrap()).authorize(hook);
+/// # let _ = jobs_dashboard::DashboardConfig::new(jobs_core::postgres::pool("postgres://localhost/x", 1).unwrap()).authorize(hook);
 /// ```
 pub trait Authorize: Send + Sync + 'static {
     /// The access granted to `req`.

@@ -8,9 +8,8 @@
 use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use jobs_core::db;
-use jobs_core::db::control::Action;
-use jobs_core::db::dashboard::JobFilter;
+use jobs_core::driver::{JobGetParams, QueueSetPausedParams, ScheduleSetEnabledParams};
+use jobs_core::{Action, JobFilter};
 
 use crate::Dashboard;
 use crate::access::{self, Access};
@@ -65,11 +64,11 @@ pub(crate) async fn one(
     let (id, action) = path.into_inner();
     let id: i64 = id.parse().map_err(|_| DashboardError::BadRequest(format!("`{id}` is not a job id")))?;
     let action = parse_action(&action)?;
-    let mut conn = view::conn(&d.config.pool).await?;
-    if db::jobs::get(&mut conn, id).await?.is_none() {
+    let driver = &*d.config.driver;
+    if driver.job_get(JobGetParams { id }).await?.is_none() {
         return Err(DashboardError::NotFound(format!("job {id}")));
     }
-    let n = action.apply(&mut conn, &[id]).await?;
+    let n = action.apply(driver, &[id]).await?;
     let notice = if n == 1 {
         format!("job {id} {}", action.past())
     } else {
@@ -103,7 +102,7 @@ pub(crate) async fn bulk(
 ) -> Result<HttpResponse, DashboardError> {
     let fields = authorize_post(&req, &d, &body)?;
     let action = parse_action(params::value(&fields, "action").unwrap_or(""))?;
-    let mut conn = view::conn(&d.config.pool).await?;
+    let driver = &*d.config.driver;
     match params::value(&fields, "scope").unwrap_or("selected") {
         "selected" => {
             let ids = params::ids(&fields, "id")?;
@@ -113,16 +112,16 @@ pub(crate) async fn bulk(
             if ids.len() > 10_000 {
                 return Err(DashboardError::BadRequest("select at most 10,000 jobs at once".into()));
             }
-            let n = action.apply(&mut conn, &ids).await?;
+            let n = action.apply(driver, &ids).await?;
             let notice = format!("{n} of {} selected jobs {}", ids.len(), action.past());
             Ok(back(&d, &fields, format!("{}/jobs", d.base), &notice))
         }
         "all" => {
-            let filter = params::filter(&fields)?;
+            let filter = params::filter(&fields, d.config.can_search())?;
             if params::value(&fields, "confirmed").is_none() {
-                return confirm(&req, &d, &mut conn, action, &filter, &fields).await;
+                return confirm(&req, &d, action, &filter, &fields).await;
             }
-            let total = action.apply_to_matching(&mut conn, &filter, BULK_BATCH).await?;
+            let total = action.apply_to_matching(driver, &filter, BULK_BATCH).await?;
             let notice = format!("{total} matching jobs {}", action.past());
             Ok(back(&d, &fields, format!("{}/jobs?{}", d.base, params::query_string(&filter)), &notice))
         }
@@ -133,13 +132,16 @@ pub(crate) async fn bulk(
 async fn confirm(
     req: &HttpRequest,
     d: &web::Data<Dashboard>,
-    conn: &mut db::PooledConnection,
     action: Action,
     filter: &JobFilter,
     fields: &[(String, String)],
 ) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(req, d, "jobs")?;
-    let count = db::dashboard::count_jobs(conn, filter, 100_000).await?;
+    let count = d
+        .config
+        .driver
+        .job_count(jobs_core::driver::JobCountParams { filter, cap: 100_000 })
+        .await?;
     let cookie = c.take_cookie();
     let page = Confirm {
         c,
@@ -167,8 +169,8 @@ pub(crate) async fn queue(
         other => return Err(DashboardError::BadRequest(format!("unknown queue action `{other}`"))),
     };
     jobs_core::validate_queue(&name).map_err(|e| DashboardError::BadRequest(e.to_string()))?;
-    let mut conn = view::conn(&d.config.pool).await?;
-    db::queues::set_paused(&mut conn, &name, paused).await?;
+    let params = QueueSetPausedParams { queue: &name, paused };
+    d.config.driver.queue_set_paused(params).await?;
     let notice = format!("queue {name} {}", if paused { "paused" } else { "resumed" });
     Ok(back(&d, &fields, format!("{}/queues", d.base), &notice))
 }
@@ -182,16 +184,17 @@ pub(crate) async fn schedule(
 ) -> Result<HttpResponse, DashboardError> {
     let fields = authorize_post(&req, &d, &body)?;
     let (name, action) = path.into_inner();
-    let mut conn = view::conn(&d.config.pool).await?;
+    let driver = &*d.config.driver;
     let notice = match action.as_str() {
         "enable" | "disable" => {
             let enabled = action == "enable";
-            if !db::schedules::set_enabled(&mut conn, &name, enabled).await? {
+            let params = ScheduleSetEnabledParams { name: &name, enabled };
+            if !driver.schedule_set_enabled(params).await? {
                 return Err(DashboardError::NotFound(format!("schedule {name}")));
             }
             format!("schedule {name} {}", if enabled { "enabled" } else { "disabled" })
         }
-        "run" => match jobs_core::cron::run_now(&mut conn, &name).await? {
+        "run" => match jobs_core::cron::run_now(driver, &name).await? {
             Some(job) => format!("schedule {name} enqueued job {}", job.id),
             None => return Err(DashboardError::NotFound(format!("schedule {name}"))),
         },

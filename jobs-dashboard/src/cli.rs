@@ -16,10 +16,8 @@ use std::io::Write;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use jobs_core::JobState;
-use jobs_core::db::control::Action;
-use jobs_core::db::dashboard::{Count, JobFilter};
-use jobs_core::db::jobs::NewJob;
+use jobs_core::driver::{Capability, JobCountByQueueAndStateParams, JobCountParams};
+use jobs_core::{Action, Count, JobFilter, JobState, NewJob, driver_for_url};
 
 /// What can go wrong on the command line. Each message says what to change.
 #[derive(Debug, thiserror::Error)]
@@ -148,7 +146,7 @@ impl Cli {
         let url = self.url()?.to_owned();
         match self.command {
             Command::Migrate => {
-                let applied = jobs_core::migrate(jobs_core::db::connect(&url).await?).await?;
+                let applied = driver_for_url(&url, 1)?.migrate().await.map_err(jobs_core::Error::from)?;
                 if applied.is_empty() {
                     writeln!(out, "the jobs schema is up to date")?;
                 }
@@ -168,8 +166,11 @@ impl Cli {
 }
 
 async fn stats(url: &str, out: &mut impl Write) -> Result<(), CliError> {
-    let mut conn = jobs_core::db::connect(url).await?;
-    let counts = jobs_core::db::dashboard::counts_by_queue_and_state(&mut conn).await?;
+    let driver = driver_for_url(url, 1)?;
+    let counts = driver
+        .job_count_by_queue_and_state(JobCountByQueueAndStateParams {})
+        .await
+        .map_err(jobs_core::Error::from)?;
     let mut queues: Vec<&str> = counts.iter().map(|(q, _, _)| q.as_str()).collect();
     queues.dedup();
     let width = queues.iter().map(|q| q.len()).max().unwrap_or(5).max(5);
@@ -222,20 +223,32 @@ async fn act(url: &str, action: Action, selection: Selection, out: &mut impl Wri
             "say which jobs to {verb}: --id, a filter (--state, --queue, --kind, --tag, --search), or --all"
         )));
     }
-    let mut conn = jobs_core::db::connect(url).await?;
+    let driver = driver_for_url(url, 1)?;
+    if filter.search.is_some() && !driver.capabilities().has(Capability::JsonContainment) {
+        return Err(CliError::Invalid(format!(
+            "--search needs {}, which the {} driver lacks",
+            Capability::JsonContainment,
+            driver.name()
+        )));
+    }
     if !selection.ids.is_empty() {
         if !selection.yes {
             writeln!(out, "would {verb} up to {} jobs by id; pass --yes to do it", selection.ids.len())?;
             return Ok(());
         }
-        let n = action.apply(&mut conn, &selection.ids).await?;
+        let n = action.apply(&*driver, &selection.ids).await?;
         writeln!(out, "{n} of {} jobs {}", selection.ids.len(), action.past())?;
         return Ok(());
     }
     if !selection.yes {
-        let label = match jobs_core::db::dashboard::count_jobs(&mut conn, &filter, 100_000).await? {
+        let count = driver
+            .job_count(JobCountParams { filter: &filter, cap: 100_000 })
+            .await
+            .map_err(jobs_core::Error::from)?;
+        let label = match count {
             Count::Exact(n) => n.to_string(),
             Count::Estimate(n) => format!("about {n}"),
+            Count::AtLeast(n) => format!("more than {n}"),
         };
         writeln!(
             out,
@@ -243,7 +256,7 @@ async fn act(url: &str, action: Action, selection: Selection, out: &mut impl Wri
         )?;
         return Ok(());
     }
-    let n = action.apply_to_matching(&mut conn, &filter, BATCH).await?;
+    let n = action.apply_to_matching(&*driver, &filter, BATCH).await?;
     writeln!(out, "{n} jobs {}", action.past())?;
     Ok(())
 }
@@ -257,7 +270,7 @@ async fn enqueue(url: &str, args: EnqueueArgs, out: &mut impl Write) -> Result<(
     job.tags = args.tags;
     job.run_at = args.at;
     job.delay_ms = args.delay.map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let inserted = jobs_core::enqueue_many(&jobs_core::db::pool(url, 1)?, [job]).await?;
+    let inserted = jobs_core::enqueue_many(&driver_for_url(url, 1)?, [job]).await?;
     let first = inserted.first().ok_or_else(|| CliError::Invalid("nothing was inserted".into()))?;
     writeln!(out, "enqueued job {} ({} on queue {})", first.id, args.kind, args.queue)?;
     Ok(())
@@ -270,8 +283,7 @@ async fn serve(
     read_only: bool,
     out: &mut impl Write,
 ) -> Result<(), CliError> {
-    let pool = jobs_core::db::pool(url, 8)?;
-    let mut config = crate::DashboardConfig::new(pool);
+    let mut config = crate::DashboardConfig::new(driver_for_url(url, 8)?);
     if read_only {
         config = config.authorize(|_: &actix_web::HttpRequest| crate::Access::ReadOnly);
     }

@@ -30,6 +30,13 @@ pub enum DashboardError {
     Template(#[from] askama::Error),
 }
 
+/// A driver's error is the jobs crate's database error.
+impl From<jobs_core::driver::DriverError> for DashboardError {
+    fn from(e: jobs_core::driver::DriverError) -> Self {
+        DashboardError::Jobs(e.into())
+    }
+}
+
 #[derive(Template)]
 #[template(path = "error.html")]
 struct ErrorPage<'a> {
@@ -62,7 +69,7 @@ impl ResponseError for DashboardError {
         let body = page.render().unwrap_or_else(|_| format!("{} {}", status.as_u16(), self));
         let mut response = HttpResponse::build(status);
         response.content_type("text/html; charset=utf-8");
-        for header in crate::view::PAGE_HEADERS {
+        for header in crate::headers::PAGE_HEADERS {
             response.insert_header(header);
         }
         response.body(body)

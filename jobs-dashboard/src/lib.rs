@@ -30,6 +30,7 @@ mod actions;
 mod assets;
 pub mod cli;
 mod error;
+mod headers;
 mod pages;
 mod params;
 mod view;
@@ -40,12 +41,13 @@ use actix_web::web;
 
 pub use access::{Access, AllowAll, Authorize};
 pub use error::DashboardError;
-use jobs_core::Pool;
+use jobs_core::IntoDriver;
+use jobs_core::driver::{Capability, Driver};
 
 /// How the dashboard is set up.
 #[derive(Clone)]
 pub struct DashboardConfig {
-    pool: Pool,
+    driver: Arc<dyn Driver>,
     auth: access::SharedAuthorize,
     refresh_seconds: u32,
 }
@@ -53,16 +55,24 @@ pub struct DashboardConfig {
 impl std::fmt::Debug for DashboardConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DashboardConfig")
+            .field("driver", &self.driver.name())
             .field("refresh_seconds", &self.refresh_seconds)
             .finish_non_exhaustive()
     }
 }
 
 impl DashboardConfig {
-    /// A dashboard on `pool`, open to everyone ([`AllowAll`]) until you set
-    /// [`authorize`](Self::authorize).
-    pub fn new(pool: Pool) -> DashboardConfig {
-        DashboardConfig { pool, auth: Arc::new(AllowAll), refresh_seconds: 5 }
+    /// A dashboard on `driver` (or a pool a driver wraps: today's `DashboardConfig::new(pool)`),
+    /// open to everyone ([`AllowAll`]) until you set [`authorize`](Self::authorize). It
+    /// reads and acts only through the driver, and hides what the driver cannot do: without
+    /// [`Capability::JsonContainment`] there is no search of arguments and metadata.
+    pub fn new(driver: impl IntoDriver) -> DashboardConfig {
+        DashboardConfig { driver: driver.into_driver(), auth: Arc::new(AllowAll), refresh_seconds: 5 }
+    }
+
+    /// Whether the driver can search arguments and metadata (the jobs page's search box).
+    pub(crate) fn can_search(&self) -> bool {
+        self.driver.capabilities().has(Capability::JsonContainment)
     }
 
     /// The hook deciding each request's [`Access`].

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use jobs_core::JobState;
-use jobs_core::db::dashboard::JobFilter;
+use jobs_core::JobFilter;
 
 use crate::error::DashboardError;
 
@@ -30,9 +30,9 @@ fn time(key: &str, value: &str) -> Result<DateTime<Utc>, DashboardError> {
     )))
 }
 
-/// The jobs filter from `state`, `queue`, `kind`, `tag`, `q` (JSON or `key=value`),
-/// `from`, `to`.
-pub(crate) fn filter(pairs: &[(String, String)]) -> Result<JobFilter, DashboardError> {
+/// The jobs filter from `state`, `queue`, `kind`, `tag`, `q` (JSON or `key=value`; only
+/// when `can_search`, else a 400 saying the driver cannot search), `from`, `to`.
+pub(crate) fn filter(pairs: &[(String, String)], can_search: bool) -> Result<JobFilter, DashboardError> {
     let mut filter = JobFilter::default();
     // Postgres cannot hold NUL in text: refuse it here rather than fail in the query.
     if let Some((k, _)) = pairs.iter().find(|(_, v)| v.contains('\0')) {
@@ -51,6 +51,12 @@ pub(crate) fn filter(pairs: &[(String, String)]) -> Result<JobFilter, DashboardE
     filter.kind = one(pairs, "kind").map(str::to_owned);
     filter.tag = one(pairs, "tag").map(str::to_owned);
     if let Some(q) = one(pairs, "q") {
+        if !can_search {
+            return Err(DashboardError::BadRequest(
+                "this database cannot search arguments and metadata (its driver lacks JSON containment search)"
+                    .into(),
+            ));
+        }
         filter.search = Some(search(q)?);
     }
     filter.from = one(pairs, "from").map(|v| time("from", v)).transpose()?;

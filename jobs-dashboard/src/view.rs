@@ -4,11 +4,12 @@
 use actix_web::cookie::Cookie;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use jobs_core::db::dashboard::Count;
+use jobs_core::Count;
 
+use crate::Dashboard;
 use crate::access::{self, Access};
 use crate::error::DashboardError;
-use crate::{Dashboard, Pool};
+use crate::headers::PAGE_HEADERS;
 
 /// The per-request context every template gets as `c`.
 pub(crate) struct PageCtx {
@@ -61,20 +62,6 @@ impl PageCtx {
     }
 }
 
-/// Headers on every page: no script but the dashboard's own file (so markup that slipped
-/// through escaping still cannot run), no framing, no MIME sniffing, no caching.
-pub(crate) const PAGE_HEADERS: [(&str, &str); 5] = [
-    (
-        "content-security-policy",
-        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; \
-         object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
-    ),
-    ("x-content-type-options", "nosniff"),
-    ("x-frame-options", "DENY"),
-    ("referrer-policy", "same-origin"),
-    ("cache-control", "no-store"),
-];
-
 /// Renders `page`, setting `cookie` if given.
 pub(crate) fn respond(
     page: &impl Template,
@@ -93,15 +80,12 @@ pub(crate) fn respond(
 }
 
 /// A pooled connection, or a 503 page.
-pub(crate) async fn conn(pool: &Pool) -> Result<jobs_core::db::PooledConnection, DashboardError> {
-    Ok(pool.get().await.map_err(jobs_core::Error::from)?)
-}
-
 /// `1234567` → `1,234,567`; estimates get a `~`.
 pub(crate) fn count_label(count: Count) -> String {
     match count {
         Count::Exact(n) => thousands(n),
         Count::Estimate(n) => format!("~{}", thousands(n)),
+        Count::AtLeast(n) => format!("more than {}", thousands(n)),
     }
 }
 
@@ -151,6 +135,7 @@ mod tests {
         assert_eq!(thousands(1234567), "1,234,567");
         assert_eq!(thousands(-1000), "-1,000");
         assert_eq!(count_label(Count::Estimate(5_000_000)), "~5,000,000");
+        assert_eq!(count_label(Count::AtLeast(100_000)), "more than 100,000");
         assert_eq!(human_duration(0.25), "250 ms");
         assert_eq!(human_duration(90.0), "2 min");
     }

@@ -148,7 +148,7 @@ pub(crate) fn expand(attr: JobAttr, job: JobFn) -> TokenStream {
     });
     let doc_summary = format!(
         "The `{kind_doc}` job. Enqueue it with [`{name_str}::enqueue`] (async connection or pool), \
-         [`{name_str}::enqueue_sync`] (diesel `PgConnection`) or [`{name_str}::build`] to set per-call options."
+         [`{name_str}::enqueue_sync`] (a sync diesel connection) or [`{name_str}::build`] to set per-call options."
     );
 
     quote! {
@@ -173,12 +173,11 @@ pub(crate) fn expand(attr: JobAttr, job: JobFn) -> TokenStream {
             }
 
             /// Enqueues this job with the kind's defaults through a synchronous diesel
-            /// connection (inside the caller's transaction, if any).
+            /// connection of a supported backend (inside the caller's transaction, if any).
             #vis fn enqueue_sync<C>(conn: &mut C, args: #args_ty) -> #krate::Result<#krate::Enqueued>
             where
-                C: #krate::__private::diesel::connection::LoadConnection<
-                    Backend = #krate::__private::diesel::pg::Pg,
-                >,
+                C: #krate::__private::diesel::connection::LoadConnection,
+                <C as #krate::__private::diesel::Connection>::Backend: #krate::JobsBackend,
             {
                 #krate::EnqueueRequest::<#name>::new(args).enqueue_sync(conn)
             }

@@ -6,7 +6,8 @@ use std::time::Duration;
 use diesel::QueryableByName;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use jobs_core::Pool;
+use jobs_core::driver::{JobFilter, JobListParams};
+use jobs_core::{IntoDriver, Pool};
 
 use crate::fault_jobs::RUNS_TABLE;
 use crate::wait_for;
@@ -36,6 +37,26 @@ pub async fn create_runs_table(conn: &mut AsyncPgConnection) {
     diesel::sql_query(RUNS_TABLE).execute(conn).await.expect("runs table");
 }
 
+/// How many rows break an invariant of `JobRow::invariant_violations` (read through the
+/// driver, a page at a time; each broken row is printed).
+pub async fn invalid_rows(pool: &Pool) -> i64 {
+    let driver = pool.into_driver();
+    let filter = JobFilter::default();
+    let (mut before, mut invalid) = (None, 0);
+    loop {
+        let page = driver.job_list(JobListParams { filter: &filter, before, limit: 10_000 }).await.expect("list jobs");
+        let Some(last) = page.last() else { return invalid };
+        before = Some(last.id);
+        for row in &page {
+            let broken = row.invariant_violations();
+            if !broken.is_empty() {
+                println!("job {} breaks {broken:?}", row.id);
+                invalid += 1;
+            }
+        }
+    }
+}
+
 /// Every job's fate after a faulty run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobLedger {
@@ -60,7 +81,7 @@ pub struct JobLedger {
     /// Jobs rescued at least once (their node died, or their claim's reply was lost).
     pub rescued_jobs: i64,
     /// Rows breaking an invariant the table does not check itself
-    /// (`jobs_core::db::jobs::count_invalid_rows`).
+    /// (`JobRow::invariant_violations`).
     pub invalid_rows: i64,
 }
 
@@ -73,12 +94,13 @@ impl JobLedger {
             (try_count(pool, COMPLETED).await? >= enqueued).then_some(())
         })
         .await;
-        let mut conn = pool.get().await.expect("connection");
-        JobLedger::read(&mut conn, enqueued).await
+        JobLedger::read(pool, enqueued).await
     }
 
     /// Reads the ledger now (the checks on runs apply when the `runs` table exists).
-    pub async fn read(conn: &mut AsyncPgConnection, enqueued: i64) -> JobLedger {
+    pub async fn read(pool: &Pool, enqueued: i64) -> JobLedger {
+        let mut conn = pool.get().await.expect("connection");
+        let conn: &mut AsyncPgConnection = &mut conn;
         let has_runs = count(conn, "SELECT count(*) AS n FROM pg_tables WHERE tablename = 'runs'").await > 0;
         let mut ledger = JobLedger {
             enqueued,
@@ -102,7 +124,7 @@ impl JobLedger {
                  (SELECT 1 FROM jsonb_array_elements(errors) e WHERE e->>'error_type' LIKE 'rescued_%')",
             )
             .await,
-            invalid_rows: jobs_core::db::jobs::count_invalid_rows(conn).await.expect("invariant query"),
+            invalid_rows: invalid_rows(pool).await,
         };
         if has_runs {
             ledger.duplicates = count(

@@ -1,5 +1,7 @@
-//! Shared helpers for the end-to-end tests, and the jobs of the fault-injection tests.
+//! Shared helpers for the end-to-end tests: the conformance suite every backend runs, and
+//! the jobs of the fault-injection tests.
 
+pub mod conformance;
 pub mod fault_jobs;
 pub mod faults;
 pub mod processes;

@@ -47,10 +47,7 @@ async fn a_long_run_completes_every_job_once_with_flat_memory() {
         assert!(started.elapsed() < deadline, "the soak did not finish within {deadline:?}");
     }
     let elapsed = started.elapsed();
-    let ledger = {
-        let mut conn = pool.get().await.expect("connection");
-        JobLedger::read(&mut conn, total).await
-    };
+    let ledger = JobLedger::read(&pool, total).await;
     stop_all(workers).await;
     ledger.assert_exactly_once();
     assert_eq!(ledger.retried_jobs, 0, "no job needed a second attempt: {ledger:?}");

@@ -5,20 +5,15 @@
 mod slots;
 
 use chrono::{DateTime, Utc};
-use diesel::pg::Pg;
-use diesel_async::AsyncConnectionCore;
+use jobs_driver::{Driver, JobInsertManyParams, JobState, NewJob, ScheduleDef, ScheduleGetParams, ScheduleRow};
 
 pub use slots::{CronExpr, normalize};
 
-use crate::db;
-use crate::db::jobs::NewJob;
-use crate::db::schedules::{ScheduleDef, ScheduleRow};
 use crate::enqueue::Enqueued;
 use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::options::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobOptions};
 use crate::registry::{JobDescriptor, MissedPolicy};
-use crate::state::JobState;
 use crate::unique::{UniqueBy, UniqueOptions};
 
 /// A periodic job declared when configuring the worker:
@@ -148,14 +143,11 @@ pub(crate) fn job_for(row: &ScheduleRow, slot: Option<DateTime<Utc>>) -> NewJob 
 
 /// Enqueues schedule `name`'s job now, outside its slots ("run now" in the dashboard).
 /// `None` when no such schedule exists.
-pub async fn run_now<C>(conn: &mut C, name: &str) -> Result<Option<Enqueued>>
-where
-    C: AsyncConnectionCore<Backend = Pg> + Send,
-{
-    let Some(row) = db::schedules::get(conn, name).await? else {
+pub async fn run_now(driver: &dyn Driver, name: &str) -> Result<Option<Enqueued>> {
+    let Some(row) = driver.schedule_get(ScheduleGetParams { name }).await? else {
         return Ok(None);
     };
     let job = job_for(&row, None);
-    let inserted = db::jobs::insert_many(conn, std::slice::from_ref(&job), None).await?;
+    let inserted = driver.job_insert_many(JobInsertManyParams { jobs: std::slice::from_ref(&job), now: None }).await?;
     Ok(inserted.into_iter().next())
 }

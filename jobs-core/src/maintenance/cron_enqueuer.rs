@@ -1,8 +1,9 @@
 //! The cron enqueuer: fires each schedule's slots, once per slot across all nodes.
 //!
-//! Each pass first writes the schedules declared in code to `job_schedules`, then, in one
-//! transaction, locks the due schedules (`FOR UPDATE SKIP LOCKED`), enqueues one job per
-//! schedule, and records the slot that fired and the next one. A uniqueness key per
+//! Each pass first writes the schedules declared in code (`schedule_sync`), then, in one
+//! transaction of the driver's (`schedule_fire_due`), locks the due schedules (skipping
+//! those another node holds), enqueues one job per schedule as [`CronEnqueuer::decide`]
+//! says, and records the slot that fired and the next one. A uniqueness key per
 //! (schedule, slot), unique in every state, means two nodes racing through the same slot
 //! insert one job between them. After downtime, at most one job per schedule is enqueued:
 //! the latest missed slot under `run_latest`, none under `skip`.
@@ -10,15 +11,17 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use diesel_async::AsyncConnection;
+use chrono::{DateTime, Utc};
+use jobs_driver::{ScheduleDef, ScheduleFireDueParams, ScheduleRow, ScheduleSyncParams, SlotDecision};
 use tokio_util::sync::CancellationToken;
+
+pub use jobs_driver::Fired;
 
 use super::{ServiceContext, leader_loop};
 use crate::cron::{CronExpr, Periodic, job_for};
-use crate::db;
-use crate::db::schedules::ScheduleDef;
 use crate::error::{Error, Result};
 use crate::registry::MissedPolicy;
+use crate::settings;
 
 /// Settings of the [`CronEnqueuer`].
 #[derive(Debug, Clone)]
@@ -41,15 +44,12 @@ impl Default for CronConfig {
     }
 }
 
-/// One slot a pass fired.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fired {
-    /// The schedule.
-    pub schedule: String,
-    /// The slot's time.
-    pub slot: chrono::DateTime<chrono::Utc>,
-    /// The job enqueued for it.
-    pub job_id: i64,
+impl CronConfig {
+    /// Checks the settings: a positive interval, a grace of at most a week.
+    pub fn validate(&self) -> Result<()> {
+        settings::period("cron.interval", self.interval)?;
+        settings::at_most_max_period("cron.grace", self.grace)
+    }
 }
 
 /// Fires cron schedules.
@@ -84,65 +84,59 @@ impl CronEnqueuer {
         self.defs.is_empty()
     }
 
-    fn expr_for(&self, row: &db::schedules::ScheduleRow) -> std::result::Result<CronExpr, String> {
+    fn expr_for(&self, row: &ScheduleRow) -> std::result::Result<CronExpr, String> {
         match self.exprs.get(&row.name) {
             Some(expr) if expr.expression() == row.expression => Ok(expr.clone()),
             _ => CronExpr::parse(&row.expression, &row.timezone),
         }
     }
 
+    /// What to do with due schedule `row` at `now`: a new (or re-enabled, or changed)
+    /// schedule starts from its next slot; otherwise the latest slot that has come fires,
+    /// unless it was missed by more than the grace under the `skip` policy. Either way the
+    /// next slot is recorded. A schedule whose expression no longer parses is left alone.
+    pub fn decide(&self, row: &ScheduleRow, now: DateTime<Utc>) -> SlotDecision {
+        let expr = match self.expr_for(row) {
+            Ok(expr) => expr,
+            Err(reason) => {
+                tracing::error!(schedule = %row.name, %reason, "skipping a schedule that does not parse");
+                return SlotDecision::Leave;
+            }
+        };
+        let next = expr.next_after(now);
+        let Some(first_due) = row.next_run_at else {
+            return SlotDecision::Advance { next };
+        };
+        let grace = chrono::Duration::from_std(self.config.grace).unwrap_or(chrono::Duration::MAX);
+        let (latest, slots) = expr.latest_due(first_due, now, 100_000);
+        let policy = MissedPolicy::parse(&row.missed_policy).unwrap_or_default();
+        let slot = latest.filter(|latest| match policy {
+            MissedPolicy::RunLatest => true,
+            MissedPolicy::Skip => now - *latest <= grace,
+        });
+        if slots > 1 || slot.is_none() {
+            tracing::info!(schedule = %row.name, slots, fired = slot.is_some(), ?policy, "slots were missed");
+        }
+        match slot {
+            Some(slot) => SlotDecision::Fire { slot, job: job_for(row, Some(slot)), next },
+            None => SlotDecision::Advance { next },
+        }
+    }
+
     /// One pass: syncs the declared schedules, then fires every due slot. Returns what
     /// fired.
     pub async fn run_once(&self, ctx: &ServiceContext) -> Result<Vec<Fired>> {
-        let mut conn = ctx.pool.get().await?;
-        db::schedules::sync(&mut conn, &self.defs, self.config.retire_undeclared).await?;
+        let sync = ScheduleSyncParams { defs: &self.defs, retire_others: self.config.retire_undeclared };
+        ctx.driver.schedule_sync(sync).await?;
         let now = ctx.clock.now();
-        let db_now = ctx.clock.db_now();
-        let grace = chrono::Duration::from_std(self.config.grace).unwrap_or(chrono::Duration::MAX);
-        conn.transaction(async |tx| {
-            let due = db::schedules::lock_due(tx, db_now).await?;
-            let mut fired = Vec::new();
-            for row in due {
-                let expr = match self.expr_for(&row) {
-                    Ok(expr) => expr,
-                    Err(reason) => {
-                        tracing::error!(schedule = %row.name, %reason, "skipping a schedule that does not parse");
-                        continue;
-                    }
-                };
-                let Some(first_due) = row.next_run_at else {
-                    // New (or re-enabled, or changed): start from the next slot.
-                    db::schedules::record_run(tx, &row.name, None, expr.next_after(now)).await?;
-                    continue;
-                };
-                let (latest, slots) = expr.latest_due(first_due, now, 100_000);
-                let policy = MissedPolicy::parse(&row.missed_policy).unwrap_or_default();
-                let slot = latest.filter(|latest| match policy {
-                    MissedPolicy::RunLatest => true,
-                    MissedPolicy::Skip => now - *latest <= grace,
-                });
-                if slots > 1 || slot.is_none() {
-                    tracing::info!(schedule = %row.name, slots, fired = slot.is_some(), ?policy, "slots were missed");
-                }
-                let mut fired_slot = None;
-                if let Some(slot) = slot {
-                    let job = job_for(&row, Some(slot));
-                    let inserted = db::jobs::insert_many(tx, std::slice::from_ref(&job), db_now).await?;
-                    if let Some(inserted) = inserted.into_iter().next().filter(|i| !i.existing) {
-                        fired_slot = Some((slot, inserted.id));
-                        fired.push(Fired { schedule: row.name.clone(), slot, job_id: inserted.id });
-                    }
-                }
-                db::schedules::record_run(tx, &row.name, fired_slot, expr.next_after(now)).await?;
-            }
-            Ok::<_, Error>(fired)
-        })
-        .await
+        let decide = |row: &ScheduleRow| self.decide(row, now);
+        Ok(ctx.driver.schedule_fire_due(ScheduleFireDueParams { now: ctx.clock.db_now(), decide: &decide }).await?)
     }
 
     /// Runs every interval while the node leads, until `stop` fires.
     pub async fn run(self, ctx: ServiceContext, stop: CancellationToken) {
-        leader_loop(&ctx, self.config.interval, &stop, || async {
+        let config = ("cron", self.config.validate());
+        leader_loop(&ctx, config, self.config.interval, &stop, || async {
             match self.run_once(&ctx).await {
                 Ok(fired) => {
                     for f in fired {

@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use jobs_driver::{LeaderReleaseParams, LeaderTryAcquireParams};
+
 use super::ServiceContext;
-use crate::db;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::settings;
 
 /// Settings of the [`LeaderElector`].
 #[derive(Debug, Clone)]
@@ -31,6 +33,19 @@ impl Default for LeaderConfig {
     }
 }
 
+impl LeaderConfig {
+    /// Checks the settings: a name, a positive interval, and a lease longer than the
+    /// interval (or it would lapse between renewals).
+    pub fn validate(&self) -> Result<()> {
+        if self.name.is_empty() {
+            return Err(Error::InvalidOption { option: "leader.name", reason: "must not be empty".into() });
+        }
+        settings::period("leader.interval", self.interval)?;
+        settings::period("leader.ttl", self.ttl)?;
+        settings::longer_than("leader.ttl", self.ttl, "leader.interval", self.interval)
+    }
+}
+
 /// Takes and renews the leader lease.
 #[derive(Debug, Clone, Default)]
 pub struct LeaderElector {
@@ -45,15 +60,13 @@ impl LeaderElector {
 
     /// Tries to take or renew the lease once; records and returns whether this node leads.
     pub async fn run_once(&self, ctx: &ServiceContext) -> Result<bool> {
-        let mut conn = ctx.pool.get().await?;
-        let leader = db::leader::try_acquire(
-            &mut conn,
-            &self.config.name,
-            &ctx.node,
-            self.config.ttl,
-            ctx.clock.db_now(),
-        )
-        .await?;
+        let params = LeaderTryAcquireParams {
+            name: &self.config.name,
+            node: &ctx.node,
+            ttl: self.config.ttl,
+            now: ctx.clock.db_now(),
+        };
+        let leader = ctx.driver.leader_try_acquire(params).await?;
         if leader != ctx.is_leader() {
             tracing::info!(node = %ctx.node, leader, "leadership changed");
         }
@@ -63,6 +76,10 @@ impl LeaderElector {
 
     /// Renews every interval until `stop` fires, then releases the lease.
     pub async fn run(self, ctx: ServiceContext, stop: CancellationToken) {
+        if let Err(e) = self.config.validate() {
+            tracing::error!(error = %e, "not electing a leader with an invalid configuration");
+            return;
+        }
         let mut ticker = tokio::time::interval(self.config.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -79,9 +96,8 @@ impl LeaderElector {
         }
         if ctx.is_leader() {
             ctx.set_leader(false);
-            if let Ok(mut conn) = ctx.pool.get().await
-                && let Err(e) = db::leader::release(&mut conn, &self.config.name, &ctx.node).await
-            {
+            let params = LeaderReleaseParams { name: &self.config.name, node: &ctx.node };
+            if let Err(e) = ctx.driver.leader_release(params).await {
                 tracing::warn!(error = %e, "releasing the leader lease failed; it will expire");
             }
         }

@@ -1,9 +1,11 @@
 //! The leader's background services: the [`LeaderElector`], the [`Scheduler`], the
 //! [`Rescuer`], the [`Pruner`] and the [`CronEnqueuer`].
 //!
-//! Every service has the same shape: a `*Config` with defaults, a `run_once()` that does
-//! one pass (tests call it directly), and a `run()` loop that calls it every interval —
-//! only while this node holds the leader lease, for all but the elector.
+//! Every service has the same shape: a `*Config` with defaults and a `validate()` (called
+//! by `WorkerBuilder::build`), a `run_once()` that does one pass (tests call it directly),
+//! and a `run()` loop that calls it every interval — only while this node holds the
+//! leader lease, for all but the elector. Each reaches the database only through the
+//! driver in its [`ServiceContext`].
 
 mod cron_enqueuer;
 mod leader;
@@ -23,14 +25,16 @@ pub use pruner::{Pruner, PrunerConfig};
 pub use rescuer::{Rescuer, RescuerConfig};
 pub use scheduler::{Scheduler, SchedulerConfig};
 
-use crate::clock::{Clock, SystemClock};
-use crate::db::Pool;
+use jobs_driver::Driver;
 
-/// What every service needs: the pool, the clock, this node's name, and whether it leads.
+use crate::clock::{Clock, SystemClock};
+use crate::into_driver::IntoDriver;
+
+/// What every service needs: the driver, the clock, this node's name, and whether it leads.
 #[derive(Clone)]
 pub struct ServiceContext {
-    /// The pool.
-    pub pool: Pool,
+    /// The driver.
+    pub driver: Arc<dyn Driver>,
     /// The clock queries are given.
     pub clock: Arc<dyn Clock>,
     /// This node's name.
@@ -39,10 +43,11 @@ pub struct ServiceContext {
 }
 
 impl ServiceContext {
-    /// A context on `pool` with the system clock, for node `node`, not (yet) leader.
-    pub fn new(pool: Pool, node: impl Into<Arc<str>>) -> ServiceContext {
+    /// A context on `driver` (or a pool a driver wraps) with the system clock, for node
+    /// `node`, not (yet) leader.
+    pub fn new(driver: impl IntoDriver, node: impl Into<Arc<str>>) -> ServiceContext {
         ServiceContext {
-            pool,
+            driver: driver.into_driver(),
             clock: Arc::new(SystemClock),
             node: node.into(),
             leader: Arc::new(AtomicBool::new(false)),
@@ -65,9 +70,12 @@ impl ServiceContext {
     }
 }
 
-/// Calls `pass` every `interval` while the node leads, until `stop` fires.
+/// Calls `pass` every `interval` while the node leads, until `stop` fires. A service whose
+/// config is invalid (a zero interval, say: built without `WorkerBuilder::build`'s checks)
+/// logs why and does not run.
 pub(crate) async fn leader_loop<F, Fut>(
     ctx: &ServiceContext,
+    (service, config): (&'static str, crate::Result<()>),
     interval: Duration,
     stop: &CancellationToken,
     mut pass: F,
@@ -75,6 +83,10 @@ pub(crate) async fn leader_loop<F, Fut>(
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
+    if let Err(e) = config {
+        tracing::error!(service, error = %e, "not running a service with an invalid configuration");
+        return;
+    }
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use jobs_driver::{JobPruneParams, JobState, StatsPruneParams};
+
 use super::{ServiceContext, leader_loop};
-use crate::db;
 use crate::error::Result;
-use crate::state::JobState;
+use crate::settings;
 
 /// Settings of the [`Pruner`].
 #[derive(Debug, Clone)]
@@ -47,6 +48,17 @@ impl Default for PrunerConfig {
     }
 }
 
+impl PrunerConfig {
+    /// Checks the settings: a positive interval, a batch of 1 to 100,000, and at least one
+    /// batch per pass. Retentions may be anything (zero deletes finished jobs at the next
+    /// pass; `None` keeps them forever).
+    pub fn validate(&self) -> Result<()> {
+        settings::period("pruner.interval", self.interval)?;
+        settings::count("pruner.batch", self.batch, settings::MAX_BATCH)?;
+        settings::count("pruner.max_batches", i64::from(self.max_batches), i64::from(u32::MAX))
+    }
+}
+
 /// Deletes old finished jobs.
 #[derive(Debug, Clone, Default)]
 pub struct Pruner {
@@ -62,7 +74,6 @@ impl Pruner {
     /// One pass over the three final states (and the old outcome counters). Returns how
     /// many jobs went.
     pub async fn run_once(&self, ctx: &ServiceContext) -> Result<i64> {
-        let mut conn = ctx.pool.get().await?;
         let mut total = 0;
         let retention = [
             (JobState::Completed, self.config.completed),
@@ -72,21 +83,23 @@ impl Pruner {
         for (state, keep) in retention {
             let Some(keep) = keep else { continue };
             for _ in 0..self.config.max_batches {
-                let n = db::maintenance::prune(&mut conn, state, keep, self.config.batch, ctx.clock.db_now())
-                    .await?;
+                let params =
+                    JobPruneParams { state, retention: keep, limit: self.config.batch, now: ctx.clock.db_now() };
+                let n = ctx.driver.job_prune(params).await?;
                 total += n;
                 if n < self.config.batch {
                     break;
                 }
             }
         }
-        db::stats::prune(&mut conn, self.config.stats, ctx.clock.db_now()).await?;
+        ctx.driver.stats_prune(StatsPruneParams { keep: self.config.stats, now: ctx.clock.db_now() }).await?;
         Ok(total)
     }
 
     /// Runs every interval while the node leads, until `stop` fires.
     pub async fn run(self, ctx: ServiceContext, stop: CancellationToken) {
-        leader_loop(&ctx, self.config.interval, &stop, || async {
+        let config = ("pruner", self.config.validate());
+        leader_loop(&ctx, config, self.config.interval, &stop, || async {
             match self.run_once(&ctx).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(deleted = n, "pruned finished jobs"),

@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use jobs_driver::JobRescueStuckParams;
+
 use super::{ServiceContext, leader_loop};
-use crate::db;
 use crate::error::Result;
+use crate::settings;
 
 /// Settings of the [`Rescuer`].
 #[derive(Debug, Clone)]
@@ -35,6 +37,17 @@ impl Default for RescuerConfig {
     }
 }
 
+impl RescuerConfig {
+    /// Checks the settings: positive interval and staleness, a grace of at most a week, a
+    /// batch of 1 to 100,000.
+    pub fn validate(&self) -> Result<()> {
+        settings::period("rescuer.interval", self.interval)?;
+        settings::period("rescuer.node_stale_after", self.node_stale_after)?;
+        settings::at_most_max_period("rescuer.timeout_grace", self.timeout_grace)?;
+        settings::count("rescuer.batch", self.batch, settings::MAX_BATCH)
+    }
+}
+
 /// Rescues abandoned jobs.
 #[derive(Debug, Clone, Default)]
 pub struct Rescuer {
@@ -49,18 +62,16 @@ impl Rescuer {
 
     /// One pass. Returns the ids of the rescued jobs.
     pub async fn run_once(&self, ctx: &ServiceContext) -> Result<Vec<i64>> {
-        let mut conn = ctx.pool.get().await?;
         let mut rescued = Vec::new();
         loop {
-            let ids = db::maintenance::rescue_stuck(
-                &mut conn,
-                self.config.node_stale_after,
-                self.config.timeout_grace,
-                self.config.batch,
-                &ctx.node,
-                ctx.clock.db_now(),
-            )
-            .await?;
+            let params = JobRescueStuckParams {
+                node_stale_after: self.config.node_stale_after,
+                timeout_grace: self.config.timeout_grace,
+                limit: self.config.batch,
+                rescuer: &ctx.node,
+                now: ctx.clock.db_now(),
+            };
+            let ids = ctx.driver.job_rescue_stuck(params).await?;
             let done = (ids.len() as i64) < self.config.batch;
             rescued.extend(ids);
             if done {
@@ -71,7 +82,8 @@ impl Rescuer {
 
     /// Runs every interval while the node leads, until `stop` fires.
     pub async fn run(self, ctx: ServiceContext, stop: CancellationToken) {
-        leader_loop(&ctx, self.config.interval, &stop, || async {
+        let config = ("rescuer", self.config.validate());
+        leader_loop(&ctx, config, self.config.interval, &stop, || async {
             match self.run_once(&ctx).await {
                 Ok(ids) if ids.is_empty() => {}
                 Ok(ids) => {

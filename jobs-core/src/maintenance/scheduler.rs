@@ -4,9 +4,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use jobs_driver::JobScheduleDueParams;
+
 use super::{ServiceContext, leader_loop};
-use crate::db;
 use crate::error::Result;
+use crate::settings;
 
 /// Settings of the [`Scheduler`].
 #[derive(Debug, Clone)]
@@ -20,6 +22,14 @@ pub struct SchedulerConfig {
 impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig { interval: Duration::from_secs(1), batch: 5_000 }
+    }
+}
+
+impl SchedulerConfig {
+    /// Checks the settings: a positive interval, a batch of 1 to 100,000.
+    pub fn validate(&self) -> Result<()> {
+        settings::period("scheduler.interval", self.interval)?;
+        settings::count("scheduler.batch", self.batch, settings::MAX_BATCH)
     }
 }
 
@@ -37,11 +47,10 @@ impl Scheduler {
 
     /// One pass: moves every due job, a batch at a time. Returns how many moved.
     pub async fn run_once(&self, ctx: &ServiceContext) -> Result<i64> {
-        let mut conn = ctx.pool.get().await?;
         let mut total = 0;
         loop {
-            let moved =
-                db::maintenance::schedule_due(&mut conn, self.config.batch, ctx.clock.db_now()).await?;
+            let params = JobScheduleDueParams { limit: self.config.batch, now: ctx.clock.db_now() };
+            let moved = ctx.driver.job_schedule_due(params).await?;
             total += moved;
             if moved < self.config.batch {
                 return Ok(total);
@@ -51,7 +60,8 @@ impl Scheduler {
 
     /// Runs every interval while the node leads, until `stop` fires.
     pub async fn run(self, ctx: ServiceContext, stop: CancellationToken) {
-        leader_loop(&ctx, self.config.interval, &stop, || async {
+        let config = ("scheduler", self.config.validate());
+        leader_loop(&ctx, config, self.config.interval, &stop, || async {
             match self.run_once(&ctx).await {
                 Ok(0) => {}
                 Ok(n) => tracing::debug!(moved = n, "scheduled jobs made available"),

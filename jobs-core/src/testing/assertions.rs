@@ -1,10 +1,9 @@
 //! Assertions on enqueued jobs, for users' tests: [`assert_enqueued`], [`refute_enqueued`].
 
-use diesel::pg::Pg;
-use diesel_async::AsyncConnectionCore;
+use jobs_driver::{Driver, JobListWaitingParams, JobRow};
 use serde::Serialize;
 
-use crate::db::jobs::{JobRow, find_waiting};
+use crate::into_driver::IntoDriver;
 use crate::job::Job;
 
 /// What an enqueued job must look like: its kind, and optionally a subset of its
@@ -44,11 +43,13 @@ impl Expected {
     }
 }
 
-async fn matching<C>(conn: &mut C, expected: &Expected) -> Vec<JobRow>
-where
-    C: AsyncConnectionCore<Backend = Pg> + Send,
-{
-    match find_waiting(conn, Some(&expected.kind), expected.queue.as_deref(), expected.args.as_ref()).await {
+async fn matching(driver: &dyn Driver, expected: &Expected) -> Vec<JobRow> {
+    let params = JobListWaitingParams {
+        kind: Some(&expected.kind),
+        queue: expected.queue.as_deref(),
+        args: expected.args.as_ref(),
+    };
+    match driver.job_list_waiting(params).await {
         Ok(rows) => rows,
         Err(e) => panic!("reading the enqueued jobs failed: {e}"),
     }
@@ -56,15 +57,13 @@ where
 
 /// Fails the test unless a job matching `expected` is waiting to run (available,
 /// scheduled or retryable); returns the oldest match. The failure lists the waiting jobs
-/// of that kind.
-pub async fn assert_enqueued<C>(conn: &mut C, expected: &Expected) -> JobRow
-where
-    C: AsyncConnectionCore<Backend = Pg> + Send,
-{
-    if let Some(row) = matching(conn, expected).await.into_iter().next() {
+/// of that kind. `db` is a driver or a pool (`&pool`).
+pub async fn assert_enqueued(db: impl IntoDriver, expected: &Expected) -> JobRow {
+    let driver = db.into_driver();
+    if let Some(row) = matching(&*driver, expected).await.into_iter().next() {
         return row;
     }
-    let same_kind = matching(conn, &Expected::kind(expected.kind.clone())).await;
+    let same_kind = matching(&*driver, &Expected::kind(expected.kind.clone())).await;
     let seen: Vec<String> =
         same_kind.iter().map(|r| format!("  #{} queue {} args {}", r.id, r.queue, r.args)).collect();
     panic!(
@@ -74,12 +73,10 @@ where
     );
 }
 
-/// Fails the test if a job matching `expected` is waiting to run.
-pub async fn refute_enqueued<C>(conn: &mut C, expected: &Expected)
-where
-    C: AsyncConnectionCore<Backend = Pg> + Send,
-{
-    let found = matching(conn, expected).await;
+/// Fails the test if a job matching `expected` is waiting to run. `db` is a driver or a
+/// pool (`&pool`).
+pub async fn refute_enqueued(db: impl IntoDriver, expected: &Expected) {
+    let found = matching(&*db.into_driver(), expected).await;
     if let Some(row) = found.first() {
         panic!("expected no enqueued job matching {expected:?}, found #{} with args {}", row.id, row.args);
     }

@@ -2,16 +2,17 @@
 
 use std::sync::Arc;
 
+use jobs_driver::Driver;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::{ContextParts, JobContext};
-use crate::db::Pool;
 use crate::job::Job;
 
 /// A context for running `J`'s handler inline (`send_welcome::call(ctx, args)`): job id 0,
-/// first of `J`'s attempts, empty metadata, the given pool (if any).
-pub fn job_context<J: Job>(pool: Option<Pool>) -> JobContext {
+/// first of `J`'s attempts, empty metadata, the given driver (if any) for the handler's
+/// own queries.
+pub fn job_context<J: Job>(driver: Option<Arc<dyn Driver>>) -> JobContext {
     let options = J::options();
     let meta = RawValue::from_string("{}".to_owned()).unwrap_or_default();
     JobContext::new(ContextParts {
@@ -26,6 +27,6 @@ pub fn job_context<J: Job>(pool: Option<Pool>) -> JobContext {
         node: Arc::from("test"),
         created_at: chrono::Utc::now(),
         cancel: CancellationToken::new(),
-        pool,
+        driver,
     })
 }

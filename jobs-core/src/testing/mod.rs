@@ -1,5 +1,5 @@
-//! Test support (feature `testing`): a throwaway Postgres, a database per test, and
-//! helpers for asserting on and running jobs in your own tests.
+//! Test support (feature `testing`): helpers for asserting on and running jobs in your own
+//! tests, and (with the `postgres` feature) a throwaway Postgres and a database per test.
 //!
 //! ```
 //! use jobs_core::testing::{Expected, TestDatabase, assert_enqueued, drain_queue};
@@ -16,8 +16,7 @@
 //! let pool = db.pool(4)?;
 //! send_welcome::enqueue(&pool, 7).await?; // what your code under test would do
 //!
-//! let mut conn = db.connect().await?;
-//! assert_enqueued(&mut conn, &Expected::job::<send_welcome>().args(7).queue("mailers")).await;
+//! assert_enqueued(&pool, &Expected::job::<send_welcome>().args(7).queue("mailers")).await;
 //! let ran = drain_queue(&pool, "mailers").await?;
 //! assert_eq!(ran[0].state, JobState::Completed);
 //! assert_eq!(ran[0].result, Some(serde_json::json!("welcomed 7")));
@@ -26,17 +25,15 @@
 //! ```
 
 mod assertions;
-pub mod cluster;
 mod context;
-mod database;
-pub(crate) mod inline;
+mod inline;
 mod running;
 mod waiting;
 
 pub use assertions::{Expected, assert_enqueued, refute_enqueued};
-pub use cluster::PgCluster;
 pub use context::job_context;
-pub use database::{Server, TestDatabase, replace_database};
-pub use inline::inline;
+pub use inline::{InlineDriver, inline};
+#[cfg(feature = "postgres")]
+pub use jobs_postgres::testing::{PgCluster, Server, TestDatabase, cluster, replace_database};
 pub use running::{drain_queue, perform_job};
 pub use waiting::wait_for;

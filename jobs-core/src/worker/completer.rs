@@ -12,50 +12,11 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use jobs_driver::{Completion, JobCompleteManyParams, JobState, StatsCount, StatsRecordParams};
+
+use super::completions::CompleterConfig;
 use super::runtime::Shared;
-use crate::db;
-use crate::db::execution::Completion;
-use crate::state::JobState;
-
-/// The executors' side of the completer.
-#[derive(Debug, Clone)]
-pub(crate) struct CompletionSender {
-    tx: mpsc::Sender<Completion>,
-}
-
-impl CompletionSender {
-    /// Queues an outcome for writing. Waits when the completer is far behind.
-    pub(crate) async fn submit(&self, completion: Completion) {
-        if let Err(e) = self.tx.send(completion).await {
-            // Only after the completer stopped, which happens once every job finished.
-            tracing::error!(
-                job.id = e.0.id,
-                "completion arrived after the completer stopped; the rescuer will retry the job"
-            );
-        }
-    }
-}
-
-/// The completer's configuration.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CompleterConfig {
-    /// The most outcomes written in one statement.
-    pub(crate) max_batch: usize,
-    /// The channel's capacity.
-    pub(crate) capacity: usize,
-}
-
-impl Default for CompleterConfig {
-    fn default() -> Self {
-        CompleterConfig { max_batch: 2_000, capacity: 10_000 }
-    }
-}
-
-/// Creates the channel.
-pub(crate) fn channel(config: CompleterConfig) -> (CompletionSender, mpsc::Receiver<Completion>) {
-    let (tx, rx) = mpsc::channel(config.capacity);
-    (CompletionSender { tx }, rx)
-}
+use crate::retry_pause::RetryPause;
 
 /// Writes `batch`, retrying with backoff while the database is unreachable: an outcome is
 /// never dropped because of a transient error. Gives up only when `give_up` fires (then the
@@ -118,14 +79,10 @@ async fn write_retrying(
     batch: &[Completion],
     give_up: &CancellationToken,
 ) -> Result<Vec<i64>, crate::Error> {
-    let mut pause = Duration::from_millis(50);
+    let mut pause = RetryPause::new(Duration::from_millis(50), Duration::from_secs(5));
     loop {
-        let result = async {
-            let mut conn = shared.pool.get().await?;
-            db::execution::complete_many(&mut conn, batch, shared.clock.db_now()).await
-        }
-        .await;
-        match result {
+        let params = JobCompleteManyParams { completions: batch, now: shared.clock.db_now() };
+        match shared.driver.job_complete_many(params).await.map_err(crate::Error::from) {
             Ok(applied) => {
                 if applied.len() < batch.len() {
                     tracing::info!(
@@ -139,14 +96,10 @@ async fn write_retrying(
             Err(e) if !e.is_connection_error() => return Err(e),
             Err(e) => {
                 tracing::warn!(error = %e, batch = batch.len(), "writing outcomes failed; retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(pause) => {}
-                    _ = give_up.cancelled() => {
-                        tracing::error!(batch = batch.len(), "gave up writing outcomes at shutdown; the rescuer will retry these jobs");
-                        return Ok(Vec::new());
-                    }
+                if !pause.sleep_unless(give_up).await {
+                    tracing::error!(batch = batch.len(), "gave up writing outcomes at shutdown; the rescuer will retry these jobs");
+                    return Ok(Vec::new());
                 }
-                pause = (pause * 2).min(Duration::from_secs(5));
             }
         }
     }
@@ -197,13 +150,12 @@ impl PendingStats {
             self.since = None;
             return;
         }
-        let counts: Vec<(DateTime<Utc>, &str, JobState, i64)> =
-            self.counts.iter().map(|((minute, queue, state), n)| (*minute, &**queue, *state, *n)).collect();
-        let written = async {
-            let mut conn = shared.pool.get().await?;
-            db::stats::record(&mut conn, &counts).await
-        }
-        .await;
+        let counts: Vec<StatsCount<'_>> = self
+            .counts
+            .iter()
+            .map(|((minute, queue, state), n)| StatsCount { minute: *minute, queue, state: *state, count: *n })
+            .collect();
+        let written = shared.driver.stats_record(StatsRecordParams { counts: &counts }).await;
         match written {
             Ok(()) => {
                 self.counts.clear();

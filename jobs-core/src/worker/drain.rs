@@ -1,16 +1,17 @@
 //! Running a worker's queues inline until nothing is due: [`Worker::drain`], for tests
 //! (and one-off scripts) that want every job done before they look.
 
+use jobs_driver::{
+    ClaimedJob, Completion, JobClaimParams, JobCompleteManyParams, JobScheduleDueParams, JobState,
+    NodeDeleteParams, QueueListPausedParams,
+};
+
 use super::Worker;
-use super::executor::{self, RunningJob};
+use super::executor;
 use super::heartbeat;
 use super::panic_capture;
-use crate::db;
-use crate::db::execution::{ClaimedJob, Completion};
-#[cfg(feature = "testing")]
-use crate::db::jobs::NewJob;
+use super::running::RunningJob;
 use crate::error::Result;
-use crate::state::JobState;
 
 /// The most claim rounds one drain makes (a job that keeps snoozing for zero seconds would
 /// otherwise keep it going forever).
@@ -68,18 +69,19 @@ impl Worker {
         let mut drained = Vec::new();
         for _ in 0..MAX_ROUNDS {
             // Once per round: due jobs become available, pause flags are read.
-            let paused = {
-                let mut conn = shared.pool.get().await?;
-                db::maintenance::schedule_due(&mut conn, 10_000, shared.clock.db_now()).await?;
-                db::queues::paused_queues(&mut conn).await?
-            };
+            let driver = &shared.driver;
+            driver.job_schedule_due(JobScheduleDueParams { limit: 10_000, now: shared.clock.db_now() }).await?;
+            let paused = driver.queue_list_paused(QueueListPausedParams {}).await?;
             let mut ran = false;
             for queue in queues.iter().filter(|q| !paused.iter().any(|p| *p == *q.name)) {
-                let jobs = {
-                    let mut conn = shared.pool.get().await?;
-                    let now = shared.clock.db_now();
-                    db::execution::fetch_available(&mut conn, &queue.name, 1_000, &shared.node, now).await?
+                let claim = JobClaimParams {
+                    queue: &queue.name,
+                    limit: 1_000,
+                    node: &shared.node,
+                    now: shared.clock.db_now(),
+                    recurring_size: false,
                 };
+                let jobs = driver.job_claim(claim).await?;
                 if jobs.is_empty() {
                     continue;
                 }
@@ -88,16 +90,15 @@ impl Worker {
                 for job in &jobs {
                     completions.push(executor::execute(shared, queue, job, &RunningJob::new()).await);
                 }
-                let mut conn = shared.pool.get().await?;
-                db::execution::complete_many(&mut conn, &completions, shared.clock.db_now()).await?;
+                let written = JobCompleteManyParams { completions: &completions, now: shared.clock.db_now() };
+                driver.job_complete_many(written).await?;
                 drained.extend(jobs.into_iter().zip(completions).map(|(job, c)| Drained::from_run(job, &c)));
             }
             if !ran {
                 break;
             }
         }
-        let mut conn = shared.pool.get().await?;
-        db::nodes::remove(&mut conn, &shared.node).await?;
+        shared.driver.node_delete(NodeDeleteParams { node: &shared.node }).await?;
         Ok(drained)
     }
 }
@@ -107,7 +108,7 @@ impl Worker {
     /// timeout, panics caught, outcome to state), without it ever being stored: inline
     /// mode's runner. `None` when the worker does not run `row`'s queue.
     #[cfg(feature = "testing")]
-    pub(crate) async fn perform_unsaved(&self, row: &NewJob) -> Option<Drained> {
+    pub(crate) async fn perform_unsaved(&self, row: &jobs_driver::NewJob) -> Option<Drained> {
         let queue = self.shared.queues.get(&*row.queue)?;
         let now = chrono::Utc::now();
         let job = ClaimedJob {

@@ -3,71 +3,22 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use serde_json::value::RawValue;
+use jobs_driver::stored_text::{MAX_BACKTRACE_BYTES, MAX_ERROR_MESSAGE_BYTES, clip, storable_result};
+use jobs_driver::{ClaimedJob, Completion, JobState};
 use tokio::sync::OwnedSemaphorePermit;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::config::UnknownKindPolicy;
 use super::panic_capture;
+use super::running::{RunningJob, StopReason};
 use super::runtime::{QueueRuntime, Shared};
 use crate::context::{ContextParts, JobContext};
-use crate::db::execution::{ClaimedJob, Completion};
 use crate::outcome::{Failure, RunOutcome};
 use crate::registry::JobDescriptor;
-use crate::state::JobState;
-use crate::stored_text::{MAX_BACKTRACE_BYTES, MAX_ERROR_MESSAGE_BYTES, clip, storable_result};
-
-/// Why a running job's token was cancelled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum StopReason {
-    /// Not stopped.
-    None = 0,
-    /// Someone cancelled the job.
-    Cancelled = 1,
-    /// The worker is shutting down past its deadline.
-    Shutdown = 2,
-}
-
-/// The handle the worker keeps on each running job.
-#[derive(Debug, Clone)]
-pub(crate) struct RunningJob {
-    pub(crate) token: CancellationToken,
-    reason: Arc<AtomicU8>,
-}
-
-impl RunningJob {
-    pub(crate) fn new() -> RunningJob {
-        RunningJob {
-            token: CancellationToken::new(),
-            reason: Arc::new(AtomicU8::new(StopReason::None as u8)),
-        }
-    }
-
-    /// Stops the job for `reason` (the first reason wins).
-    pub(crate) fn stop(&self, reason: StopReason) {
-        let _ = self.reason.compare_exchange(
-            StopReason::None as u8,
-            reason as u8,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
-        self.token.cancel();
-    }
-
-    fn reason(&self) -> StopReason {
-        match self.reason.load(Ordering::Acquire) {
-            1 => StopReason::Cancelled,
-            2 => StopReason::Shutdown,
-            _ => StopReason::None,
-        }
-    }
-}
 
 /// What ended the run, before it is turned into a state.
 enum Ended {
@@ -264,7 +215,7 @@ async fn run(
         node: shared.node.clone(),
         created_at: job.created_at,
         cancel: running.token.clone(),
-        pool: Some(shared.pool.clone()),
+        driver: Some(shared.driver.clone()),
     });
     let args = match serde_json::from_str::<&RawValue>(&job.args) {
         Ok(args) => args,

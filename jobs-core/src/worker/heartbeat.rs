@@ -1,13 +1,15 @@
-//! The node's heartbeat: keeps its `job_nodes` row fresh so the rescuer leaves its jobs
-//! alone, publishes each queue's load for the dashboard, and hands back claims whose
-//! reply it never received.
+//! The node's heartbeat: keeps its node row fresh so the rescuer leaves its jobs alone,
+//! publishes each queue's load for the dashboard, hands back claims whose reply it never
+//! received, and — while no notifications arrive — asks which of its jobs were cancelled.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
+use jobs_driver::{JobListCancelRequestedParams, JobReleaseOrphansParams, NodeHeartbeatParams};
 use tokio_util::sync::CancellationToken;
 
+use super::listener::cancel_running;
 use super::runtime::Shared;
-use crate::db;
 use crate::error::Result;
 
 /// Writes one heartbeat.
@@ -21,30 +23,41 @@ pub(crate) async fn beat(shared: &Shared) -> Result<()> {
             (q.name.to_string(), serde_json::json!({ "limit": limit, "running": running }))
         })
         .collect();
-    let mut conn = shared.pool.get().await?;
-    db::nodes::heartbeat(
-        &mut conn,
-        &shared.node,
-        &shared.host,
-        shared.pid,
-        &serde_json::Value::Object(queues),
-        shared.clock.db_now(),
-    )
-    .await
+    let queues = serde_json::Value::Object(queues);
+    let params = NodeHeartbeatParams {
+        node: &shared.node,
+        host: &shared.host,
+        pid: shared.pid,
+        queues: &queues,
+        now: shared.clock.db_now(),
+    };
+    Ok(shared.driver.node_heartbeat(params).await?)
 }
 
 /// Hands back the jobs the database says this node runs but the node does not hold.
 pub(crate) async fn release_orphans(shared: &Shared) -> Result<Vec<i64>> {
     let held: Vec<i64> = shared.held.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect();
-    let mut conn = shared.pool.get().await?;
-    db::maintenance::release_orphans(
-        &mut conn,
-        &shared.node,
-        &held,
-        shared.config.orphan_grace,
-        shared.clock.db_now(),
-    )
-    .await
+    let params = JobReleaseOrphansParams {
+        node: &shared.node,
+        held: &held,
+        grace: shared.config.orphan_grace,
+        now: shared.clock.db_now(),
+    };
+    Ok(shared.driver.job_release_orphans(params).await?)
+}
+
+/// Stops the running jobs whose cancellation was requested: the fallback for drivers (or
+/// moments) without notifications.
+async fn poll_cancellations(shared: &Shared) -> Result<()> {
+    let ids: Vec<i64> = shared.running.lock().unwrap_or_else(|e| e.into_inner()).keys().copied().collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let cancelled = shared.driver.job_list_cancel_requested(JobListCancelRequestedParams { ids: &ids }).await?;
+    for id in cancelled {
+        cancel_running(shared, id);
+    }
+    Ok(())
 }
 
 /// Beats every heartbeat interval until `stop` fires.
@@ -65,6 +78,11 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
                         tracing::warn!(count = ids.len(), ids = ?ids, "released claims whose reply was lost");
                     }
                     Err(e) => tracing::warn!(error = %e, "checking for orphaned claims failed"),
+                }
+                if !shared.listening.load(Ordering::Acquire)
+                    && let Err(e) = poll_cancellations(&shared).await
+                {
+                    tracing::warn!(error = %e, "checking for cancelled jobs failed");
                 }
             }
         }

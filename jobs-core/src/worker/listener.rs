@@ -1,63 +1,55 @@
-//! The worker's LISTEN connection: wakes producers when jobs become available, and carries
-//! cancellations and pauses from any node.
+//! The worker's listener: wakes producers when jobs become available, and carries
+//! cancellations and pauses from any node, from the driver's [`Listener`].
 //!
-//! It holds one connection of its own (taken out of the pool). When that connection
-//! fails, it reconnects with backoff and wakes every producer, since notifications may have
-//! been missed; polling covers the gap.
+//! When the listener's connection fails, it reconnects with back-off and wakes every
+//! producer, since notifications may have been missed; polling covers the gap. A driver
+//! without notifications offers no listener: the worker then relies on polling, and the
+//! heartbeat asks for cancellations.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use diesel_async::RunQueryDsl;
-use futures::StreamExt;
+use jobs_driver::{Listener, Notification};
 use tokio_util::sync::CancellationToken;
 
-use super::executor::StopReason;
+use super::running::StopReason;
 use super::runtime::Shared;
-use crate::db::control::{AVAILABLE_CHANNEL, CONTROL_CHANNEL};
+use crate::retry_pause::RetryPause;
 
-/// Runs until `stop` fires.
+/// Runs until `stop` fires, or at once if the driver has no notifications.
 pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
-    let mut pause = Duration::from_millis(100);
+    let mut pause = RetryPause::new(Duration::from_millis(100), Duration::from_secs(5));
     loop {
-        let connected = async {
-            let object = shared.pool.get().await?;
-            let mut conn = diesel_async::pooled_connection::deadpool::Object::take(object);
-            diesel::sql_query(format!("LISTEN {AVAILABLE_CHANNEL}")).execute(&mut conn).await?;
-            diesel::sql_query(format!("LISTEN {CONTROL_CHANNEL}")).execute(&mut conn).await?;
-            Ok::<_, crate::Error>(conn)
-        }
-        .await;
-        let mut conn = match connected {
-            Ok(conn) => conn,
+        let mut listener: Box<dyn Listener> = match shared.driver.listen().await {
+            Ok(Some(listener)) => listener,
+            Ok(None) => {
+                tracing::info!(driver = shared.driver.name(), "the driver has no notifications; polling");
+                return;
+            }
             Err(e) => {
-                tracing::warn!(error = %e, "LISTEN connection failed; polling until it is back");
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(pause) => {}
+                tracing::warn!(error = %e, "the notification connection failed; polling until it is back");
+                if !pause.sleep_unless(&stop).await {
+                    return;
                 }
-                pause = (pause * 2).min(Duration::from_secs(5));
                 continue;
             }
         };
-        pause = Duration::from_millis(100);
+        pause.succeeded();
         shared.listening.store(true, Ordering::Release);
         // Anything may have been missed while we were not listening.
         for queue in shared.queues.values() {
             queue.wake.notify_one();
         }
-        let mut notifications = std::pin::pin!(conn.notifications_stream());
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
-                next = notifications.next() => match next {
-                    Some(Ok(n)) => dispatch(&shared, &n.channel, &n.payload),
-                    Some(Err(e)) => {
-                        tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
+                next = listener.next() => match next {
+                    Ok(notification) => dispatch(&shared, notification),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the notification connection was lost; reconnecting");
                         break;
                     }
-                    None => break,
                 },
             }
         }
@@ -65,34 +57,30 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
     }
 }
 
-fn dispatch(shared: &Shared, channel: &str, payload: &str) {
-    if channel == AVAILABLE_CHANNEL {
-        if let Some(queue) = shared.queues.get(payload) {
-            // `notify_one` stores one wake-up: a burst of inserts wakes the producer once.
-            queue.wake.notify_one();
+fn dispatch(shared: &Shared, notification: Notification) {
+    match notification {
+        Notification::JobsAvailable { queue } => {
+            if let Some(queue) = shared.queues.get(&queue) {
+                // `notify_one` stores one wake-up: a burst of inserts wakes the producer once.
+                queue.wake.notify_one();
+            }
         }
-        return;
-    }
-    if channel != CONTROL_CHANNEL {
-        return;
-    }
-    let Ok(message) = serde_json::from_str::<serde_json::Value>(payload) else {
-        tracing::warn!(payload, "ignoring a malformed control message");
-        return;
-    };
-    if let Some(id) = message.get("cancel").and_then(serde_json::Value::as_i64) {
-        let running = shared.running.lock().unwrap_or_else(|e| e.into_inner()).get(&id).cloned();
-        if let Some(job) = running {
-            tracing::info!(job.id = id, "cancelling running job on request");
-            job.stop(StopReason::Cancelled);
+        Notification::CancelJob { id } => cancel_running(shared, id),
+        Notification::QueuePaused { queue, paused } => {
+            if let Some(queue) = shared.queues.get(&queue) {
+                queue.paused.store(paused, Ordering::Release);
+                queue.wake.notify_one();
+            }
         }
+        other => tracing::debug!(?other, "ignoring a notification this worker does not use"),
     }
-    if let (Some(name), Some(paused)) = (
-        message.get("queue").and_then(serde_json::Value::as_str),
-        message.get("paused").and_then(serde_json::Value::as_bool),
-    ) && let Some(queue) = shared.queues.get(name)
-    {
-        queue.paused.store(paused, Ordering::Release);
-        queue.wake.notify_one();
+}
+
+/// Stops job `id` if this node runs it, on someone's request.
+pub(crate) fn cancel_running(shared: &Shared, id: i64) {
+    let running = shared.running.lock().unwrap_or_else(|e| e.into_inner()).get(&id).cloned();
+    if let Some(job) = running {
+        tracing::info!(job.id = id, "cancelling running job on request");
+        job.stop(StopReason::Cancelled);
     }
 }

@@ -22,10 +22,11 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use jobs_driver::{ClaimedJob, JobClaimParams, QueueIsPausedParams};
+
 use super::executor;
 use super::runtime::{QueueRuntime, Shared};
-use crate::db;
-use crate::db::execution::ClaimedJob;
+use crate::retry_pause::RetryPause;
 
 /// What one claim brought back, with the slots it reserved.
 struct Claimed {
@@ -42,7 +43,7 @@ struct Plan {
     idle: bool,
     /// A claim failed: claim again no sooner than this.
     retry_at: Option<Instant>,
-    error_pause: Duration,
+    error_pause: RetryPause,
     /// Slots became free while too few to fill a batch: claim anyway at this time.
     cooldown_until: Option<Instant>,
     /// Wake-ups (notifications, poll ticks) received so far.
@@ -65,6 +66,11 @@ impl Plan {
     }
 }
 
+/// The pause after a failed claim: 100 ms, doubling up to the poll interval.
+fn claim_retry_pause(poll_interval: Duration) -> RetryPause {
+    RetryPause::new(Duration::from_millis(100), poll_interval.max(Duration::from_millis(100)))
+}
+
 /// How many jobs one claim asks for: the queue's slots shared among the claims in
 /// flight, capped by `max_fetch`.
 pub(crate) fn batch_size(concurrency: usize, claims_in_flight: usize, max_fetch: usize) -> usize {
@@ -81,7 +87,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: Can
     let mut plan = Plan {
         idle: false,
         retry_at: None,
-        error_pause: Duration::from_millis(100),
+        error_pause: claim_retry_pause(shared.config.poll_interval),
         cooldown_until: None,
         wakes: 0,
     };
@@ -158,18 +164,15 @@ async fn claim(
     wakes_before: u64,
 ) -> Claimed {
     queue.fetches.fetch_add(1, Ordering::Relaxed);
-    let jobs = async {
-        let mut conn = shared.pool.get().await?;
-        let (name, node, now) = (&queue.name, &shared.node, shared.clock.db_now());
-        if wanted == queue.batch {
-            // The size claimed again and again: a statement planned once per connection.
-            db::execution::fetch_batch(&mut conn, name, wanted, node, now).await
-        } else {
-            let limit = i64::try_from(wanted).unwrap_or(i64::MAX);
-            db::execution::fetch_available(&mut conn, name, limit, node, now).await
-        }
-    }
-    .await;
+    let params = JobClaimParams {
+        queue: &queue.name,
+        limit: wanted,
+        node: &shared.node,
+        now: shared.clock.db_now(),
+        // The size claimed again and again: a driver may keep a statement planned for it.
+        recurring_size: wanted == queue.batch,
+    };
+    let jobs = shared.driver.job_claim(params).await.map_err(crate::Error::from);
     Claimed { wanted, slots, jobs, wakes_before }
 }
 
@@ -179,7 +182,7 @@ fn start(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>, claimed: Claimed, plan
     let Claimed { wanted, mut slots, jobs, wakes_before } = claimed;
     match jobs {
         Ok(jobs) => {
-            plan.error_pause = Duration::from_millis(100);
+            plan.error_pause.succeeded();
             plan.claim_returned(wanted, jobs.len(), wakes_before);
             if !jobs.is_empty() {
                 metrics::counter!("jobs_claimed_total", "queue" => queue.label).increment(jobs.len() as u64);
@@ -200,20 +203,14 @@ fn start(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>, claimed: Claimed, plan
         Err(e) => {
             tracing::warn!(queue = %queue.name, error = %e, "fetching jobs failed; retrying");
             drop(slots);
-            plan.retry_at = Some(Instant::now() + plan.error_pause);
-            plan.error_pause =
-                (plan.error_pause * 2).min(shared.config.poll_interval.max(Duration::from_millis(100)));
+            plan.retry_at = Some(Instant::now() + plan.error_pause.failed());
         }
     }
 }
 
 /// Re-reads the queue's pause flag (a missed NOTIFY must not pause or resume it forever).
 async fn refresh_paused(shared: &Shared, queue: &QueueRuntime) {
-    let paused = async {
-        let mut conn = shared.pool.get().await?;
-        db::queues::is_paused(&mut conn, &queue.name).await
-    }
-    .await;
+    let paused = shared.driver.queue_is_paused(QueueIsPausedParams { queue: &queue.name }).await;
     match paused {
         Ok(paused) => queue.paused.store(paused, Ordering::Release),
         Err(e) => tracing::warn!(queue = %queue.name, error = %e, "reading the pause flag failed"),
@@ -224,12 +221,17 @@ async fn refresh_paused(shared: &Shared, queue: &QueueRuntime) {
 mod tests {
     use std::time::Duration;
 
-    use super::{Plan, batch_size};
+    use super::{Plan, batch_size, claim_retry_pause};
 
     #[test]
     fn a_wake_up_during_a_short_claim_keeps_the_producer_claiming() {
-        let mut plan =
-            Plan { idle: false, retry_at: None, error_pause: Duration::ZERO, cooldown_until: None, wakes: 0 };
+        let mut plan = Plan {
+            idle: false,
+            retry_at: None,
+            error_pause: claim_retry_pause(Duration::from_secs(1)),
+            cooldown_until: None,
+            wakes: 0,
+        };
         // A claim comes back short with no wake-up since it was sent: the queue is empty.
         let before = plan.wakes;
         plan.claim_returned(10, 3, before);

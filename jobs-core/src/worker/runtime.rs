@@ -9,11 +9,12 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::task::TaskTracker;
 
-use super::completer::CompletionSender;
+use jobs_driver::Driver;
+
+use super::completions::CompletionSender;
 use super::config::{QueueConfig, UnknownKindPolicy};
-use super::executor::RunningJob;
+use super::running::RunningJob;
 use crate::clock::Clock;
-use crate::db::Pool;
 use crate::registry::Registry;
 
 /// Tunables every task reads.
@@ -65,7 +66,7 @@ impl QueueRuntime {
 
 /// Everything shared by the producers, executors, completer, listener and heartbeat.
 pub(crate) struct Shared {
-    pub(crate) pool: Pool,
+    pub(crate) driver: Arc<dyn Driver>,
     pub(crate) registry: Registry,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) node: Arc<str>,
@@ -82,5 +83,7 @@ pub(crate) struct Shared {
     pub(crate) held: Mutex<FxHashSet<i64>>,
     pub(crate) tracker: TaskTracker,
     pub(crate) completions: CompletionSender,
+    /// Whether notifications arrive (the driver's listener is connected). While they do
+    /// not, the heartbeat asks for cancellations of the jobs this node runs.
     pub(crate) listening: AtomicBool,
 }

@@ -4,7 +4,7 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use jobs_core::cron::CronExpr;
-use jobs_core::db;
+use jobs_core::driver::{JobGetParams, ScheduleListParams};
 
 use crate::Dashboard;
 use crate::error::DashboardError;
@@ -32,9 +32,9 @@ struct CronPage {
 
 pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(&req, &d, "cron")?;
-    let mut conn = view::conn(&d.config.pool).await?;
+    let driver = &*d.config.driver;
     let mut schedules = Vec::new();
-    for row in db::schedules::list(&mut conn).await? {
+    for row in driver.schedule_list(ScheduleListParams {}).await? {
         let mut next_runs = Vec::new();
         match CronExpr::parse(&row.expression, &row.timezone) {
             Ok(expr) => {
@@ -52,7 +52,8 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
             Err(e) => next_runs.push(e),
         }
         let last_job = match row.last_job_id {
-            Some(id) => db::jobs::get(&mut conn, id)
+            Some(id) => driver
+                .job_get(JobGetParams { id })
                 .await?
                 .map(|j| (id, j.state.as_str().to_owned()))
                 .or(Some((id, "pruned".into()))),

@@ -4,8 +4,8 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use chrono::{DateTime, Utc};
-use jobs_core::db;
-use jobs_core::db::jobs::JobRow;
+use jobs_core::JobRow;
+use jobs_core::driver::JobGetParams;
 
 use crate::Dashboard;
 use crate::error::DashboardError;
@@ -116,9 +116,12 @@ pub(crate) async fn page(
     let mut c = PageCtx::new(&req, &d, "jobs")?;
     let id: i64 =
         path.parse().map_err(|_| DashboardError::BadRequest(format!("`{path}` is not a job id")))?;
-    let mut conn = view::conn(&d.config.pool).await?;
-    let job =
-        db::jobs::get(&mut conn, id).await?.ok_or_else(|| DashboardError::NotFound(format!("job {id}")))?;
+    let job = d
+        .config
+        .driver
+        .job_get(JobGetParams { id })
+        .await?
+        .ok_or_else(|| DashboardError::NotFound(format!("job {id}")))?;
     let errors = job
         .errors
         .as_array()

@@ -3,10 +3,8 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use jobs_core::JobState;
-use jobs_core::db;
-use jobs_core::db::dashboard::JobFilter;
-use jobs_core::db::jobs::JobRow;
+use jobs_core::driver::{JobCountParams, JobListParams};
+use jobs_core::{JobFilter, JobRow, JobState};
 
 use super::overview::COUNT_CAP;
 use crate::Dashboard;
@@ -24,6 +22,8 @@ struct JobsPage {
     filter: JobFilter,
     query: String,
     filter_fields: Vec<(String, String)>,
+    /// Whether the driver can search arguments and metadata (else no search box).
+    can_search: bool,
     search_text: String,
     from_text: String,
     to_text: String,
@@ -72,11 +72,12 @@ impl JobsPage {
 pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(&req, &d, "jobs")?;
     let pairs = params::pairs(req.query_string().as_bytes());
-    let filter = params::filter(&pairs)?;
+    let can_search = d.config.can_search();
+    let filter = params::filter(&pairs, can_search)?;
     let before = params::id(&pairs, "before")?;
-    let mut conn = view::conn(&d.config.pool).await?;
-    let count = db::dashboard::count_jobs(&mut conn, &filter, COUNT_CAP).await?;
-    let mut rows = db::dashboard::list_jobs(&mut conn, &filter, before, PAGE_SIZE + 1).await?;
+    let driver = &*d.config.driver;
+    let count = driver.job_count(JobCountParams { filter: &filter, cap: COUNT_CAP }).await?;
+    let mut rows = driver.job_list(JobListParams { filter: &filter, before, limit: PAGE_SIZE + 1 }).await?;
     let next_before = if rows.len() as i64 > PAGE_SIZE {
         rows.truncate(PAGE_SIZE as usize);
         rows.last().map(|r| r.id)
@@ -96,6 +97,7 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
         rows,
         next_before,
         first_page: before.is_none(),
+        can_search,
         c,
     };
     view::respond(&page, cookie)

@@ -3,9 +3,11 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use jobs_core::db;
-use jobs_core::db::dashboard::{QueueDepth, Throughput};
-use jobs_core::db::nodes::NodeRow;
+use jobs_core::JobFilter;
+use jobs_core::driver::{
+    JobCountParams, JobState, NodeListParams, NodeRow, QueueDepth, QueueListDepthsParams, StatsThroughputParams,
+    Throughput,
+};
 
 use crate::Dashboard;
 use crate::error::DashboardError;
@@ -74,15 +76,16 @@ pub(crate) async fn redirect_to_slash(d: web::Data<Dashboard>) -> HttpResponse {
 
 pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(&req, &d, "overview")?;
-    let mut conn = view::conn(&d.config.pool).await?;
-    let states = db::dashboard::state_counts(&mut conn, COUNT_CAP)
-        .await?
-        .into_iter()
-        .map(|(s, n)| (s.as_str(), count_label(n)))
-        .collect();
-    let queues = db::dashboard::queue_depths(&mut conn).await?;
-    let minutes = db::dashboard::throughput_last_hour(&mut conn).await?;
-    let nodes = db::nodes::list(&mut conn).await?;
+    let driver = &*d.config.driver;
+    let mut states = Vec::with_capacity(JobState::ALL.len());
+    for state in JobState::ALL {
+        let filter = JobFilter { states: vec![state], ..JobFilter::default() };
+        let count = driver.job_count(JobCountParams { filter: &filter, cap: COUNT_CAP }).await?;
+        states.push((state.as_str(), count_label(count)));
+    }
+    let queues = driver.queue_list_depths(QueueListDepthsParams {}).await?;
+    let minutes = driver.stats_throughput(StatsThroughputParams {}).await?;
+    let nodes = driver.node_list(NodeListParams {}).await?;
     let cookie = c.take_cookie();
     let page = Overview {
         states,

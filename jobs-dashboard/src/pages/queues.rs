@@ -2,8 +2,7 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use jobs_core::db;
-use jobs_core::db::dashboard::QueueDepth;
+use jobs_core::driver::{NodeListParams, QueueDepth, QueueListDepthsParams};
 
 use crate::Dashboard;
 use crate::error::DashboardError;
@@ -33,10 +32,10 @@ impl QueuesPage {
 
 pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(&req, &d, "queues")?;
-    let mut conn = view::conn(&d.config.pool).await?;
-    let queues = db::dashboard::queue_depths(&mut conn).await?;
+    let driver = &*d.config.driver;
+    let queues = driver.queue_list_depths(QueueListDepthsParams {}).await?;
     let mut usage = Vec::new();
-    for node in db::nodes::list(&mut conn).await? {
+    for node in driver.node_list(NodeListParams {}).await? {
         if let Some(map) = node.queues.as_object() {
             for (queue, v) in map {
                 usage.push(NodeUse {

@@ -33,7 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
         .with_writer(std::io::stderr)
         .init();
-    let pool = jobs_core::db::pool(&args.url, args.concurrency + 6)?;
+    let pool = jobs_core::postgres::pool(&args.url, args.concurrency + 6)?;
     // Naming the jobs also keeps the library's registrations linked into the binary.
     let registry = Registry::from_inventory()?;
     for kind in [step::KIND, noop::KIND] {

@@ -1,0 +1,4 @@
+//! [`JobsBackend`](crate::JobsBackend) for each driver this crate is built with.
+
+#[cfg(feature = "postgres")]
+mod postgres;

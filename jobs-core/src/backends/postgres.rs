@@ -1,0 +1,69 @@
+//! Postgres: the operations of `jobs_postgres::connection`.
+
+use diesel::connection::LoadConnection;
+use diesel::pg::Pg;
+use diesel_async::{AsyncConnection, AsyncConnectionCore};
+use jobs_driver::{Inserted, JobRow, JobState, NewJob, Result};
+use jobs_postgres::connection;
+
+use crate::backend::{JobsBackend, Sealed};
+
+impl Sealed for Pg {}
+
+impl JobsBackend for Pg {
+    async fn insert<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Vec<Inserted>>
+    where
+        C: AsyncConnectionCore<Backend = Pg> + Send,
+    {
+        connection::insert_many(conn, jobs, None).await
+    }
+
+    fn insert_sync<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Vec<Inserted>>
+    where
+        C: LoadConnection<Backend = Pg>,
+    {
+        connection::insert_many_sync(conn, jobs, None)
+    }
+
+    async fn cancel<C>(conn: &mut C, ids: &[i64]) -> Result<Vec<JobState>>
+    where
+        C: AsyncConnectionCore<Backend = Pg> + Send,
+    {
+        connection::cancel_many(conn, ids).await
+    }
+
+    async fn retry<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+    where
+        C: AsyncConnectionCore<Backend = Pg> + Send,
+    {
+        connection::retry_many(conn, ids).await
+    }
+
+    async fn delete<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+    where
+        C: AsyncConnectionCore<Backend = Pg> + Send,
+    {
+        connection::delete_many(conn, ids).await
+    }
+
+    async fn set_paused<C>(conn: &mut C, queue: &str, paused: bool) -> Result<()>
+    where
+        C: AsyncConnectionCore<Backend = Pg> + Send,
+    {
+        connection::set_paused(conn, queue, paused).await
+    }
+
+    async fn get<C>(conn: &mut C, id: i64) -> Result<Option<JobRow>>
+    where
+        C: AsyncConnectionCore<Backend = Pg> + Send,
+    {
+        connection::get(conn, id).await
+    }
+
+    async fn migrate<C>(conn: C) -> Result<Vec<String>>
+    where
+        C: AsyncConnection<Backend = Pg> + 'static,
+    {
+        jobs_postgres::migrate(conn).await
+    }
+}

@@ -1,0 +1,125 @@
+//! What people and programs do to jobs and queues: retry, cancel or delete jobs (one, many,
+//! or all matching a filter) through the driver — the dashboard's buttons and the CLI's
+//! commands — and the same actions on a connection of the application's own, inside its
+//! transaction.
+
+use diesel_async::AsyncConnectionCore;
+use jobs_driver::{
+    Driver, JobCancelManyParams, JobDeleteManyParams, JobFilter, JobListParams, JobRetryManyParams, JobState,
+};
+
+use crate::backend::JobsBackend;
+use crate::error::Result;
+
+/// Cancels job `id` in the caller's transaction. A job that is not running is cancelled at
+/// once (`Cancelled`); a running one is marked and its node told on commit, so that its
+/// context is cancelled and it ends cancelled (`Running`). `None` when the job does not
+/// exist or is already finished.
+pub async fn cancel_job<C>(conn: &mut C, id: i64) -> Result<Option<JobState>>
+where
+    C: AsyncConnectionCore + Send,
+    C::Backend: JobsBackend,
+{
+    Ok(<C::Backend as JobsBackend>::cancel(conn, &[id]).await?.into_iter().next())
+}
+
+/// Makes job `id` available to run now (from any state but running), in the caller's
+/// transaction, granting one more attempt if it had used them all. Returns whether it was
+/// found and not running.
+pub async fn retry_job<C>(conn: &mut C, id: i64) -> Result<bool>
+where
+    C: AsyncConnectionCore + Send,
+    C::Backend: JobsBackend,
+{
+    Ok(<C::Backend as JobsBackend>::retry(conn, &[id]).await? > 0)
+}
+
+/// Deletes job `id` unless it is running (cancel it first), in the caller's transaction.
+/// Returns whether a row went.
+pub async fn delete_job<C>(conn: &mut C, id: i64) -> Result<bool>
+where
+    C: AsyncConnectionCore + Send,
+    C::Backend: JobsBackend,
+{
+    Ok(<C::Backend as JobsBackend>::delete(conn, &[id]).await? > 0)
+}
+
+/// Pauses (`true`) or resumes (`false`) `queue` on every node, in the caller's
+/// transaction: the flag is stored, and the nodes are told when it commits.
+pub async fn set_queue_paused<C>(conn: &mut C, queue: &str, paused: bool) -> Result<()>
+where
+    C: AsyncConnectionCore + Send,
+    C::Backend: JobsBackend,
+{
+    crate::enqueue::validate_queue(queue)?;
+    Ok(<C::Backend as JobsBackend>::set_paused(conn, queue, paused).await?)
+}
+
+/// What an operator can do to jobs (dashboard buttons, CLI commands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Make available now (`job_retry_many`).
+    Retry,
+    /// Cancel, or ask a running job to stop (`job_cancel_many`).
+    Cancel,
+    /// Delete (running jobs are kept; `job_delete_many`).
+    Delete,
+}
+
+impl Action {
+    /// `retry` (or `run`, for a scheduled job), `cancel`, `delete`.
+    pub fn parse(s: &str) -> Option<Action> {
+        match s {
+            "retry" | "run" => Some(Action::Retry),
+            "cancel" => Some(Action::Cancel),
+            "delete" => Some(Action::Delete),
+            _ => None,
+        }
+    }
+
+    /// The verb: `retry`, `cancel`, `delete`.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Action::Retry => "retry",
+            Action::Cancel => "cancel",
+            Action::Delete => "delete",
+        }
+    }
+
+    /// The past participle: `retried`, `cancelled`, `deleted`.
+    pub fn past(self) -> &'static str {
+        match self {
+            Action::Retry => "retried",
+            Action::Cancel => "cancelled",
+            Action::Delete => "deleted",
+        }
+    }
+
+    /// Applies the action to `ids` in one statement. Returns how many jobs it changed.
+    pub async fn apply(self, driver: &dyn Driver, ids: &[i64]) -> Result<i64> {
+        Ok(match self {
+            Action::Retry => driver.job_retry_many(JobRetryManyParams { ids }).await?,
+            Action::Cancel => driver.job_cancel_many(JobCancelManyParams { ids }).await?.len() as i64,
+            Action::Delete => driver.job_delete_many(JobDeleteManyParams { ids }).await?,
+        })
+    }
+
+    /// Applies the action to every job matching `filter`, newest first, `batch` jobs per
+    /// statement (each its own transaction, so a large filter never holds long locks).
+    /// Returns how many jobs it changed.
+    pub async fn apply_to_matching(self, driver: &dyn Driver, filter: &JobFilter, batch: i64) -> Result<i64> {
+        let batch = batch.max(1);
+        let mut total = 0;
+        let mut before = None;
+        loop {
+            let ids = driver.job_list_ids(JobListParams { filter, before, limit: batch }).await?;
+            let Some(&last) = ids.last() else { break };
+            total += self.apply(driver, &ids).await?;
+            if (ids.len() as i64) < batch {
+                break;
+            }
+            before = Some(last);
+        }
+        Ok(total)
+    }
+}

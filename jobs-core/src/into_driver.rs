@@ -1,0 +1,81 @@
+//! What the worker, the dashboard and the services accept as their database: a driver,
+//! or a pool that a driver wraps.
+
+use std::sync::Arc;
+
+use jobs_driver::Driver;
+
+use crate::error::{Error, Result};
+
+/// The driver for a database URL, on a pool of at most `max_connections`: the scheme
+/// picks the backend (`postgres://` or `postgresql://` with the `postgres` feature). For
+/// the CLI, the demo and anything that takes a URL from its environment.
+pub fn driver_for_url(url: &str, max_connections: usize) -> Result<Arc<dyn Driver>> {
+    let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
+    match scheme {
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => Ok(jobs_postgres::pool(url, max_connections)?.into_driver()),
+        _ => Err(Error::InvalidOption {
+            option: "database_url",
+            reason: format!(
+                "no driver for `{scheme}://` URLs in this build (it has: {})",
+                BUILT_IN_SCHEMES.join(", ")
+            ),
+        }),
+    }
+}
+
+/// The URL schemes [`driver_for_url`] knows in this build.
+const BUILT_IN_SCHEMES: &[&str] = &[
+    #[cfg(feature = "postgres")]
+    "postgres://",
+];
+
+/// Converts into the shared driver the engine runs on: `Worker::builder(pool)`,
+/// `Worker::builder(driver)`, `DashboardConfig::new(pool)`.
+pub trait IntoDriver {
+    /// The driver.
+    fn into_driver(self) -> Arc<dyn Driver>;
+}
+
+impl IntoDriver for Arc<dyn Driver> {
+    fn into_driver(self) -> Arc<dyn Driver> {
+        self
+    }
+}
+
+impl IntoDriver for &Arc<dyn Driver> {
+    fn into_driver(self) -> Arc<dyn Driver> {
+        self.clone()
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl IntoDriver for jobs_postgres::PgDriver {
+    fn into_driver(self) -> Arc<dyn Driver> {
+        Arc::new(self)
+    }
+}
+
+/// Today's pool: wrapped in a [`PgDriver`](jobs_postgres::PgDriver).
+#[cfg(feature = "postgres")]
+impl IntoDriver for jobs_postgres::Pool {
+    fn into_driver(self) -> Arc<dyn Driver> {
+        Arc::new(jobs_postgres::PgDriver::new(self))
+    }
+}
+
+/// A clone of the pool, wrapped in a [`PgDriver`](jobs_postgres::PgDriver).
+#[cfg(feature = "postgres")]
+impl IntoDriver for &jobs_postgres::Pool {
+    fn into_driver(self) -> Arc<dyn Driver> {
+        self.clone().into_driver()
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl IntoDriver for &jobs_postgres::PgDriver {
+    fn into_driver(self) -> Arc<dyn Driver> {
+        Arc::new(self.clone())
+    }
+}

@@ -1,0 +1,364 @@
+//! Configuring a worker: [`WorkerBuilder`], whose `build()` checks every setting (the
+//! worker's and its services') and wires the shared state.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jobs_driver::{Capability, Driver};
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::task::TaskTracker;
+
+use super::completions::{self, CompleterConfig};
+use super::config::{QueueConfig, UnknownKindPolicy};
+use super::producer;
+use super::runtime::{QueueRuntime, RuntimeConfig, Shared};
+use super::{Maintenance, Worker};
+use crate::clock::{Clock, SystemClock};
+use crate::cron::Periodic;
+use crate::enqueue::validate_queue;
+use crate::error::{Error, Result};
+use crate::maintenance::{CronConfig, CronEnqueuer, LeaderConfig, PrunerConfig, RescuerConfig, SchedulerConfig};
+use crate::registry::Registry;
+use crate::settings;
+
+/// Builds a [`Worker`]: `Worker::builder(pool).queue("default", 20).build()?`.
+#[must_use = "a builder does nothing until built and started"]
+pub struct WorkerBuilder {
+    driver: Arc<dyn Driver>,
+    queues: Vec<QueueConfig>,
+    node: Option<String>,
+    poll_interval: Duration,
+    heartbeat_interval: Duration,
+    shutdown_timeout: Duration,
+    max_fetch: usize,
+    claims_in_flight: usize,
+    fetch_cooldown: Duration,
+    orphan_grace: Duration,
+    unknown_kinds: UnknownKindPolicy,
+    registry: Option<Registry>,
+    clock: Arc<dyn Clock>,
+    maintenance: bool,
+    listen: bool,
+    leader: LeaderConfig,
+    scheduler: SchedulerConfig,
+    rescuer: RescuerConfig,
+    pruner: PrunerConfig,
+    cron: CronConfig,
+    schedules: Vec<Periodic>,
+}
+
+fn default_node_name() -> String {
+    static STARTED: AtomicUsize = AtomicUsize::new(0);
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    let pid = std::process::id();
+    match STARTED.fetch_add(1, Ordering::Relaxed) {
+        0 => format!("{host}-{pid}"),
+        n => format!("{host}-{pid}-{n}"),
+    }
+}
+
+impl WorkerBuilder {
+    /// A builder on `driver` with every default: no queue yet, polling every second,
+    /// heartbeats every 2 s, 30 s to shut down, maintenance on, listening on.
+    pub(crate) fn new(driver: Arc<dyn Driver>) -> WorkerBuilder {
+        WorkerBuilder {
+            driver,
+            queues: Vec::new(),
+            node: None,
+            poll_interval: Duration::from_secs(1),
+            heartbeat_interval: Duration::from_secs(2),
+            shutdown_timeout: Duration::from_secs(30),
+            max_fetch: 1_000,
+            claims_in_flight: 1,
+            fetch_cooldown: Duration::from_millis(2),
+            orphan_grace: Duration::from_secs(30),
+            unknown_kinds: UnknownKindPolicy::Fail,
+            registry: None,
+            clock: Arc::new(SystemClock),
+            maintenance: true,
+            listen: true,
+            leader: LeaderConfig::default(),
+            scheduler: SchedulerConfig::default(),
+            rescuer: RescuerConfig::default(),
+            pruner: PrunerConfig::default(),
+            cron: CronConfig::default(),
+            schedules: Vec::new(),
+        }
+    }
+
+    /// Runs `queue` with `concurrency` jobs at a time.
+    pub fn queue(self, queue: impl Into<String>, concurrency: usize) -> Self {
+        self.queue_config(QueueConfig::new(queue, concurrency))
+    }
+
+    /// Runs a queue with full settings (e.g. delete-on-completion).
+    pub fn queue_config(mut self, config: QueueConfig) -> Self {
+        self.queues.retain(|q| q.name != config.name);
+        self.queues.push(config);
+        self
+    }
+
+    /// Names this node (default: host name and pid). Must be unique among live nodes.
+    pub fn node_name(mut self, name: impl Into<String>) -> Self {
+        self.node = Some(name.into());
+        self
+    }
+
+    /// How often an idle queue polls when no notification arrives (default 1 s).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// How often the node heartbeats (default 2 s). The rescuer's `node_stale_after`
+    /// should be several intervals.
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.heartbeat_interval = interval;
+        self
+    }
+
+    /// How long shutdown waits for running jobs before cancelling them and handing them
+    /// back (default 30 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// The most jobs claimed by one statement (default 1,000; 1 to 100,000).
+    pub fn max_fetch(mut self, n: usize) -> Self {
+        self.max_fetch = n;
+        self
+    }
+
+    /// How many claim statements a queue may have in flight at once (default 1). With
+    /// more, each asks for its share of the queue's slots, so one batch is on its way while
+    /// the last still runs: worth it when the database is far away (a round trip long next
+    /// to a claim's own time). On a nearby database concurrent claims of one queue contend
+    /// for the same rows at its head and each is smaller; the benchmark measured 2 slower
+    /// than 1 (docs/benchmarks.md).
+    ///
+    /// A driver without [`SkipLocked`](jobs_driver::Capability::SkipLocked) serialises
+    /// claims, so the worker keeps one in flight whatever this says.
+    pub fn claims_in_flight(mut self, n: usize) -> Self {
+        self.claims_in_flight = n;
+        self
+    }
+
+    /// How long a busy queue with fewer slots free than one claim's share waits for more
+    /// to free before claiming what it has, so that claims stay large (default 2 ms). An
+    /// idle queue claims at once.
+    pub fn fetch_cooldown(mut self, cooldown: Duration) -> Self {
+        self.fetch_cooldown = cooldown;
+        self
+    }
+
+    /// How long a job may sit `running` under this node's name without this node holding
+    /// it before the node hands it back as orphaned (default 30 s). That happens when the
+    /// connection dies after a claim committed but before its reply arrived. The check
+    /// runs with each heartbeat; the grace keeps it clear of claims still in flight.
+    pub fn orphan_grace(mut self, grace: Duration) -> Self {
+        self.orphan_grace = grace;
+        self
+    }
+
+    /// What to do with a claimed job of a kind this worker does not know (default
+    /// [`UnknownKindPolicy::Fail`]).
+    pub fn unknown_kinds(mut self, policy: UnknownKindPolicy) -> Self {
+        self.unknown_kinds = policy;
+        self
+    }
+
+    /// The jobs this worker can run (default: every `#[job]` in the binary).
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// The clock (tests inject a [`ManualClock`](crate::ManualClock)).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Does not take part in leader election, so never runs the maintenance services.
+    pub fn without_maintenance(mut self) -> Self {
+        self.maintenance = false;
+        self
+    }
+
+    /// Whether to listen for notifications (default `true`). Turn it off behind a pooler in
+    /// transaction mode, where LISTEN does not work; queues then rely on polling, and the
+    /// heartbeat asks for cancellations. A driver without notifications always polls.
+    pub fn listen(mut self, listen: bool) -> Self {
+        self.listen = listen;
+        self
+    }
+
+    /// Leader election settings.
+    pub fn leader(mut self, config: LeaderConfig) -> Self {
+        self.leader = config;
+        self
+    }
+
+    /// Scheduler settings.
+    pub fn scheduler(mut self, config: SchedulerConfig) -> Self {
+        self.scheduler = config;
+        self
+    }
+
+    /// Rescuer settings.
+    pub fn rescuer(mut self, config: RescuerConfig) -> Self {
+        self.rescuer = config;
+        self
+    }
+
+    /// Pruner settings.
+    pub fn pruner(mut self, config: PrunerConfig) -> Self {
+        self.pruner = config;
+        self
+    }
+
+    /// Cron enqueuer settings.
+    pub fn cron(mut self, config: CronConfig) -> Self {
+        self.cron = config;
+        self
+    }
+
+    /// Adds a periodic job (besides those declared with `#[job(cron = ...)]`).
+    pub fn schedule(mut self, schedule: Periodic) -> Self {
+        self.schedules.push(schedule);
+        self
+    }
+
+    /// Checks every setting and builds the worker. Fails with
+    /// [`Error::InvalidOption`] naming a zero or absurd setting (an interval, a batch, a
+    /// lease no longer than its renewal, a staleness no longer than the heartbeat), and with
+    /// [`Error::InvalidSchedule`] naming an invalid cron schedule.
+    pub fn build(self) -> Result<Worker> {
+        self.check()?;
+        let registry = match self.registry {
+            Some(r) => r,
+            None => Registry::from_inventory()?,
+        };
+        let mut schedules: Vec<Periodic> =
+            registry.descriptors().filter_map(Periodic::from_descriptor).collect();
+        schedules.sort_by(|a, b| a.name().cmp(b.name()));
+        schedules.extend(self.schedules);
+        let cron = CronEnqueuer::new(self.cron, &schedules)?;
+        let node: Arc<str> = Arc::from(self.node.unwrap_or_else(default_node_name));
+        let (sender, receiver) = completions::channel(CompleterConfig::default());
+        // Without SKIP LOCKED, claims of one queue wait for each other: keep one in flight.
+        let claims_in_flight =
+            if self.driver.capabilities().has(Capability::SkipLocked) { self.claims_in_flight } else { 1 };
+        let queues = self
+            .queues
+            .into_iter()
+            .map(|config| {
+                let runtime = QueueRuntime {
+                    name: Arc::from(config.name.as_str()),
+                    label: Box::leak(config.name.clone().into_boxed_str()),
+                    slots: Arc::new(Semaphore::new(config.concurrency)),
+                    wake: Notify::new(),
+                    batch: producer::batch_size(config.concurrency, claims_in_flight, self.max_fetch),
+                    freed: AtomicUsize::new(0),
+                    slot_freed: Notify::new(),
+                    paused: AtomicBool::new(false),
+                    fetches: AtomicU64::new(0),
+                    config,
+                };
+                (runtime.config.name.clone(), Arc::new(runtime))
+            })
+            .collect::<HashMap<_, _>>();
+        let shared = Arc::new(Shared {
+            driver: self.driver,
+            registry,
+            clock: self.clock,
+            node,
+            host: gethostname::gethostname().to_string_lossy().into_owned(),
+            pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
+            config: RuntimeConfig {
+                poll_interval: self.poll_interval,
+                heartbeat_interval: self.heartbeat_interval,
+                claims_in_flight,
+                fetch_cooldown: self.fetch_cooldown,
+                orphan_grace: self.orphan_grace,
+                unknown_kinds: self.unknown_kinds,
+            },
+            queues,
+            running: Mutex::new(Default::default()),
+            held: Mutex::new(Default::default()),
+            tracker: TaskTracker::new(),
+            completions: sender,
+            listening: AtomicBool::new(false),
+        });
+        let maintenance = self.maintenance.then_some(Maintenance {
+            leader: self.leader,
+            scheduler: self.scheduler,
+            rescuer: self.rescuer,
+            pruner: self.pruner,
+            cron,
+        });
+        Ok(Worker { shared, receiver, shutdown_timeout: self.shutdown_timeout, maintenance, listen: self.listen })
+    }
+
+    /// Every setting against the rules of [`settings`].
+    fn check(&self) -> Result<()> {
+        if self.queues.is_empty() {
+            return Err(Error::InvalidOption {
+                option: "queues",
+                reason: "a worker needs at least one queue".into(),
+            });
+        }
+        for q in &self.queues {
+            validate_queue(&q.name)?;
+            if q.concurrency == 0 || q.concurrency > Semaphore::MAX_PERMITS {
+                return Err(Error::InvalidOption {
+                    option: "concurrency",
+                    reason: format!(
+                        "queue `{}`: concurrency must be between 1 and {}",
+                        q.name,
+                        Semaphore::MAX_PERMITS
+                    ),
+                });
+            }
+        }
+        settings::period("poll_interval", self.poll_interval)?;
+        settings::period("heartbeat_interval", self.heartbeat_interval)?;
+        settings::at_most_max_period("shutdown_timeout", self.shutdown_timeout)?;
+        settings::at_most_max_period("fetch_cooldown", self.fetch_cooldown)?;
+        settings::at_most_max_period("orphan_grace", self.orphan_grace)?;
+        settings::count("max_fetch", i64::try_from(self.max_fetch).unwrap_or(i64::MAX), settings::MAX_BATCH)?;
+        settings::count("claims_in_flight", i64::try_from(self.claims_in_flight).unwrap_or(i64::MAX), 64)?;
+        if let UnknownKindPolicy::Postpone(delay) = self.unknown_kinds {
+            settings::period("unknown_kinds.postpone", delay)?;
+        }
+        if self.maintenance {
+            self.leader.validate()?;
+            self.scheduler.validate()?;
+            self.rescuer.validate()?;
+            self.pruner.validate()?;
+            self.cron.validate()?;
+            // A node is rescued when its heartbeat is older than this: shorter than the
+            // heartbeat itself, every live node's jobs would be taken from it.
+            settings::longer_than(
+                "rescuer.node_stale_after",
+                self.rescuer.node_stale_after,
+                "heartbeat_interval",
+                self.heartbeat_interval,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for WorkerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("queues", &self.queues)
+            .field("node", &self.node)
+            .finish_non_exhaustive()
+    }
+}
+

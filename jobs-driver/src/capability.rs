@@ -1,0 +1,113 @@
+//! What a database can do, declared by its driver so that the engine and the dashboard
+//! adapt instead of failing at run time.
+
+use std::fmt;
+
+/// One feature a backend may lack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Capability {
+    /// Notifications pushed from the database to every process (Postgres `LISTEN/NOTIFY`).
+    /// Without it the engine polls: producers every `poll_interval`, and the heartbeat
+    /// asks for cancellations of the jobs it runs.
+    ListenNotify,
+    /// Row locks that other claimers skip (`FOR UPDATE SKIP LOCKED`), so that several
+    /// claims of one queue proceed at once. Without it claims serialise, and a worker keeps
+    /// one claim in flight per queue.
+    SkipLocked,
+    /// Row-count estimates from the planner's statistics. Without them a count past its cap
+    /// is reported as "more than" the cap.
+    CountEstimates,
+    /// Search of arguments and metadata by JSON containment (`{"user_id": 7}` matches
+    /// every job whose arguments hold that field). Without it the dashboard hides search.
+    JsonContainment,
+    /// Statements that return the rows they changed (`UPDATE … RETURNING`), so a claim is
+    /// one statement.
+    Returning,
+}
+
+impl Capability {
+    /// Every capability, in declaration order.
+    pub const ALL: [Capability; 5] = [
+        Capability::ListenNotify,
+        Capability::SkipLocked,
+        Capability::CountEstimates,
+        Capability::JsonContainment,
+        Capability::Returning,
+    ];
+
+    /// A short human name, used in skip reasons and error messages.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Capability::ListenNotify => "LISTEN/NOTIFY",
+            Capability::SkipLocked => "SKIP LOCKED",
+            Capability::CountEstimates => "planner count estimates",
+            Capability::JsonContainment => "JSON containment search",
+            Capability::Returning => "RETURNING",
+        }
+    }
+
+    const fn bit(self) -> u32 {
+        1 << self as u32
+    }
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The set of [`Capability`]s a driver has.
+///
+/// ```
+/// use jobs_driver::{Capabilities, Capability};
+///
+/// let sqlite_like = Capabilities::NONE.with(Capability::Returning);
+/// assert!(sqlite_like.has(Capability::Returning));
+/// assert_eq!(sqlite_like.missing(&[Capability::ListenNotify, Capability::Returning]), vec![Capability::ListenNotify]);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Capabilities(u32);
+
+impl Capabilities {
+    /// No capability at all.
+    pub const NONE: Capabilities = Capabilities(0);
+
+    /// Every capability.
+    pub const ALL: Capabilities = {
+        let mut set = Capabilities::NONE;
+        let mut i = 0;
+        while i < Capability::ALL.len() {
+            set = set.with(Capability::ALL[i]);
+            i += 1;
+        }
+        set
+    };
+
+    /// This set and `capability`.
+    pub const fn with(self, capability: Capability) -> Capabilities {
+        Capabilities(self.0 | capability.bit())
+    }
+
+    /// This set without `capability`.
+    pub const fn without(self, capability: Capability) -> Capabilities {
+        Capabilities(self.0 & !capability.bit())
+    }
+
+    /// Whether the set holds `capability`.
+    pub const fn has(self, capability: Capability) -> bool {
+        self.0 & capability.bit() != 0
+    }
+
+    /// Those of `needed` the set lacks, in order.
+    pub fn missing(self, needed: &[Capability]) -> Vec<Capability> {
+        needed.iter().copied().filter(|c| !self.has(*c)).collect()
+    }
+}
+
+impl fmt::Debug for Capabilities {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(Capability::ALL.iter().filter(|c| self.has(**c))).finish()
+    }
+}

@@ -1,0 +1,152 @@
+//! The [`Driver`] trait: every operation the engine performs on a database.
+
+use std::any::Any;
+
+use async_trait::async_trait;
+
+use crate::capability::Capabilities;
+use crate::error::Result;
+use crate::job::*;
+use crate::leader::*;
+use crate::node::*;
+use crate::notification::Notification;
+use crate::queue::*;
+use crate::schedule::*;
+use crate::state::JobState;
+use crate::stats::*;
+
+/// A database the engine can run on. One implementation per backend owns all of that
+/// backend's SQL; the engine (workers, maintenance services, cron, the dashboard, the CLI,
+/// the testing helpers) calls only these operations.
+///
+/// Operations are named entity + verb and take one parameter struct each, documented at
+/// the struct (e.g. [`JobClaimParams`]). Each runs on a connection of the driver's own
+/// pool and commits by itself, except where its parameters say otherwise.
+///
+/// A driver declares its [`Capabilities`]; the engine checks them before relying on a
+/// capability (it polls where [`listen`](Driver::listen) has nothing to offer), and an
+/// operation a driver cannot perform returns
+/// [`DriverError::Unsupported`](crate::DriverError::Unsupported).
+#[async_trait]
+pub trait Driver: Send + Sync + std::fmt::Debug + 'static {
+    /// The backend's name: `postgres`, `sqlite`, `mysql`, …
+    fn name(&self) -> &'static str;
+
+    /// What the backend can do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// The driver's connection pool, for jobs' own queries: downcast it to the backend's
+    /// pool type (`JobContext::pool_as`).
+    fn pool(&self) -> &(dyn Any + Send + Sync);
+
+    /// Applies the pending schema migrations; returns the versions applied.
+    async fn migrate(&self) -> Result<Vec<String>>;
+
+    /// A connection that receives [`Notification`]s, or `None` when the backend has no
+    /// [`ListenNotify`](crate::Capability::ListenNotify) (the engine then polls).
+    async fn listen(&self) -> Result<Option<Box<dyn Listener>>>;
+
+    // --- jobs: writes ---
+
+    /// See [`JobInsertManyParams`]. Commits by itself and wakes the queues' workers.
+    async fn job_insert_many(&self, params: JobInsertManyParams<'_>) -> Result<Vec<Inserted>>;
+    /// See [`JobInsertFullManyParams`]. Returns the new ids, in input order.
+    async fn job_insert_full_many(&self, params: JobInsertFullManyParams<'_>) -> Result<Vec<i64>>;
+    /// See [`JobClaimParams`].
+    async fn job_claim(&self, params: JobClaimParams<'_>) -> Result<Vec<ClaimedJob>>;
+    /// See [`JobCompleteManyParams`].
+    async fn job_complete_many(&self, params: JobCompleteManyParams<'_>) -> Result<Vec<i64>>;
+    /// See [`JobScheduleDueParams`].
+    async fn job_schedule_due(&self, params: JobScheduleDueParams) -> Result<i64>;
+    /// See [`JobRescueStuckParams`].
+    async fn job_rescue_stuck(&self, params: JobRescueStuckParams<'_>) -> Result<Vec<i64>>;
+    /// See [`JobReleaseOrphansParams`].
+    async fn job_release_orphans(&self, params: JobReleaseOrphansParams<'_>) -> Result<Vec<i64>>;
+    /// See [`JobPruneParams`].
+    async fn job_prune(&self, params: JobPruneParams) -> Result<i64>;
+    /// See [`JobCancelManyParams`].
+    async fn job_cancel_many(&self, params: JobCancelManyParams<'_>) -> Result<Vec<JobState>>;
+    /// See [`JobRetryManyParams`].
+    async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<i64>;
+    /// See [`JobDeleteManyParams`].
+    async fn job_delete_many(&self, params: JobDeleteManyParams<'_>) -> Result<i64>;
+
+    // --- jobs: reads ---
+
+    /// See [`JobGetParams`].
+    async fn job_get(&self, params: JobGetParams) -> Result<Option<JobRow>>;
+    /// See [`JobListParams`].
+    async fn job_list(&self, params: JobListParams<'_>) -> Result<Vec<JobRow>>;
+    /// See [`JobListParams`]: the ids only.
+    async fn job_list_ids(&self, params: JobListParams<'_>) -> Result<Vec<i64>>;
+    /// See [`JobCountParams`].
+    async fn job_count(&self, params: JobCountParams<'_>) -> Result<Count>;
+    /// See [`JobCountByQueueAndStateParams`].
+    async fn job_count_by_queue_and_state(
+        &self,
+        params: JobCountByQueueAndStateParams,
+    ) -> Result<Vec<(String, JobState, i64)>>;
+    /// See [`JobListWaitingParams`].
+    async fn job_list_waiting(&self, params: JobListWaitingParams<'_>) -> Result<Vec<JobRow>>;
+    /// See [`JobListCancelRequestedParams`].
+    async fn job_list_cancel_requested(&self, params: JobListCancelRequestedParams<'_>) -> Result<Vec<i64>>;
+
+    // --- queues ---
+
+    /// See [`QueueSetPausedParams`].
+    async fn queue_set_paused(&self, params: QueueSetPausedParams<'_>) -> Result<()>;
+    /// See [`QueueIsPausedParams`].
+    async fn queue_is_paused(&self, params: QueueIsPausedParams<'_>) -> Result<bool>;
+    /// See [`QueueListPausedParams`].
+    async fn queue_list_paused(&self, params: QueueListPausedParams) -> Result<Vec<String>>;
+    /// See [`QueueListDepthsParams`].
+    async fn queue_list_depths(&self, params: QueueListDepthsParams) -> Result<Vec<QueueDepth>>;
+
+    // --- nodes ---
+
+    /// See [`NodeHeartbeatParams`].
+    async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()>;
+    /// See [`NodeDeleteParams`].
+    async fn node_delete(&self, params: NodeDeleteParams<'_>) -> Result<()>;
+    /// See [`NodeListParams`].
+    async fn node_list(&self, params: NodeListParams) -> Result<Vec<NodeRow>>;
+
+    // --- leader ---
+
+    /// See [`LeaderTryAcquireParams`].
+    async fn leader_try_acquire(&self, params: LeaderTryAcquireParams<'_>) -> Result<bool>;
+    /// See [`LeaderReleaseParams`].
+    async fn leader_release(&self, params: LeaderReleaseParams<'_>) -> Result<()>;
+    /// See [`LeaderGetParams`].
+    async fn leader_get(&self, params: LeaderGetParams<'_>) -> Result<Option<String>>;
+
+    // --- schedules ---
+
+    /// See [`ScheduleSyncParams`].
+    async fn schedule_sync(&self, params: ScheduleSyncParams<'_>) -> Result<i64>;
+    /// See [`ScheduleFireDueParams`].
+    async fn schedule_fire_due(&self, params: ScheduleFireDueParams<'_>) -> Result<Vec<Fired>>;
+    /// See [`ScheduleSetEnabledParams`].
+    async fn schedule_set_enabled(&self, params: ScheduleSetEnabledParams<'_>) -> Result<bool>;
+    /// See [`ScheduleGetParams`].
+    async fn schedule_get(&self, params: ScheduleGetParams<'_>) -> Result<Option<ScheduleRow>>;
+    /// See [`ScheduleListParams`].
+    async fn schedule_list(&self, params: ScheduleListParams) -> Result<Vec<ScheduleRow>>;
+
+    // --- outcome counters ---
+
+    /// See [`StatsRecordParams`].
+    async fn stats_record(&self, params: StatsRecordParams<'_>) -> Result<()>;
+    /// See [`StatsPruneParams`].
+    async fn stats_prune(&self, params: StatsPruneParams) -> Result<i64>;
+    /// See [`StatsThroughputParams`].
+    async fn stats_throughput(&self, params: StatsThroughputParams) -> Result<Vec<Throughput>>;
+}
+
+/// A connection receiving [`Notification`]s.
+#[async_trait]
+pub trait Listener: Send {
+    /// The next notification. An error means the connection was lost: ask the driver for
+    /// a new listener (notifications may have been missed meanwhile).
+    async fn next(&mut self) -> Result<Notification>;
+}

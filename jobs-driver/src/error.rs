@@ -1,0 +1,86 @@
+//! The error every driver operation returns.
+
+/// What went wrong in a driver operation.
+///
+/// Database errors keep diesel's error as their source. [`DriverError::Unsupported`] names
+/// an operation a driver cannot perform; the engine checks a driver's
+/// [`Capabilities`](crate::Capabilities) first, so it only reaches callers who ask a
+/// driver for something it declared it lacks.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DriverError {
+    /// A query failed.
+    #[error("database error: {0}")]
+    Database(#[from] diesel::result::Error),
+
+    /// A connection could not be opened.
+    #[error("could not connect to the database: {0}")]
+    Connection(#[from] diesel::ConnectionError),
+
+    /// The pool could not hand out a connection (the database is unreachable, or the pool
+    /// is exhausted past its wait timeout).
+    #[error("could not get a connection from the pool: {0}")]
+    Pool(String),
+
+    /// Running or reverting migrations failed.
+    #[error("migration failed: {0}")]
+    Migration(String),
+
+    /// The driver cannot perform this operation.
+    #[error("the {driver} driver cannot {operation}")]
+    Unsupported {
+        /// The driver's name.
+        driver: &'static str,
+        /// What was asked of it.
+        operation: &'static str,
+    },
+
+    /// The runtime is the wrong kind for the operation.
+    #[error("{0}")]
+    Runtime(String),
+
+    /// Starting or using a throwaway database server failed (test support, the demo).
+    #[error("throwaway database server: {0}")]
+    Server(String),
+
+    /// An I/O error from the operating system.
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl DriverError {
+    /// Whether the error came from the connection going away (as opposed to a statement
+    /// the database rejected), so that retrying later may succeed.
+    pub fn is_connection_error(&self) -> bool {
+        match self {
+            DriverError::Connection(_) | DriverError::Pool(_) => true,
+            DriverError::Database(e) => is_connection_lost(e),
+            _ => false,
+        }
+    }
+
+    /// A result row count or shape the statement cannot have produced.
+    pub fn unexpected(what: impl Into<String>) -> DriverError {
+        DriverError::Database(diesel::result::Error::DeserializationError(what.into().into()))
+    }
+}
+
+/// Whether a diesel error says the connection went away (closed, terminated by the
+/// server, lost mid-statement) rather than that the statement was rejected.
+pub fn is_connection_lost(e: &diesel::result::Error) -> bool {
+    use diesel::result::Error as D;
+    match e {
+        D::DatabaseError(kind, info) => {
+            let message = info.message();
+            matches!(kind, diesel::result::DatabaseErrorKind::ClosedConnection)
+                || message.contains("connection")
+                || message.contains("terminating")
+                || message.contains("gone away")
+        }
+        D::BrokenTransactionManager => true,
+        _ => false,
+    }
+}
+
+/// `Result` with [`DriverError`].
+pub type Result<T, E = DriverError> = std::result::Result<T, E>;

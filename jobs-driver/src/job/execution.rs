@@ -1,0 +1,62 @@
+//! A claimed job, and what happened to it.
+
+use chrono::{DateTime, Utc};
+
+use crate::state::JobState;
+
+/// A job a worker has just claimed: everything needed to run it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedJob {
+    /// Job id.
+    pub id: i64,
+    /// Kind name.
+    pub kind: String,
+    /// Queue.
+    pub queue: String,
+    /// Arguments, as JSON text (decoded by the job's descriptor).
+    pub args: String,
+    /// Metadata, as JSON text.
+    pub meta: String,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Priority.
+    pub priority: i16,
+    /// This claim's attempt number (the fence for the outcome).
+    pub attempt: i32,
+    /// Attempts allowed.
+    pub max_attempts: i32,
+    /// Per-attempt limit.
+    pub timeout_ms: Option<i64>,
+    /// Insert time.
+    pub created_at: DateTime<Utc>,
+    /// When it became due.
+    pub scheduled_at: DateTime<Utc>,
+    /// This claim's time.
+    pub attempted_at: DateTime<Utc>,
+}
+
+/// What happened to one claimed job, to be written back by `job_complete_many`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// Job id.
+    pub id: i64,
+    /// Its queue (for the per-minute counters).
+    pub queue: std::sync::Arc<str>,
+    /// The attempt it was claimed with: the write applies only if the row is still
+    /// `running` at this attempt.
+    pub attempt: i32,
+    /// The new state: completed, retryable, scheduled (snoozed), available (handed back
+    /// at shutdown), discarded or cancelled. A job whose cancellation was requested while
+    /// it ran ends cancelled unless it completed.
+    pub state: JobState,
+    /// The result as JSON text.
+    pub result: Option<String>,
+    /// An entry to append to `errors`, as JSON text.
+    pub error: Option<String>,
+    /// Run again this long after now (retry backoff, snooze).
+    pub delay_ms: Option<i64>,
+    /// Whether the attempt is given back (snooze, shutdown).
+    pub give_back_attempt: bool,
+    /// Delete the row instead of writing it (delete-on-completion queues, completed jobs).
+    pub delete: bool,
+}

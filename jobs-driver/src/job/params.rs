@@ -1,0 +1,239 @@
+//! The parameters of each job operation of the [`Driver`](crate::Driver), one struct per
+//! operation. Times are `Option<DateTime<Utc>>`: `None` means the database's own clock
+//! (production), `Some` an injected clock (tests).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::{Completion, JobFilter, NewJob};
+use crate::state::JobState;
+
+/// `job_insert_many`: insert `jobs` in input order; a job whose uniqueness key is held in
+/// one of its unique states comes back as the existing job.
+#[derive(Debug, Clone, Copy)]
+pub struct JobInsertManyParams<'a> {
+    /// The rows, validated.
+    pub jobs: &'a [NewJob],
+    /// The insert's time (and the base of `delay_ms`).
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// `job_insert_full_many`: insert rows exactly as given, in any state, in input order.
+/// For test factories that need jobs in a given state without driving them there.
+#[derive(Debug, Clone, Copy)]
+pub struct JobInsertFullManyParams<'a> {
+    /// The rows.
+    pub jobs: &'a [JobInsertFull],
+}
+
+/// One row for `job_insert_full_many`: every column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobInsertFull {
+    /// Kind.
+    pub kind: String,
+    /// Queue.
+    pub queue: String,
+    /// State.
+    pub state: JobState,
+    /// Arguments.
+    pub args: Value,
+    /// Metadata.
+    pub meta: Value,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Priority.
+    pub priority: i16,
+    /// Claims so far.
+    pub attempt: i32,
+    /// Attempts allowed.
+    pub max_attempts: i32,
+    /// Per-attempt limit in milliseconds.
+    pub timeout_ms: Option<i64>,
+    /// Insert time (`None`: now).
+    pub created_at: Option<DateTime<Utc>>,
+    /// Due time (`None`: now).
+    pub scheduled_at: Option<DateTime<Utc>>,
+    /// Latest claim time.
+    pub attempted_at: Option<DateTime<Utc>>,
+    /// Finish time.
+    pub finalized_at: Option<DateTime<Utc>>,
+    /// Nodes of the claims, oldest first.
+    pub attempted_by: Vec<String>,
+    /// Error entries.
+    pub errors: Vec<Value>,
+    /// Result.
+    pub result: Option<Value>,
+    /// When a cancellation was requested.
+    pub cancel_requested_at: Option<DateTime<Utc>>,
+    /// Uniqueness key hash and states.
+    pub unique: Option<(Vec<u8>, Vec<JobState>)>,
+}
+
+/// `job_get`: one job by id.
+#[derive(Debug, Clone, Copy)]
+pub struct JobGetParams {
+    /// The id.
+    pub id: i64,
+}
+
+/// `job_claim`: take up to `limit` available jobs of `queue` for `node`, highest priority
+/// first, then the longest due, then the oldest; skip rows other claimers hold; a paused
+/// queue yields nothing. Claimed rows become `running`, their attempt incremented,
+/// `attempted_at` stamped and `node` appended to `attempted_by`.
+#[derive(Debug, Clone, Copy)]
+pub struct JobClaimParams<'a> {
+    /// The queue.
+    pub queue: &'a str,
+    /// The most jobs to claim.
+    pub limit: usize,
+    /// The claiming node.
+    pub node: &'a str,
+    /// The claim's time.
+    pub now: Option<DateTime<Utc>>,
+    /// The worker claims this size again and again (its batch): a driver may keep a
+    /// statement planned for it.
+    pub recurring_size: bool,
+}
+
+/// `job_complete_many`: write outcomes, each fenced on the row still being `running` at
+/// the claimed attempt. Returns the ids that applied.
+#[derive(Debug, Clone, Copy)]
+pub struct JobCompleteManyParams<'a> {
+    /// The outcomes.
+    pub completions: &'a [Completion],
+    /// The write's time (finish time, base of delays).
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// `job_schedule_due`: make up to `limit` scheduled and retryable jobs whose time has
+/// come available, and wake their queues. Returns how many moved.
+#[derive(Debug, Clone, Copy)]
+pub struct JobScheduleDueParams {
+    /// The most jobs to move.
+    pub limit: i64,
+    /// Now.
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// `job_rescue_stuck`: return to the queue the `running` jobs that nobody runs any more —
+/// their node has not heartbeated within `node_stale_after` (or has no row), or they are
+/// still running `timeout_grace` past their timeout. They become retryable (due now),
+/// discarded when out of attempts, cancelled when a cancel was requested, with an error
+/// entry `rescued_node_lost` or `rescued_timeout`; the attempt is unchanged (fencing out
+/// a late outcome). Returns the rescued ids.
+#[derive(Debug, Clone, Copy)]
+pub struct JobRescueStuckParams<'a> {
+    /// A node silent this long is gone.
+    pub node_stale_after: Duration,
+    /// How long past its timeout a job may run before it is rescued.
+    pub timeout_grace: Duration,
+    /// The most jobs to rescue.
+    pub limit: i64,
+    /// The rescuing node (named in the error entry).
+    pub rescuer: &'a str,
+    /// Now.
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// `job_release_orphans`: return to the queue, as a rescue would (`rescued_orphaned`),
+/// the `running` jobs attributed to `node` that it does not hold and that were claimed
+/// more than `grace` ago: claims whose reply never reached the node. Returns their ids.
+#[derive(Debug, Clone, Copy)]
+pub struct JobReleaseOrphansParams<'a> {
+    /// The node.
+    pub node: &'a str,
+    /// The jobs the node holds (running, or with an outcome not yet written).
+    pub held: &'a [i64],
+    /// Claims younger than this are left alone (they may still be in flight).
+    pub grace: Duration,
+    /// Now.
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// `job_prune`: delete at most `limit` jobs in final state `state` finalized more than
+/// `retention` ago, oldest first. Returns how many went.
+#[derive(Debug, Clone, Copy)]
+pub struct JobPruneParams {
+    /// A final state.
+    pub state: JobState,
+    /// How long to keep them.
+    pub retention: Duration,
+    /// The most rows to delete.
+    pub limit: i64,
+    /// Now.
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// `job_cancel_many`: cancel the jobs that are not finished. One that is not running is
+/// cancelled at once; a running one is marked, and its node told (by notification where
+/// the driver has them, else at its next heartbeat), so it ends cancelled. Returns the
+/// state of each job it changed: `cancelled`, or `running` for those told to stop.
+#[derive(Debug, Clone, Copy)]
+pub struct JobCancelManyParams<'a> {
+    /// The jobs.
+    pub ids: &'a [i64],
+}
+
+/// `job_retry_many`: make the jobs that are not running available now, granting one
+/// more attempt to those that used them all. Returns how many changed.
+#[derive(Debug, Clone, Copy)]
+pub struct JobRetryManyParams<'a> {
+    /// The jobs.
+    pub ids: &'a [i64],
+}
+
+/// `job_delete_many`: delete the jobs that are not running. Returns how many went.
+#[derive(Debug, Clone, Copy)]
+pub struct JobDeleteManyParams<'a> {
+    /// The jobs.
+    pub ids: &'a [i64],
+}
+
+/// `job_list_cancel_requested`: which of `ids` are running with a cancellation requested
+/// (the heartbeat's question when the driver cannot push notifications).
+#[derive(Debug, Clone, Copy)]
+pub struct JobListCancelRequestedParams<'a> {
+    /// The jobs a node runs.
+    pub ids: &'a [i64],
+}
+
+/// `job_list` and `job_list_ids`: the jobs matching `filter` with id below `before`,
+/// newest first, at most `limit`.
+#[derive(Debug, Clone, Copy)]
+pub struct JobListParams<'a> {
+    /// The selection.
+    pub filter: &'a JobFilter,
+    /// Keyset: only ids below this.
+    pub before: Option<i64>,
+    /// Page size.
+    pub limit: i64,
+}
+
+/// `job_count`: how many jobs match `filter`, exactly up to `cap`.
+#[derive(Debug, Clone, Copy)]
+pub struct JobCountParams<'a> {
+    /// The selection.
+    pub filter: &'a JobFilter,
+    /// Count exactly up to this many.
+    pub cap: i64,
+}
+
+/// `job_count_by_queue_and_state`: every (queue, state) pair's count. A full scan, for
+/// the CLI's `stats`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JobCountByQueueAndStateParams {}
+
+/// `job_list_waiting`: the jobs waiting to run (available, scheduled or retryable) of
+/// `kind`, on `queue`, whose arguments contain `args` (JSON containment), each filter
+/// applied when given; oldest first. For test assertions.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JobListWaitingParams<'a> {
+    /// Kind.
+    pub kind: Option<&'a str>,
+    /// Queue.
+    pub queue: Option<&'a str>,
+    /// A subset of the arguments.
+    pub args: Option<&'a Value>,
+}

@@ -1,0 +1,60 @@
+//! The seam between the jobs engine (`jobs-core`) and a database.
+//!
+//! A backend is a [`Driver`]: one type that owns all of the backend's SQL and performs
+//! every operation the engine needs — `job_claim`, `job_complete_many`,
+//! `job_rescue_stuck`, `leader_try_acquire`, … — each taking one parameter struct. The
+//! engine reaches the database only through it, and adapts to the [`Capabilities`] a
+//! driver declares (it polls where there is no `LISTEN`, the dashboard hides search where
+//! there is no JSON containment).
+//!
+//! This crate also holds what engine and drivers exchange: the job states
+//! ([`JobState`]), rows ([`NewJob`], [`JobRow`], [`ClaimedJob`], [`Completion`], …), and
+//! the rules every row obeys ([`validation`]).
+//!
+//! ```
+//! use jobs_driver::{Capabilities, Capability, JobState, NewJob};
+//!
+//! // A row the engine hands a driver to insert, checked by the shared rules.
+//! let mut job = NewJob::new("app::send_welcome", "mailers", r#"{"user_id": 7}"#);
+//! job.validate()?;
+//! job.max_attempts = 0;
+//! assert!(job.validate().is_err());
+//!
+//! // What a backend without LISTEN/NOTIFY declares; the engine polls for it.
+//! let caps = Capabilities::ALL.without(Capability::ListenNotify);
+//! assert!(!caps.has(Capability::ListenNotify) && caps.has(Capability::SkipLocked));
+//! assert!(JobState::Completed.is_final());
+//! # Ok::<(), jobs_driver::validation::InvalidJob>(())
+//! ```
+
+mod capability;
+mod driver;
+mod error;
+mod job;
+mod leader;
+mod node;
+mod notification;
+mod queue;
+mod schedule;
+mod state;
+#[cfg(feature = "postgres")]
+pub mod state_sql;
+mod stats;
+pub mod stored_text;
+pub mod validation;
+
+pub use capability::{Capabilities, Capability};
+pub use driver::{Driver, Listener};
+pub use error::{DriverError, Result, is_connection_lost};
+pub use job::*;
+pub use leader::{LeaderGetParams, LeaderReleaseParams, LeaderTryAcquireParams};
+pub use node::{NodeDeleteParams, NodeHeartbeatParams, NodeListParams, NodeRow};
+pub use notification::Notification;
+pub use queue::{QueueDepth, QueueIsPausedParams, QueueListDepthsParams, QueueListPausedParams, QueueSetPausedParams};
+pub use schedule::{
+    Fired, ScheduleDef, ScheduleFireDueParams, ScheduleGetParams, ScheduleListParams, ScheduleRow,
+    ScheduleSetEnabledParams, ScheduleSyncParams, SlotDecision,
+};
+pub use state::{JobState, ParseStateError};
+pub use stats::{StatsCount, StatsPruneParams, StatsRecordParams, StatsThroughputParams, Throughput};
+pub use async_trait::async_trait;

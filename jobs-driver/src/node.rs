@@ -1,0 +1,47 @@
+//! Worker nodes: each keeps its row fresh with heartbeats; the rescuer treats the jobs of
+//! nodes with stale (or missing) rows as abandoned.
+
+use chrono::{DateTime, Utc};
+
+/// A node as the dashboard shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRow {
+    /// Node name.
+    pub name: String,
+    /// Host name.
+    pub host: String,
+    /// Process id.
+    pub pid: i32,
+    /// First heartbeat.
+    pub started_at: DateTime<Utc>,
+    /// Latest heartbeat.
+    pub heartbeat_at: DateTime<Utc>,
+    /// Queues and their load: `{"default": {"limit": 20, "running": 3}}`.
+    pub queues: serde_json::Value,
+}
+
+/// `node_heartbeat`: record that `node` is alive, registering it on the first call.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeHeartbeatParams<'a> {
+    /// Node name.
+    pub node: &'a str,
+    /// Host name.
+    pub host: &'a str,
+    /// Process id.
+    pub pid: i32,
+    /// What it runs (see [`NodeRow::queues`]).
+    pub queues: &'a serde_json::Value,
+    /// The heartbeat's time.
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// `node_delete`: remove a node's row (clean shutdown, after its jobs were written back).
+#[derive(Debug, Clone, Copy)]
+pub struct NodeDeleteParams<'a> {
+    /// Node name.
+    pub node: &'a str,
+}
+
+/// `node_list`: every registered node, most recently seen first.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodeListParams {}

@@ -1,0 +1,148 @@
+//! The rules every job row obeys, in one place: the enqueue API checks new rows with
+//! [`NewJob::validate`](crate::NewJob::validate) (typed requests and rows built by hand
+//! alike), and the fault tests check stored rows with
+//! [`JobRow::invariant_violations`](crate::JobRow::invariant_violations). Tables check
+//! only that finished jobs carry their finish time (each CHECK costs every row version).
+
+use crate::stored_text::holds_nul;
+
+/// The largest argument (and metadata) payload accepted, in bytes of JSON.
+pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
+
+/// The longest queue name, in characters.
+pub const MAX_QUEUE_CHARS: usize = 128;
+
+/// The longest kind name, in characters.
+pub const MAX_KIND_CHARS: usize = 255;
+
+/// The longest tag, in bytes.
+pub const MAX_TAG_BYTES: usize = 100;
+
+/// A row that breaks a rule: which value, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidJob {
+    /// A field has a value outside its range.
+    #[error("invalid option `{option}`: {reason}")]
+    Option {
+        /// The field (`queue`, `kind`, `tag`, `max_attempts`, `timeout`, `unique.states`).
+        option: &'static str,
+        /// Why the value is rejected.
+        reason: String,
+    },
+
+    /// A payload is larger than [`MAX_PAYLOAD_BYTES`].
+    #[error("the {what} of job kind `{kind}` are {size} bytes, over the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// The job kind.
+        kind: String,
+        /// `arguments` or `metadata`.
+        what: &'static str,
+        /// The size of the encoded payload.
+        size: usize,
+        /// The limit in force.
+        limit: usize,
+    },
+
+    /// A payload holds a NUL character, which Postgres cannot store in `jsonb`.
+    #[error("the {what} of job kind `{kind}` contain a NUL character (\\u0000), which Postgres cannot store")]
+    NulInPayload {
+        /// The job kind.
+        kind: String,
+        /// `arguments` or `metadata`.
+        what: &'static str,
+    },
+}
+
+fn invalid(option: &'static str, reason: String) -> InvalidJob {
+    InvalidJob::Option { option, reason }
+}
+
+/// A queue name: 1 to [`MAX_QUEUE_CHARS`] characters, none of them a control character.
+pub fn validate_queue(queue: &str) -> Result<(), InvalidJob> {
+    if queue.is_empty() || queue.chars().count() > MAX_QUEUE_CHARS || queue.chars().any(char::is_control) {
+        return Err(invalid(
+            "queue",
+            format!("`{}`: queue names are 1 to {MAX_QUEUE_CHARS} printable characters", queue.escape_debug()),
+        ));
+    }
+    Ok(())
+}
+
+/// A kind name: 1 to [`MAX_KIND_CHARS`] characters (`#[job]` checks its kinds at compile
+/// time; this is for rows built by hand).
+pub fn validate_kind(kind: &str) -> Result<(), InvalidJob> {
+    if kind.is_empty() || kind.chars().count() > MAX_KIND_CHARS {
+        return Err(invalid("kind", format!("`{}`: kinds are 1 to {MAX_KIND_CHARS} characters", kind.escape_debug())));
+    }
+    Ok(())
+}
+
+/// A tag: 1 to [`MAX_TAG_BYTES`] letters, digits and `_ - . : /`.
+pub fn validate_tag(tag: &str) -> Result<(), InvalidJob> {
+    let ok = !tag.is_empty()
+        && tag.len() <= MAX_TAG_BYTES
+        && tag.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/'));
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid("tag", format!("`{tag}`: tags are 1 to {MAX_TAG_BYTES} characters of letters, digits and _ - . : /")))
+    }
+}
+
+/// Attempts allowed: at least one.
+pub fn validate_max_attempts(max_attempts: i32) -> Result<(), InvalidJob> {
+    if max_attempts < 1 {
+        return Err(invalid("max_attempts", format!("{max_attempts}: a job needs at least one attempt")));
+    }
+    Ok(())
+}
+
+/// A per-attempt limit, when there is one: positive.
+pub fn validate_timeout_ms(timeout_ms: Option<i64>) -> Result<(), InvalidJob> {
+    if timeout_ms.is_some_and(|ms| ms <= 0) {
+        return Err(invalid("timeout", "a timeout must be positive".into()));
+    }
+    Ok(())
+}
+
+/// A JSON payload (`arguments` or `metadata`) of a job of `kind`: at most
+/// [`MAX_PAYLOAD_BYTES`], and no NUL character.
+pub fn validate_payload(kind: &str, what: &'static str, json: &str) -> Result<(), InvalidJob> {
+    if json.len() > MAX_PAYLOAD_BYTES {
+        return Err(InvalidJob::PayloadTooLarge {
+            kind: kind.to_owned(),
+            what,
+            size: json.len(),
+            limit: MAX_PAYLOAD_BYTES,
+        });
+    }
+    if holds_nul(json) {
+        return Err(InvalidJob::NulInPayload { kind: kind.to_owned(), what });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_tags_attempts_and_timeouts_have_one_rule_each() {
+        assert!(validate_queue("mailers").is_ok());
+        assert!(validate_queue("").is_err());
+        assert!(validate_queue(&"q".repeat(MAX_QUEUE_CHARS + 1)).is_err());
+        assert!(validate_queue("a\nb").is_err());
+        assert!(validate_kind(&"k".repeat(MAX_KIND_CHARS)).is_ok());
+        assert!(validate_kind(&"k".repeat(MAX_KIND_CHARS + 1)).is_err());
+        assert!(validate_tag("billing:eu/2").is_ok());
+        assert!(validate_tag("no spaces").is_err());
+        assert!(validate_max_attempts(0).is_err());
+        assert!(validate_timeout_ms(Some(0)).is_err());
+        assert!(validate_timeout_ms(None).is_ok());
+        assert!(matches!(
+            validate_payload("k", "arguments", r#"{"a":"\u0000"}"#),
+            Err(InvalidJob::NulInPayload { .. })
+        ));
+    }
+}

@@ -1,0 +1,160 @@
+//! The completion: a batch of outcomes written back in at most three statements, each
+//! fenced on the row still being `running` at the claimed attempt.
+
+use chrono::{DateTime, Utc};
+use diesel::pg::Pg;
+use diesel::sql_types::{Array, BigInt, Bool, Int4, Nullable, Text, Timestamptz};
+use diesel_async::{AsyncConnectionCore, RunQueryDsl};
+use jobs_driver::{Completion, JobState, Result};
+
+use crate::cached::CachedQuery;
+use crate::rows::Id;
+
+/// The fence every completion statement applies: the row is the claimed one, still
+/// `running` at the claimed attempt.
+///
+/// The state is compared as text on purpose. Written `jobs.state = 'running'`, the
+/// predicate matches the partial index `jobs_running_idx`, and when the statistics were
+/// gathered while few jobs ran (a freshly loaded queue, say) the planner takes that index
+/// as "one row" and drives a nested loop from it, re-reading the whole batch for every
+/// running row: a 2,000-row completion took seconds and the worker stalled behind it. As
+/// text, only the primary key can find the rows, and every plan is a lookup per batch row.
+macro_rules! running_at_attempt {
+    () => {
+        "jobs.id = c.id AND jobs.attempt = c.attempt AND jobs.state::text = 'running'"
+    };
+}
+
+// A job whose cancellation was requested while it ran ends cancelled unless it succeeded.
+const NEW_STATE: &str = "CASE WHEN jobs.cancel_requested_at IS NOT NULL AND c.state IN ('retryable', 'scheduled', 'available') \
+     THEN 'cancelled'::job_state ELSE c.state::job_state END";
+
+pub(crate) static COMPLETE_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "\
+UPDATE jobs
+SET state = {NEW_STATE},
+    finalized_at = CASE WHEN ({NEW_STATE}) IN ('completed', 'discarded', 'cancelled') THEN clock.now END,
+    result = COALESCE(c.result::jsonb, jobs.result),
+    errors = CASE WHEN c.error IS NULL THEN jobs.errors ELSE jobs.errors || jsonb_build_array(c.error::jsonb) END,
+    scheduled_at = CASE WHEN c.delay_ms IS NULL THEN jobs.scheduled_at
+                        ELSE clock.now + c.delay_ms * interval '1 millisecond' END,
+    attempt = jobs.attempt - c.give_back::int
+FROM unnest($1::int8[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::bool[])
+         AS c(id, attempt, state, result, error, delay_ms, give_back),
+     (SELECT COALESCE($8::timestamptz, now()) AS now) AS clock
+WHERE {fence}
+RETURNING jobs.id",
+        fence = running_at_attempt!()
+    )
+});
+
+// Completed and kept, the common case: three arrays and no per-row expressions. (A
+// request to cancel does not change a success.)
+pub(crate) const COMPLETE_SUCCEEDED: &str = concat!(
+    "\
+UPDATE jobs
+SET state = 'completed', finalized_at = COALESCE($4::timestamptz, now()), result = COALESCE(c.result::jsonb, jobs.result)
+FROM unnest($1::int8[], $2::int4[], $3::text[]) AS c(id, attempt, result)
+WHERE ",
+    running_at_attempt!(),
+    "
+RETURNING jobs.id"
+);
+
+pub(crate) const DELETE_COMPLETED: &str = concat!(
+    "\
+DELETE FROM jobs
+USING unnest($1::int8[], $2::int4[]) AS c(id, attempt)
+WHERE ",
+    running_at_attempt!(),
+    "
+RETURNING jobs.id"
+);
+
+/// Writes a batch of outcomes in at most three statements: successes kept, successes
+/// deleted (delete-on-completion queues), and every other outcome. Each write is fenced: it
+/// applies only to a row still `running` at the claimed attempt, so a completion arriving
+/// after the job was rescued (and perhaps claimed again) changes nothing. Returns the ids
+/// that applied.
+///
+/// The statements are prepared once per connection. Whatever the statistics say, their
+/// plans find the rows by primary key (see `running_at_attempt!`).
+pub(crate) async fn complete_many<C>(
+    conn: &mut C,
+    completions: &[Completion],
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<i64>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let mut succeeded = Vec::new();
+    let mut deleted = Vec::new();
+    let mut other = Vec::new();
+    for c in completions {
+        match (c.state, c.delete) {
+            (JobState::Completed, true) => deleted.push(c),
+            (JobState::Completed, false) => succeeded.push(c),
+            _ => other.push(c),
+        }
+    }
+    let mut applied = Vec::with_capacity(completions.len());
+    if !succeeded.is_empty() {
+        let id: Vec<i64> = succeeded.iter().map(|c| c.id).collect();
+        let attempt: Vec<i32> = succeeded.iter().map(|c| c.attempt).collect();
+        let result: Vec<Option<&str>> = succeeded.iter().map(|c| c.result.as_deref()).collect();
+        let rows: Vec<Id> = CachedQuery::new(COMPLETE_SUCCEEDED)
+            .bind::<Array<BigInt>, _>(id)
+            .bind::<Array<Int4>, _>(attempt)
+            .bind::<Array<Nullable<Text>>, _>(result)
+            .bind::<Nullable<Timestamptz>, _>(now)
+            .load(conn)
+            .await?;
+        applied.extend(rows.into_iter().map(|r| r.id));
+    }
+    if !deleted.is_empty() {
+        let id: Vec<i64> = deleted.iter().map(|c| c.id).collect();
+        let attempt: Vec<i32> = deleted.iter().map(|c| c.attempt).collect();
+        let rows: Vec<Id> = CachedQuery::new(DELETE_COMPLETED)
+            .bind::<Array<BigInt>, _>(id)
+            .bind::<Array<Int4>, _>(attempt)
+            .load(conn)
+            .await?;
+        applied.extend(rows.into_iter().map(|r| r.id));
+    }
+    if !other.is_empty() {
+        let n = other.len();
+        let (mut id, mut attempt, mut state, mut result, mut error, mut delay, mut give_back) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        for c in &other {
+            id.push(c.id);
+            attempt.push(c.attempt);
+            state.push(c.state.as_str());
+            result.push(c.result.as_deref());
+            error.push(c.error.as_deref());
+            delay.push(c.delay_ms);
+            give_back.push(c.give_back_attempt);
+        }
+        let rows: Vec<Id> = CachedQuery::new(COMPLETE_SQL.as_str())
+            .bind::<Array<BigInt>, _>(id)
+            .bind::<Array<Int4>, _>(attempt)
+            .bind::<Array<Text>, _>(state)
+            .bind::<Array<Nullable<Text>>, _>(result)
+            .bind::<Array<Nullable<Text>>, _>(error)
+            .bind::<Array<Nullable<BigInt>>, _>(delay)
+            .bind::<Array<Bool>, _>(give_back)
+            .bind::<Nullable<Timestamptz>, _>(now)
+            .load(conn)
+            .await?;
+        applied.extend(rows.into_iter().map(|r| r.id));
+    }
+    Ok(applied)
+}
+

@@ -1,0 +1,200 @@
+//! Selections of jobs for the dashboard and the CLI: filtered lists with keyset pages,
+//! and counts that stay fast on large tables (exact up to a cap, the planner's estimate
+//! beyond).
+
+use diesel::QueryableByName;
+use diesel::pg::Pg;
+use diesel::prelude::*;
+use diesel::sql_types::{Array, Double, Jsonb, Nullable, Text, Timestamptz};
+use diesel_async::{AsyncConnectionCore, RunQueryDsl};
+use jobs_driver::{Count, JobFilter, JobListParams, JobRow, JobState, Result};
+
+use super::read::StoredJob;
+use crate::schema::jobs;
+
+diesel::define_sql_function! {
+    /// The document the GIN search index covers: `{"args": args, "meta": meta}`.
+    fn jobs_search_document(args: diesel::sql_types::Jsonb, meta: diesel::sql_types::Jsonb) -> diesel::sql_types::Jsonb;
+}
+
+/// The states the search index covers: a search without a state filter looks in these
+/// (searching other states means choosing them, and scans newest first).
+pub(crate) const SEARCHABLE_STATES: [JobState; 4] =
+    [JobState::Scheduled, JobState::Retryable, JobState::Discarded, JobState::Cancelled];
+
+type Boxed<'a> = jobs::BoxedQuery<'a, Pg>;
+
+/// The states `jobs_queue_state_idx` holds (its predicate lists them). Available and
+/// running jobs are left out of it: every job passes through both, and an entry there
+/// would cost each job two more index insertions on the hot path (docs/benchmarks.md).
+/// A queue's available jobs are found through `jobs_claim_idx`, its running ones through
+/// `jobs_running_idx`.
+pub(crate) const QUEUE_INDEXED_STATES: [JobState; 5] =
+    [JobState::Scheduled, JobState::Retryable, JobState::Completed, JobState::Discarded, JobState::Cancelled];
+
+/// The condition "state is one of `states`", with the states as literals, not a bound
+/// array: only then can the planner match the partial indexes (claim, due, running,
+/// finalized, queue, search) that make state filters fast. The states
+/// `jobs_queue_state_idx` holds form one `IN`; `available` and `running` are arms of
+/// their own, so that a queue filter over several states reads three partial indexes
+/// (a `BitmapOr`) rather than the whole table. The text comes from the closed `JobState`
+/// enum alone.
+fn states_in(states: &[JobState]) -> diesel::expression::SqlLiteral<diesel::sql_types::Bool> {
+    let (indexed, own): (Vec<JobState>, Vec<JobState>) =
+        states.iter().copied().partition(|s| QUEUE_INDEXED_STATES.contains(s));
+    let mut arms = Vec::with_capacity(3);
+    if !indexed.is_empty() {
+        let list: Vec<String> = indexed.iter().map(|s| format!("'{}'", s.as_str())).collect();
+        arms.push(format!("jobs.state IN ({})", list.join(", ")));
+    }
+    arms.extend(own.iter().map(|s| format!("jobs.state = '{}'", s.as_str())));
+    if arms.is_empty() {
+        arms.push("false".to_owned());
+    }
+    diesel::dsl::sql::<diesel::sql_types::Bool>(&format!("({})", arms.join(" OR ")))
+}
+
+pub(crate) fn filtered(filter: &JobFilter) -> Boxed<'_> {
+    let mut q = jobs::table.into_boxed::<Pg>();
+    if !filter.states.is_empty() {
+        q = q.filter(states_in(&filter.states));
+    }
+    if let Some(queue) = &filter.queue {
+        q = q.filter(jobs::queue.eq(queue));
+        if filter.states.is_empty() && filter.search.is_none() {
+            // Every state, spelled out so that a small queue is read through the indexes
+            // that hold its rows (see `states_in`).
+            q = q.filter(states_in(&JobState::ALL));
+        }
+    }
+    if let Some(kind) = &filter.kind {
+        q = q.filter(jobs::kind.eq(kind));
+    }
+    if let Some(tag) = &filter.tag {
+        q = q.filter(jobs::tags.contains(vec![tag.clone()]));
+    }
+    if let Some(search) = &filter.search {
+        if filter.states.is_empty() {
+            q = q.filter(states_in(&SEARCHABLE_STATES));
+        }
+        let doc = jobs_search_document(jobs::args, jobs::meta);
+        q = q.filter(doc.contains(serde_json::json!({ "args": search })).or(
+            jobs_search_document(jobs::args, jobs::meta).contains(serde_json::json!({ "meta": search })),
+        ));
+    }
+    if let Some(from) = filter.from {
+        q = q.filter(jobs::created_at.ge(from));
+    }
+    if let Some(to) = filter.to {
+        q = q.filter(jobs::created_at.lt(to));
+    }
+    q
+}
+
+/// The filter's rows older than `before`, newest first, at most `limit`.
+pub(crate) fn page(filter: &JobFilter, before: Option<i64>, limit: i64) -> Boxed<'_> {
+    let mut q = filtered(filter);
+    if let Some(before) = before {
+        q = q.filter(jobs::id.lt(before));
+    }
+    q.order(jobs::id.desc()).limit(limit)
+}
+
+/// A page of jobs, newest first, strictly older than `before` (an id) when given.
+pub(crate) async fn list<C>(conn: &mut C, params: JobListParams<'_>) -> Result<Vec<JobRow>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let rows: Vec<StoredJob> =
+        page(params.filter, params.before, params.limit).select(StoredJob::as_select()).load(conn).await?;
+    Ok(rows.into_iter().map(JobRow::from).collect())
+}
+
+/// Counts the jobs matching `filter`: exactly up to `cap`, otherwise estimated.
+pub(crate) async fn count<C>(conn: &mut C, filter: &JobFilter, cap: i64) -> Result<Count>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let ids: Vec<i64> = filtered(filter).select(jobs::id).limit(cap + 1).load(conn).await?;
+    let n = ids.len() as i64;
+    if n <= cap {
+        return Ok(Count::Exact(n));
+    }
+    let estimate = estimate_rows(conn, filter).await?.max(n);
+    Ok(Count::Estimate(estimate))
+}
+
+#[derive(QueryableByName)]
+struct Estimate {
+    #[diesel(sql_type = Double)]
+    rows: f64,
+}
+
+/// The planner's estimate of matching rows, from column statistics.
+async fn estimate_rows<C>(conn: &mut C, filter: &JobFilter) -> Result<i64>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let states: Vec<String> = filter.states.iter().map(|s| s.as_str().to_owned()).collect();
+    let row: Estimate = diesel::sql_query(ESTIMATE)
+        .bind::<Array<Text>, _>(states)
+        .bind::<Nullable<Text>, _>(filter.queue.as_deref())
+        .bind::<Nullable<Text>, _>(filter.kind.as_deref())
+        .bind::<Nullable<Text>, _>(filter.tag.as_deref())
+        .bind::<Nullable<Jsonb>, _>(filter.search.as_ref())
+        .bind::<Nullable<Timestamptz>, _>(filter.from)
+        .bind::<Nullable<Timestamptz>, _>(filter.to)
+        .get_result(conn)
+        .await?;
+    Ok(row.rows.round() as i64)
+}
+
+// Selectivity product from pg_stats, per filtered column, times the table's row estimate.
+// (EXPLAIN cannot take bind parameters through the extended protocol reliably, and
+// building its text would mean building SQL from strings.)
+const ESTIMATE: &str = "\
+WITH total AS (SELECT GREATEST(reltuples, 0)::float8 AS n FROM pg_class WHERE oid = 'jobs'::regclass),
+freq AS (
+    SELECT attname, vals, freqs FROM (
+        SELECT attname, most_common_vals::text::text[] AS vals, most_common_freqs AS freqs
+        FROM pg_stats WHERE schemaname = current_schema() AND tablename = 'jobs'
+          AND attname IN ('state', 'queue', 'kind')
+    ) s
+),
+sel AS (
+    SELECT
+      CASE WHEN cardinality($1::text[]) = 0 THEN 1.0 ELSE COALESCE((
+        SELECT sum(f) FROM freq, unnest(vals, freqs) AS u(v, f) WHERE attname = 'state' AND v = ANY ($1)), 0.0) END
+    * CASE WHEN $2::text IS NULL THEN 1.0 ELSE COALESCE((
+        SELECT f FROM freq, unnest(vals, freqs) AS u(v, f) WHERE attname = 'queue' AND v = $2), 0.01) END
+    * CASE WHEN $3::text IS NULL THEN 1.0 ELSE COALESCE((
+        SELECT f FROM freq, unnest(vals, freqs) AS u(v, f) WHERE attname = 'kind' AND v = $3), 0.01) END
+    * CASE WHEN $4::text IS NULL THEN 1.0 ELSE 0.1 END
+    * CASE WHEN $5::jsonb IS NULL THEN 1.0 ELSE 0.01 END
+    * CASE WHEN $6::timestamptz IS NULL AND $7::timestamptz IS NULL THEN 1.0 ELSE 0.33 END AS s
+)
+SELECT (total.n * sel.s)::float8 AS rows FROM total, sel";
+
+/// The ids of up to `limit` jobs matching `filter` with id below `before` (for bulk
+/// actions, which walk the filter in bounded batches).
+pub(crate) async fn list_ids<C>(conn: &mut C, params: JobListParams<'_>) -> Result<Vec<i64>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    Ok(page(params.filter, params.before, params.limit).select(jobs::id).load(conn).await?)
+}
+
+/// The number of jobs in each (queue, state) pair, by queue then state. Counts every row
+/// (a full scan on a large table: for the CLI's `stats`, not for a page that refreshes).
+pub(crate) async fn counts_by_queue_and_state<C>(conn: &mut C) -> Result<Vec<(String, JobState, i64)>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    Ok(jobs::table
+        .group_by((jobs::queue, jobs::state))
+        .select((jobs::queue, jobs::state, diesel::dsl::count_star()))
+        .order_by((jobs::queue, jobs::state))
+        .load(conn)
+        .await?)
+}
+

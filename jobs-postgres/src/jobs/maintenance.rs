@@ -1,0 +1,165 @@
+//! The leader's queries: promote due jobs, rescue stuck ones, prune finished ones; and
+//! the node's own: hand back claims whose reply it never received.
+
+use diesel::pg::Pg;
+use diesel::sql_types::{Array, BigInt, Nullable, Text, Timestamptz};
+use diesel_async::{AsyncConnectionCore, RunQueryDsl};
+use jobs_driver::{JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams, JobScheduleDueParams, Result};
+
+use crate::channels::available_channel;
+use crate::rows::{Count, Id, millis};
+
+const SCHEDULE_DUE: &str = concat!(
+    "\
+WITH due AS (
+    SELECT id FROM jobs
+    WHERE state IN ('scheduled', 'retryable') AND scheduled_at <= COALESCE($1::timestamptz, now())
+    ORDER BY scheduled_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), moved AS (
+    UPDATE jobs SET state = 'available' FROM due WHERE jobs.id = due.id RETURNING jobs.queue
+), woken AS (
+    SELECT pg_notify('",
+    available_channel!(),
+    "', queue) FROM (SELECT DISTINCT queue FROM moved) AS q
+)
+SELECT (SELECT count(*) FROM moved) + 0 * (SELECT count(*) FROM woken) AS n"
+);
+
+/// See [`JobScheduleDueParams`].
+pub(crate) async fn schedule_due<C>(conn: &mut C, params: JobScheduleDueParams) -> Result<i64>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let row: Count = diesel::sql_query(SCHEDULE_DUE)
+        .bind::<Nullable<Timestamptz>, _>(params.now)
+        .bind::<BigInt, _>(params.limit)
+        .get_result(conn)
+        .await?;
+    Ok(row.n)
+}
+
+/// Returns the jobs selected by `stuck` (a query over `jobs` and `clock` giving `id`,
+/// `why` and `message`, locking what it picks) to the queue: retryable and due now,
+/// discarded when out of attempts, cancelled when a cancel was requested, with an error
+/// entry `rescued_<why>`. The attempt is unchanged, so a late outcome is fenced out.
+macro_rules! rescue_sql {
+    ($stuck:literal) => {
+        concat!(
+            "WITH clock AS (SELECT COALESCE($1::timestamptz, now()) AS now),\nstuck AS (",
+            $stuck,
+            ")
+UPDATE jobs
+SET state = CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'::job_state
+                 WHEN jobs.attempt >= jobs.max_attempts THEN 'discarded'::job_state
+                 ELSE 'retryable'::job_state END,
+    finalized_at = CASE WHEN jobs.cancel_requested_at IS NOT NULL OR jobs.attempt >= jobs.max_attempts
+                        THEN clock.now END,
+    scheduled_at = clock.now,
+    errors = jobs.errors || jsonb_build_array(jsonb_build_object(
+        'attempt', jobs.attempt,
+        'at', clock.now,
+        'node', jobs.attempted_by[cardinality(jobs.attempted_by)],
+        'error_type', 'rescued_' || stuck.why,
+        'message', stuck.message))
+FROM stuck, clock
+WHERE jobs.id = stuck.id
+RETURNING jobs.id"
+        )
+    };
+}
+
+const RESCUE_STUCK: &str = rescue_sql!(
+    "
+    SELECT jobs.id, t.why,
+           CASE WHEN t.why = 'timeout'
+                THEN 'still running ' || $3 || ' ms past its timeout; rescued by ' || $5
+                ELSE 'its node stopped heartbeating; rescued by ' || $5 END AS message
+    FROM jobs, clock,
+         LATERAL (SELECT CASE WHEN jobs.timeout_ms IS NOT NULL
+                    AND jobs.attempted_at + (jobs.timeout_ms + $3) * interval '1 millisecond' < clock.now
+                   THEN 'timeout' ELSE 'node_lost' END AS why) AS t
+    WHERE jobs.state = 'running'
+      AND ((jobs.timeout_ms IS NOT NULL
+            AND jobs.attempted_at + (jobs.timeout_ms + $3) * interval '1 millisecond' < clock.now)
+        OR NOT EXISTS (SELECT 1 FROM job_nodes n
+                       WHERE n.name = jobs.attempted_by[cardinality(jobs.attempted_by)]
+                         AND n.heartbeat_at > clock.now - $2 * interval '1 millisecond'))
+    LIMIT $4
+    FOR UPDATE OF jobs SKIP LOCKED
+"
+);
+
+const RELEASE_ORPHANS: &str = rescue_sql!(
+    "
+    SELECT jobs.id, 'orphaned' AS why,
+           'claimed by ' || $2 || ', which never received the claim (its connection was lost); released by the same node' AS message
+    FROM jobs, clock
+    WHERE jobs.state = 'running'
+      AND jobs.attempted_by[cardinality(jobs.attempted_by)] = $2
+      AND jobs.attempted_at < clock.now - $3 * interval '1 millisecond'
+      AND NOT (jobs.id = ANY($4))
+    LIMIT 1000
+    FOR UPDATE OF jobs SKIP LOCKED
+"
+);
+
+/// See [`JobReleaseOrphansParams`].
+pub(crate) async fn release_orphans<C>(conn: &mut C, params: JobReleaseOrphansParams<'_>) -> Result<Vec<i64>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let rows: Vec<Id> = diesel::sql_query(RELEASE_ORPHANS)
+        .bind::<Nullable<Timestamptz>, _>(params.now)
+        .bind::<Text, _>(params.node)
+        .bind::<BigInt, _>(millis(params.grace))
+        .bind::<Array<BigInt>, _>(params.held)
+        .load(conn)
+        .await?;
+    Ok(rows.into_iter().map(|r| r.id).collect())
+}
+
+/// See [`JobRescueStuckParams`].
+pub(crate) async fn rescue_stuck<C>(conn: &mut C, params: JobRescueStuckParams<'_>) -> Result<Vec<i64>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let rows: Vec<Id> = diesel::sql_query(RESCUE_STUCK)
+        .bind::<Nullable<Timestamptz>, _>(params.now)
+        .bind::<BigInt, _>(millis(params.node_stale_after))
+        .bind::<BigInt, _>(millis(params.timeout_grace))
+        .bind::<BigInt, _>(params.limit)
+        .bind::<Text, _>(params.rescuer)
+        .load(conn)
+        .await?;
+    Ok(rows.into_iter().map(|r| r.id).collect())
+}
+
+const PRUNE: &str = "\
+WITH doomed AS (
+    SELECT id FROM jobs
+    WHERE state = $1::job_state
+      AND finalized_at < COALESCE($3::timestamptz, now()) - $2 * interval '1 millisecond'
+    ORDER BY finalized_at
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM jobs USING doomed WHERE jobs.id = doomed.id RETURNING jobs.id
+)
+SELECT count(*) AS n FROM gone";
+
+/// See [`JobPruneParams`].
+pub(crate) async fn prune<C>(conn: &mut C, params: JobPruneParams) -> Result<i64>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let row: Count = diesel::sql_query(PRUNE)
+        .bind::<Text, _>(params.state.as_str())
+        .bind::<BigInt, _>(millis(params.retention))
+        .bind::<Nullable<Timestamptz>, _>(params.now)
+        .bind::<BigInt, _>(params.limit)
+        .get_result(conn)
+        .await?;
+    Ok(row.n)
+}

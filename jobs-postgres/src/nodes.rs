@@ -1,0 +1,80 @@
+//! Node heartbeats: each running worker node keeps its row fresh; the rescuer treats the
+//! jobs of nodes with stale (or missing) rows as abandoned.
+
+use chrono::{DateTime, Utc};
+use diesel::QueryableByName;
+use diesel::pg::Pg;
+use diesel::sql_types::{Int4, Jsonb, Nullable, Text, Timestamptz};
+use diesel_async::{AsyncConnectionCore, RunQueryDsl};
+use jobs_driver::{NodeHeartbeatParams, NodeRow, Result};
+
+const HEARTBEAT: &str = "\
+INSERT INTO job_nodes AS n (name, host, pid, started_at, heartbeat_at, queues)
+SELECT $1, $2, $3, clock.now, clock.now, $4
+FROM (SELECT COALESCE($5::timestamptz, now()) AS now) AS clock
+ON CONFLICT (name) DO UPDATE
+SET heartbeat_at = EXCLUDED.heartbeat_at, queues = EXCLUDED.queues";
+
+/// See [`NodeHeartbeatParams`].
+pub(crate) async fn heartbeat<C>(conn: &mut C, params: NodeHeartbeatParams<'_>) -> Result<()>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    diesel::sql_query(HEARTBEAT)
+        .bind::<Text, _>(params.node)
+        .bind::<Text, _>(params.host)
+        .bind::<Int4, _>(params.pid)
+        .bind::<Jsonb, _>(params.queues)
+        .bind::<Nullable<Timestamptz>, _>(params.now)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Removes a node's row.
+pub(crate) async fn delete<C>(conn: &mut C, node: &str) -> Result<()>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    diesel::sql_query("DELETE FROM job_nodes WHERE name = $1").bind::<Text, _>(node).execute(conn).await?;
+    Ok(())
+}
+
+#[derive(QueryableByName)]
+struct Row {
+    #[diesel(sql_type = Text)]
+    name: String,
+    #[diesel(sql_type = Text)]
+    host: String,
+    #[diesel(sql_type = Int4)]
+    pid: i32,
+    #[diesel(sql_type = Timestamptz)]
+    started_at: DateTime<Utc>,
+    #[diesel(sql_type = Timestamptz)]
+    heartbeat_at: DateTime<Utc>,
+    #[diesel(sql_type = Jsonb)]
+    queues: serde_json::Value,
+}
+
+/// Every registered node, most recently seen first.
+pub(crate) async fn list<C>(conn: &mut C) -> Result<Vec<NodeRow>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let rows: Vec<Row> = diesel::sql_query(
+        "SELECT name, host, pid, started_at, heartbeat_at, queues FROM job_nodes ORDER BY heartbeat_at DESC, name",
+    )
+    .load(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| NodeRow {
+            name: r.name,
+            host: r.host,
+            pid: r.pid,
+            started_at: r.started_at,
+            heartbeat_at: r.heartbeat_at,
+            queues: r.queues,
+        })
+        .collect())
+}

@@ -1,0 +1,104 @@
+//! Diesel table definitions for the jobs schema (see `migrations/postgres/`).
+//!
+//! The driver builds its queries from these; applications may read the tables with them
+//! too (`jobs_core::schema` re-exports this module).
+
+#![allow(missing_docs, unreachable_pub)]
+
+/// Postgres types that are not built into diesel.
+pub mod sql_types {
+    pub use jobs_driver::state_sql::pg::JobState;
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use super::sql_types::JobState;
+
+    jobs (id) {
+        id -> Int8,
+        state -> JobState,
+        queue -> Text,
+        kind -> Text,
+        args -> Jsonb,
+        meta -> Jsonb,
+        tags -> Array<Text>,
+        priority -> Int2,
+        attempt -> Int4,
+        max_attempts -> Int4,
+        timeout_ms -> Nullable<Int8>,
+        created_at -> Timestamptz,
+        scheduled_at -> Timestamptz,
+        attempted_at -> Nullable<Timestamptz>,
+        finalized_at -> Nullable<Timestamptz>,
+        attempted_by -> Array<Text>,
+        errors -> Jsonb,
+        result -> Nullable<Jsonb>,
+        cancel_requested_at -> Nullable<Timestamptz>,
+        unique_key -> Nullable<Bytea>,
+        unique_states -> Nullable<Array<JobState>>,
+    }
+}
+
+diesel::table! {
+    job_queues (name) {
+        name -> Text,
+        paused -> Bool,
+        paused_at -> Nullable<Timestamptz>,
+        settings -> Jsonb,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    job_leaders (name) {
+        name -> Text,
+        leader_id -> Text,
+        elected_at -> Timestamptz,
+        expires_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    job_nodes (name) {
+        name -> Text,
+        host -> Text,
+        pid -> Int4,
+        started_at -> Timestamptz,
+        heartbeat_at -> Timestamptz,
+        queues -> Jsonb,
+    }
+}
+
+diesel::table! {
+    job_schedules (name) {
+        name -> Text,
+        expression -> Text,
+        timezone -> Text,
+        kind -> Text,
+        args -> Jsonb,
+        options -> Jsonb,
+        missed_policy -> Text,
+        enabled -> Bool,
+        active -> Bool,
+        last_run_at -> Nullable<Timestamptz>,
+        last_job_id -> Nullable<Int8>,
+        next_run_at -> Nullable<Timestamptz>,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use super::sql_types::JobState;
+
+    job_stats (bucket, queue, state) {
+        bucket -> Timestamptz,
+        queue -> Text,
+        state -> JobState,
+        count -> Int8,
+    }
+}
+
+diesel::allow_tables_to_appear_in_same_query!(jobs, job_queues, job_nodes, job_schedules);

@@ -1,0 +1,71 @@
+//! Operators' actions (the dashboard's buttons, the CLI): retry, cancel and delete one
+//! job, many jobs, or every job matching a filter in bounded batches.
+
+use chrono::Utc;
+use jobs_core::driver::{JobFilter, JobState};
+use jobs_core::{Action, JobRow};
+
+use crate::conformance::TestDb;
+use crate::conformance::factory::{JobFactory, insert_all};
+
+/// One job per state, returned in the order of `JobState::ALL`.
+async fn one_in_each_state(db: &TestDb, queue: &str) -> Vec<i64> {
+    let now = Utc::now();
+    let jobs = JobState::ALL.iter().map(|s| JobFactory::new("k").queue(queue).attempts(1, 1).state(*s, now)).collect();
+    insert_all(&*db.driver, jobs).await
+}
+
+async fn state_of(db: &TestDb, id: i64) -> Option<JobState> {
+    db.driver.job_get(jobs_core::driver::JobGetParams { id }).await.expect("get").map(|j: JobRow| j.state)
+}
+
+/// Each action on each state: retry makes any job but a running one available (granting
+/// an attempt to one that used them all); cancel stops what is not finished (a running
+/// job is told to stop); delete removes any job but a running one.
+pub async fn actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter(db: TestDb) {
+    let driver = &*db.driver;
+    // One job at a time.
+    let ids = one_in_each_state(&db, "one").await;
+    let by_state = |s: JobState| ids[JobState::ALL.iter().position(|x| *x == s).expect("a state")];
+    assert_eq!(Action::Retry.apply(driver, &[by_state(JobState::Running)]).await.expect("retry"), 0);
+    assert_eq!(Action::Retry.apply(driver, &[by_state(JobState::Discarded)]).await.expect("retry"), 1);
+    let retried = db.job(by_state(JobState::Discarded)).await;
+    assert_eq!((retried.state, retried.max_attempts, retried.finalized_at), (JobState::Available, 2, None));
+    assert_eq!(Action::Cancel.apply(driver, &[by_state(JobState::Completed)]).await.expect("cancel"), 0);
+    assert_eq!(Action::Cancel.apply(driver, &[by_state(JobState::Scheduled)]).await.expect("cancel"), 1);
+    assert_eq!(state_of(&db, by_state(JobState::Scheduled)).await, Some(JobState::Cancelled));
+    assert_eq!(Action::Cancel.apply(driver, &[by_state(JobState::Running)]).await.expect("cancel"), 1);
+    let running = db.job(by_state(JobState::Running)).await;
+    assert_eq!(running.state, JobState::Running, "a running job is only told to stop");
+    assert!(running.cancel_requested_at.is_some());
+    assert_eq!(Action::Delete.apply(driver, &[by_state(JobState::Running)]).await.expect("delete"), 0);
+    assert_eq!(Action::Delete.apply(driver, &[by_state(JobState::Completed)]).await.expect("delete"), 1);
+    assert_eq!(state_of(&db, by_state(JobState::Completed)).await, None);
+    assert_eq!(Action::Retry.apply(driver, &[i64::MAX]).await.expect("retry a missing job"), 0);
+
+    // Many at once: every job of a second set, each action counting what it changed.
+    let many = one_in_each_state(&db, "many").await;
+    assert_eq!(Action::Cancel.apply(driver, &many).await.expect("cancel"), 4, "available, scheduled, running, retryable");
+    assert_eq!(Action::Delete.apply(driver, &many).await.expect("delete"), 6, "all but the running one");
+
+    // Every job matching a filter, three per statement: ten discarded jobs of one queue
+    // are retried, the rest is left alone.
+    let now = Utc::now();
+    let mut jobs: Vec<JobFactory> =
+        (0..10).map(|_| JobFactory::new("k").queue("bulk").attempts(1, 1).state(JobState::Discarded, now)).collect();
+    jobs.push(JobFactory::new("k").queue("bulk").state(JobState::Completed, now));
+    jobs.push(JobFactory::new("k").queue("elsewhere").attempts(1, 1).state(JobState::Discarded, now));
+    let ids = insert_all(driver, jobs).await;
+    let filter = JobFilter { states: vec![JobState::Discarded], queue: Some("bulk".into()), ..JobFilter::default() };
+    assert_eq!(Action::Retry.apply_to_matching(driver, &filter, 3).await.expect("retry all"), 10);
+    for id in &ids[..10] {
+        assert_eq!(state_of(&db, *id).await, Some(JobState::Available));
+    }
+    assert_eq!(state_of(&db, ids[10]).await, Some(JobState::Completed));
+    assert_eq!(state_of(&db, ids[11]).await, Some(JobState::Discarded));
+    let bulk = JobFilter { queue: Some("bulk".into()), ..JobFilter::default() };
+    assert_eq!(Action::Delete.apply_to_matching(driver, &bulk, 4).await.expect("delete all"), 11);
+    // Left: the first set but its deleted job (6), the second set's running job, and the
+    // other queue's job.
+    assert_eq!(db.count(None).await, 6 + 1 + 1);
+}

@@ -1,0 +1,21 @@
+//! The cases, by area. Each takes a fresh [`TestDb`](super::TestDb).
+
+mod claims;
+mod control;
+mod cron;
+mod lifecycle;
+mod outcomes;
+mod pruner;
+mod read_model;
+mod rescue;
+mod unique;
+
+pub use claims::*;
+pub use control::*;
+pub use cron::*;
+pub use lifecycle::*;
+pub use outcomes::*;
+pub use pruner::*;
+pub use read_model::*;
+pub use rescue::*;
+pub use unique::*;

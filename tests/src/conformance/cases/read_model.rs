@@ -1,0 +1,134 @@
+//! The dashboard's read model: filters, keyset pages, counts, queue depths, throughput,
+//! nodes; search and estimates where the backend has them.
+
+use chrono::{DateTime, Utc};
+use jobs_core::driver::{
+    Count, JobCountParams, JobFilter, JobListParams, JobState, NodeHeartbeatParams, NodeListParams,
+    QueueListDepthsParams, QueueSetPausedParams, StatsCount, StatsRecordParams, StatsThroughputParams,
+};
+use serde_json::json;
+
+use crate::conformance::TestDb;
+use crate::conformance::factory::{JobFactory, insert_all};
+
+async fn ids(db: &TestDb, filter: &JobFilter) -> Vec<i64> {
+    let page = JobListParams { filter, before: None, limit: 1_000 };
+    db.driver.job_list_ids(page).await.expect("list")
+}
+
+async fn count(db: &TestDb, filter: &JobFilter, cap: i64) -> Count {
+    db.driver.job_count(JobCountParams { filter, cap }).await.expect("count")
+}
+
+/// Each filter selects exactly its jobs, newest first; pages follow by keyset; counts are
+/// exact up to the cap.
+pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
+    let now = Utc::now();
+    let at = |hours_ago: i64| -> DateTime<Utc> { now - chrono::Duration::hours(hours_ago) };
+    let jobs = vec![
+        JobFactory::new("mail.send").queue("mail").tag("eu").created_at(at(5)).state(JobState::Available, at(5)),
+        JobFactory::new("mail.send").queue("mail").created_at(at(4)).state(JobState::Discarded, at(4)),
+        JobFactory::new("bill.charge").queue("billing").tag("eu").created_at(at(3)).state(JobState::Running, at(3)),
+        JobFactory::new("bill.charge").queue("billing").created_at(at(2)).state(JobState::Completed, at(2)),
+        JobFactory::new("mail.send").queue("mail").created_at(at(1)).state(JobState::Scheduled, at(-1)),
+    ];
+    let id = insert_all(&*db.driver, jobs).await;
+    let all = JobFilter::default();
+    assert_eq!(ids(&db, &all).await, vec![id[4], id[3], id[2], id[1], id[0]], "newest first");
+    let by = |f: JobFilter| f;
+    assert_eq!(ids(&db, &by(JobFilter { queue: Some("mail".into()), ..all.clone() })).await, vec![id[4], id[1], id[0]]);
+    assert_eq!(ids(&db, &by(JobFilter { kind: Some("bill.charge".into()), ..all.clone() })).await, vec![id[3], id[2]]);
+    assert_eq!(ids(&db, &by(JobFilter { tag: Some("eu".into()), ..all.clone() })).await, vec![id[2], id[0]]);
+    let states = vec![JobState::Running, JobState::Discarded];
+    assert_eq!(ids(&db, &by(JobFilter { states, ..all.clone() })).await, vec![id[2], id[1]]);
+    let window = JobFilter { from: Some(at(4) - chrono::Duration::minutes(1)), to: Some(at(2)), ..all.clone() };
+    assert_eq!(ids(&db, &window).await, vec![id[2], id[1]], "from inclusive, to exclusive");
+    let combined = JobFilter {
+        queue: Some("mail".into()),
+        states: vec![JobState::Available, JobState::Scheduled],
+        ..all.clone()
+    };
+    assert_eq!(ids(&db, &combined).await, vec![id[4], id[0]]);
+    assert!(ids(&db, &by(JobFilter { queue: Some("x' OR '1'='1".into()), ..all.clone() })).await.is_empty());
+
+    // Keyset pages of two.
+    let page = |before| JobListParams { filter: &all, before, limit: 2 };
+    let first = db.driver.job_list(page(None)).await.expect("page 1");
+    assert_eq!(first.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id[4], id[3]]);
+    let second = db.driver.job_list(page(first.last().map(|j| j.id))).await.expect("page 2");
+    assert_eq!(second.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id[2], id[1]]);
+    let third = db.driver.job_list(page(second.last().map(|j| j.id))).await.expect("page 3");
+    assert_eq!(third.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id[0]]);
+    assert_eq!(first[0].kind, "mail.send");
+    assert_eq!(first[0].state, JobState::Scheduled);
+
+    assert_eq!(count(&db, &all, 100).await, Count::Exact(5));
+    assert_eq!(count(&db, &JobFilter { queue: Some("mail".into()), ..all.clone() }, 100).await, Count::Exact(3));
+    assert!(matches!(count(&db, &all, 3).await, Count::Estimate(n) | Count::AtLeast(n) if n >= 3), "past the cap");
+
+    // Queue depths: pending jobs per state and queue, with the pause flag.
+    db.driver.queue_set_paused(QueueSetPausedParams { queue: "billing", paused: true }).await.expect("pause");
+    let depths = db.driver.queue_list_depths(QueueListDepthsParams {}).await.expect("depths");
+    let names: Vec<&str> = depths.iter().map(|d| d.queue.as_str()).collect();
+    assert_eq!(names, ["billing", "mail"]);
+    assert_eq!((depths[0].running, depths[0].available, depths[0].paused), (1, 0, true));
+    assert_eq!((depths[1].available, depths[1].scheduled, depths[1].paused), (1, 1, false));
+    assert!(depths[1].oldest_available_secs.is_some_and(|s| s >= 5.0 * 3600.0 - 60.0));
+
+    // Throughput: 60 minutes, the counters added up.
+    let minute = Utc::now();
+    let counts = [
+        StatsCount { minute, queue: "mail", state: JobState::Completed, count: 3 },
+        StatsCount { minute, queue: "billing", state: JobState::Completed, count: 2 },
+        StatsCount { minute, queue: "mail", state: JobState::Discarded, count: 1 },
+    ];
+    db.driver.stats_record(StatsRecordParams { counts: &counts }).await.expect("record");
+    db.driver.stats_record(StatsRecordParams { counts: &counts[..1] }).await.expect("record again");
+    let minutes = db.driver.stats_throughput(StatsThroughputParams {}).await.expect("throughput");
+    assert_eq!(minutes.len(), 60);
+    assert!(minutes.windows(2).all(|w| w[1].minute - w[0].minute == chrono::Duration::minutes(1)));
+    let sum = |f: fn(&jobs_core::driver::Throughput) -> i64| minutes.iter().map(f).sum::<i64>();
+    assert_eq!((sum(|m| m.completed), sum(|m| m.discarded), sum(|m| m.retried)), (8, 1, 0));
+
+    // Nodes, most recently seen first.
+    let queues = json!({"work": {"limit": 10, "running": 2}});
+    for (node, hours) in [("old", 2), ("new", 0)] {
+        let beat = NodeHeartbeatParams { node, host: "h", pid: 7, queues: &queues, now: Some(at(hours)) };
+        db.driver.node_heartbeat(beat).await.expect("heartbeat");
+    }
+    let nodes = db.driver.node_list(NodeListParams {}).await.expect("nodes");
+    assert_eq!(nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["new", "old"]);
+    assert_eq!(nodes[0].queues, queues);
+}
+
+/// A JSON subset of the arguments or the metadata finds its jobs.
+pub async fn search_finds_jobs_by_a_subset_of_their_arguments_or_metadata(db: TestDb) {
+    let now = Utc::now();
+    let id = insert_all(
+        &*db.driver,
+        vec![
+            JobFactory::new("k").args(json!({"user_id": 7, "plan": "pro"})).state(JobState::Discarded, now),
+            JobFactory::new("k").args(json!({"user_id": 8})).meta(json!({"request": "r-1"})).state(JobState::Discarded, now),
+            JobFactory::new("k").args(json!({"user_id": 7})).state(JobState::Completed, now),
+        ],
+    )
+    .await;
+    let search = |value: serde_json::Value, states: Vec<JobState>| JobFilter { search: Some(value), states, ..JobFilter::default() };
+    assert_eq!(ids(&db, &search(json!({"user_id": 7}), vec![JobState::Discarded])).await, vec![id[0]]);
+    assert_eq!(
+        ids(&db, &search(json!({"user_id": 7}), vec![JobState::Discarded, JobState::Completed])).await,
+        vec![id[2], id[0]]
+    );
+    assert_eq!(ids(&db, &search(json!({"request": "r-1"}), vec![JobState::Discarded])).await, vec![id[1]]);
+    assert!(ids(&db, &search(json!({"user_id": 9}), vec![JobState::Discarded])).await.is_empty());
+}
+
+/// Past the cap, a count is the planner's estimate, at least the cap.
+pub async fn counts_past_the_cap_are_estimated(db: TestDb) {
+    let now = Utc::now();
+    insert_all(&*db.driver, (0..50).map(|_| JobFactory::new("k").state(JobState::Completed, now)).collect()).await;
+    match count(&db, &JobFilter::default(), 10).await {
+        Count::Estimate(n) => assert!(n > 10, "estimate {n}"),
+        other => panic!("expected an estimate, got {other:?}"),
+    }
+}

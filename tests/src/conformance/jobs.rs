@@ -1,0 +1,148 @@
+//! The jobs the suite runs, and the in-process ledger their runs are recorded in (the
+//! workers run in the test's process; each case has a ledger of its own).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use jobs_core::{JobContext, Outcome, Registry, job};
+use serde::{Deserialize, Serialize};
+
+/// One run of [`record`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// The job.
+    pub job: i64,
+    /// Its attempt.
+    pub attempt: i32,
+    /// The `n` it was given.
+    pub n: i64,
+    /// The node that ran it.
+    pub node: String,
+}
+
+static LEDGERS: Mutex<Option<HashMap<u64, Vec<Run>>>> = Mutex::new(None);
+
+/// The runs of one case's [`record`] jobs.
+#[derive(Debug)]
+pub struct Ledger(u64);
+
+impl Ledger {
+    /// A new, empty ledger.
+    pub fn new() -> Ledger {
+        Ledger(rand::random())
+    }
+
+    /// The arguments of a [`record`] job writing `n` to this ledger.
+    pub fn record(&self, n: i64) -> Record {
+        Record { ledger: self.0, n }
+    }
+
+    /// Every run so far.
+    pub fn runs(&self) -> Vec<Run> {
+        LEDGERS.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|l| l.get(&self.0).cloned()).unwrap_or_default()
+    }
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Ledger::new()
+    }
+}
+
+/// The arguments of [`record`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    ledger: u64,
+    n: i64,
+}
+
+/// Records its run in the ledger and returns `n`.
+#[job(kind = "conformance.record", queue = "work")]
+pub async fn record(ctx: JobContext, args: Record) -> Result<i64, std::io::Error> {
+    let run = Run { job: ctx.id(), attempt: ctx.attempt(), n: args.n, node: ctx.node().to_owned() };
+    LEDGERS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_default().entry(args.ledger).or_default().push(run);
+    Ok(args.n)
+}
+
+/// What [`behave`] does.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Behaviour {
+    /// Returns an error.
+    Fail,
+    /// Panics.
+    Panic,
+    /// Never finishes (its timeout is 300 ms).
+    Hang,
+    /// Snoozes for an hour.
+    Snooze,
+    /// Cancels itself.
+    Cancel,
+    /// Discards itself.
+    Discard,
+    /// Completes with `"done"`.
+    Succeed,
+}
+
+/// The error [`behave`] fails with.
+#[derive(Debug, thiserror::Error)]
+#[error("card declined")]
+pub struct Declined;
+
+/// Behaves as told: three attempts, a 300 ms timeout, backoff from 10 s.
+#[job(kind = "conformance.behave", queue = "work", max_attempts = 3, timeout = "300ms",
+      backoff = exponential(base = "10s", max = "1h"))]
+pub async fn behave(ctx: JobContext, args: Behaviour) -> Result<Outcome<&'static str>, Declined> {
+    match args {
+        Behaviour::Fail => Err(Declined),
+        Behaviour::Panic => panic!("boom at attempt {}", ctx.attempt()),
+        Behaviour::Hang => {
+            std::future::pending::<()>().await;
+            Ok(Outcome::Complete("unreachable"))
+        }
+        Behaviour::Snooze => Ok(Outcome::snooze(Duration::from_secs(3600))),
+        Behaviour::Cancel => Ok(Outcome::cancel("customer left")),
+        Behaviour::Discard => Ok(Outcome::discard("bad address")),
+        Behaviour::Succeed => Ok(Outcome::Complete("done")),
+    }
+}
+
+/// Waits until cancelled; never times out by itself.
+#[job(kind = "conformance.wait", queue = "work")]
+pub async fn wait_until_cancelled(ctx: JobContext) -> Result<(), std::io::Error> {
+    ctx.cancelled().await;
+    Ok(())
+}
+
+/// A cron job: returns its label.
+#[job(kind = "conformance.tick", queue = "periodic", max_attempts = 2)]
+pub async fn tick(_ctx: JobContext, label: String) -> Result<String, std::io::Error> {
+    Ok(label)
+}
+
+/// The arguments of [`sync_account`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sync {
+    /// The key.
+    pub account: i64,
+    /// Not part of the key.
+    pub full: bool,
+}
+
+/// Unique by account while pending.
+#[job(kind = "conformance.sync_account", unique(fields(account), states(available, scheduled, running, retryable)))]
+pub async fn sync_account(_ctx: JobContext, _args: Sync) -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+/// The suite's jobs, registered explicitly (not through `inventory`, so that the suite
+/// runs the same whatever else the test binary links).
+pub fn registry() -> Registry {
+    Registry::new()
+        .with::<record>()
+        .and_then(|r| r.with::<behave>())
+        .and_then(|r| r.with::<wait_until_cancelled>())
+        .and_then(|r| r.with::<tick>())
+        .and_then(|r| r.with::<sync_account>())
+        .expect("the suite's kinds are distinct")
+}

@@ -1,0 +1,224 @@
+//! The conformance suite: every behaviour of the runtime, written once against the
+//! [`Driver`] seam and run per backend with [`conformance_suite!`](crate::conformance_suite).
+//!
+//! A backend implements [`Backend`]: a fresh migrated database per case, as a driver. Each
+//! case declares the capabilities it needs ([`CASES`]); the backend's instantiation lists
+//! every case either to run or to skip, naming the capability it lacks. Skipped cases are
+//! `#[ignore]`d with that reason, so `cargo test` reports them; a generated test checks
+//! that the lists cover every case, and that a case is skipped only for a capability it
+//! needs and the backend lacks, so nothing passes silently.
+//!
+//! Cases put jobs into a given state through the row factory ([`factory`]), never through
+//! raw SQL, and observe them through the driver's reads.
+
+pub mod cases;
+pub mod factory;
+pub mod jobs;
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jobs_core::driver::{
+    Capabilities, Capability, Count, Driver, JobCountParams, JobFilter, JobGetParams, JobListParams, JobRow,
+    JobState,
+};
+use jobs_core::{Registry, Worker, WorkerBuilder};
+
+use crate::wait_for;
+
+/// How long a case waits for a condition before it fails.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A database the suite runs on.
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// What the backend's driver declares.
+    const CAPABILITIES: Capabilities;
+
+    /// A fresh, migrated database of the case's own, reached through a driver whose pool
+    /// has `connections` connections.
+    async fn database(connections: usize) -> TestDb;
+}
+
+/// One case's database: its driver, and whatever keeps the database alive.
+pub struct TestDb {
+    /// The driver.
+    pub driver: Arc<dyn Driver>,
+    /// Dropped with the case (a test database is removed then).
+    pub keep_alive: Box<dyn Any + Send + Sync>,
+    /// Opens another driver on the same database (another node's pool).
+    pub another: Box<dyn Fn(usize) -> Arc<dyn Driver> + Send + Sync>,
+}
+
+impl TestDb {
+    /// A worker builder on this database with the suite's jobs, polling every 200 ms and
+    /// heartbeating every 500 ms, running "work" with 10 slots.
+    pub fn worker(&self) -> WorkerBuilder {
+        Worker::builder(self.driver.clone())
+            .queue("work", 10)
+            .registry(jobs::registry())
+            .poll_interval(Duration::from_millis(200))
+            .heartbeat_interval(Duration::from_millis(500))
+    }
+
+    /// One job, which must exist.
+    pub async fn job(&self, id: i64) -> JobRow {
+        self.driver.job_get(JobGetParams { id }).await.expect("get").expect("the job exists")
+    }
+
+    /// Waits until job `id` is in `state`; returns it then.
+    pub async fn wait_state(&self, id: i64, state: JobState) -> JobRow {
+        wait_for(&format!("job {id} to become {state}"), DEADLINE, || async {
+            let row = self.driver.job_get(JobGetParams { id }).await.ok()??;
+            (row.state == state).then_some(row)
+        })
+        .await
+    }
+
+    /// How many jobs are in `state` (exactly, up to a million).
+    pub async fn count(&self, state: Option<JobState>) -> i64 {
+        let filter = JobFilter { states: state.into_iter().collect(), ..JobFilter::default() };
+        match self.driver.job_count(JobCountParams { filter: &filter, cap: 1_000_000 }).await.expect("count") {
+            Count::Exact(n) => n,
+            other => panic!("expected an exact count, got {other:?}"),
+        }
+    }
+
+    /// Every job, oldest first.
+    pub async fn all_jobs(&self) -> Vec<JobRow> {
+        let filter = JobFilter::default();
+        let mut all = Vec::new();
+        let mut before = None;
+        loop {
+            let page = self.driver.job_list(JobListParams { filter: &filter, before, limit: 10_000 }).await;
+            let page = page.expect("list");
+            let Some(last) = page.last() else { break };
+            before = Some(last.id);
+            all.extend(page);
+        }
+        all.reverse();
+        all
+    }
+}
+
+/// A case of the suite and the capabilities it needs.
+#[derive(Debug, Clone, Copy)]
+pub struct Case {
+    /// Its name, the name of its function in [`cases`].
+    pub name: &'static str,
+    /// What the backend must have for it to run.
+    pub requires: &'static [Capability],
+}
+
+/// Every case, with what it needs.
+pub const CASES: &[Case] = &[
+    Case { name: "claims_follow_priority_then_due_time_then_age", requires: &[] },
+    Case { name: "three_workers_of_fifty_slots_run_each_job_exactly_once", requires: &[] },
+    Case { name: "each_claim_asks_for_its_share_of_the_slots", requires: &[Capability::SkipLocked] },
+    Case { name: "failures_retry_on_the_backoff_policy_then_discard", requires: &[] },
+    Case { name: "panics_timeouts_snoozes_cancels_and_discards_are_recorded", requires: &[] },
+    Case { name: "delete_on_completion_leaves_no_row", requires: &[] },
+    Case { name: "a_late_completion_after_a_rescue_is_ignored", requires: &[] },
+    Case { name: "a_dead_nodes_jobs_are_rescued_and_run_elsewhere", requires: &[] },
+    Case { name: "a_job_past_its_timeout_on_a_live_node_is_rescued_and_fenced", requires: &[] },
+    Case { name: "a_claim_whose_reply_was_lost_is_handed_back_by_its_own_node", requires: &[] },
+    Case { name: "one_leader_at_a_time_and_another_takes_over_when_the_lease_expires", requires: &[] },
+    Case { name: "a_paused_queue_is_not_claimed_until_resumed", requires: &[] },
+    Case { name: "shutdown_finishes_what_it_can_and_hands_back_the_rest", requires: &[] },
+    Case { name: "a_notification_wakes_an_idle_worker_before_its_poll", requires: &[Capability::ListenNotify] },
+    Case { name: "a_running_job_is_cancelled_without_notifications", requires: &[] },
+    Case { name: "unique_keys_hold_in_their_states_and_free_up_after", requires: &[] },
+    Case { name: "three_racing_nodes_fire_every_cron_slot_exactly_once", requires: &[] },
+    Case { name: "daylight_saving_changes_neither_skip_nor_double_a_slot", requires: &[] },
+    Case { name: "missed_slots_are_skipped_or_the_latest_runs_once", requires: &[] },
+    Case { name: "schedules_are_retired_disabled_and_run_on_demand", requires: &[] },
+    Case { name: "the_pruner_deletes_exactly_what_the_retention_says", requires: &[] },
+    Case { name: "one_pruner_pass_keeps_pace_with_a_busy_queue", requires: &[] },
+    Case { name: "actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter", requires: &[] },
+    Case { name: "the_read_model_filters_pages_and_counts", requires: &[] },
+    Case { name: "search_finds_jobs_by_a_subset_of_their_arguments_or_metadata", requires: &[Capability::JsonContainment] },
+    Case { name: "counts_past_the_cap_are_estimated", requires: &[Capability::CountEstimates] },
+];
+
+/// Runs case `name` on a fresh database of `B`, after checking the driver declares what
+/// the backend says it does.
+pub async fn run<B, F, Fut>(name: &str, case: F)
+where
+    B: Backend,
+    F: FnOnce(TestDb) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let db = B::database(12).await;
+    assert_eq!(db.driver.capabilities(), B::CAPABILITIES, "{name}: the driver's declared capabilities");
+    case(db).await;
+}
+
+/// Checks that `run` and `skipped` cover [`CASES`] exactly once each, that every run case
+/// has what it needs on `B`, and that every skipped case needs the capability it names
+/// and `B` lacks it.
+pub fn check_coverage<B: Backend>(run: &[&str], skipped: &[(&str, Capability)]) {
+    for case in CASES {
+        let ran = run.contains(&case.name);
+        let skip = skipped.iter().find(|(name, _)| *name == case.name);
+        let missing = B::CAPABILITIES.missing(case.requires);
+        match (ran, skip) {
+            (true, None) => assert!(missing.is_empty(), "`{}` runs, but the backend lacks {missing:?}", case.name),
+            (false, Some((_, capability))) => {
+                assert!(
+                    missing.contains(capability),
+                    "`{}` is skipped for lacking {capability}, but it does not need it or the backend has it",
+                    case.name
+                );
+            }
+            (true, Some(_)) => panic!("`{}` is both run and skipped", case.name),
+            (false, None) => panic!("`{}` is neither run nor skipped: list it", case.name),
+        }
+    }
+    for name in run.iter().chain(skipped.iter().map(|(n, _)| n)) {
+        assert!(CASES.iter().any(|c| c.name == *name), "`{name}` is not a case of the suite");
+    }
+}
+
+/// The suite's registry of jobs.
+pub fn registry() -> Registry {
+    jobs::registry()
+}
+
+/// Instantiates the suite for a backend: every case of [`CASES`] is listed once, to run or
+/// to skip with the capability the backend lacks.
+///
+/// ```ignore
+/// jobs_tests::conformance_suite! {
+///     backend: Postgres;
+///     run: [claims_follow_priority_then_due_time_then_age, ...];
+///     skip: [];
+/// }
+/// ```
+#[macro_export]
+macro_rules! conformance_suite {
+    (backend: $backend:ty; run: [$($case:ident),* $(,)?]; skip: [$($skipped:ident => $capability:ident),* $(,)?];) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                $crate::conformance::run::<$backend, _, _>(
+                    stringify!($case),
+                    $crate::conformance::cases::$case,
+                ).await;
+            }
+        )*
+        $(
+            #[test]
+            #[ignore = concat!("skipped: the backend lacks ", stringify!($capability))]
+            fn $skipped() {}
+        )*
+        #[test]
+        fn the_suite_covers_every_case_and_skips_only_what_the_backend_lacks() {
+            $crate::conformance::check_coverage::<$backend>(
+                &[$(stringify!($case)),*],
+                &[$((stringify!($skipped), jobs_core::driver::Capability::$capability)),*],
+            );
+        }
+    };
+}
