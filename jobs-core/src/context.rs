@@ -194,7 +194,8 @@ impl JobContext {
     /// `jobs_core::Pool`), for the job's own queries. Fails when the context has no driver
     /// or its pool is of another type.
     pub fn pool_as<P: 'static>(&self) -> Result<&P> {
-        let driver = self.inner.driver.as_ref().ok_or_else(|| Error::Pool("this job context has no pool".into()))?;
+        let driver =
+            self.inner.driver.as_ref().ok_or_else(|| Error::Pool("this job context has no pool".into()))?;
         driver.pool().downcast_ref::<P>().ok_or_else(|| {
             Error::Pool(format!(
                 "the {} driver's pool is not a `{}`",

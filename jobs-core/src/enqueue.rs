@@ -271,7 +271,6 @@ fn first(mut inserted: Vec<Inserted>) -> Result<Enqueued> {
     inserted.pop().ok_or(Error::Database(diesel::result::Error::NotFound))
 }
 
-
 /// Anything that turns into a row to insert: an [`EnqueueRequest`] or a [`NewJob`].
 pub trait IntoNewJob {
     /// The row.

@@ -7,7 +7,9 @@ use crate::backend::JobsBackend;
 use crate::error::Result;
 
 #[cfg(feature = "postgres")]
-pub use jobs_postgres::migrate::{MIGRATIONS, MIGRATIONS_HASH, MigrationConnection, pending, revert_all, versions};
+pub use jobs_postgres::migrate::{
+    MIGRATIONS, MIGRATIONS_HASH, MigrationConnection, pending, revert_all, versions,
+};
 
 /// Applies every pending migration of `conn`'s backend and returns the versions it
 /// applied (none when the schema is current, so calling it on every start is cheap and

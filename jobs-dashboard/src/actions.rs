@@ -137,11 +137,7 @@ async fn confirm(
     fields: &[(String, String)],
 ) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(req, d, "jobs")?;
-    let count = d
-        .config
-        .driver
-        .job_count(jobs_core::driver::JobCountParams { filter, cap: 100_000 })
-        .await?;
+    let count = d.config.driver.job_count(jobs_core::driver::JobCountParams { filter, cap: 100_000 }).await?;
     let cookie = c.take_cookie();
     let page = Confirm {
         c,

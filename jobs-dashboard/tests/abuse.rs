@@ -9,8 +9,8 @@ use actix_web::http::StatusCode;
 use actix_web::test;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
-use jobs_core::db::jobs::NewJob;
-use jobs_core::db::schedules::ScheduleDef;
+use jobs_core::NewJob;
+use jobs_core::driver::ScheduleDef;
 use jobs_core::schema::jobs;
 use jobs_core::testing::TestDatabase;
 use jobs_core::{JobState, Pool};
@@ -48,7 +48,6 @@ async fn poisoned(pool: &Pool) -> Vec<i64> {
     for (id, payload) in ids.iter().zip(XSS) {
         fail(pool, *id, payload).await;
     }
-    let mut conn = pool.get().await.expect("conn");
     let defs: Vec<ScheduleDef> = XSS
         .iter()
         .map(|payload| ScheduleDef {
@@ -61,7 +60,7 @@ async fn poisoned(pool: &Pool) -> Vec<i64> {
             missed_policy: "skip".into(),
         })
         .collect();
-    jobs_core::db::schedules::sync(&mut conn, &defs, false).await.expect("schedules");
+    test_app::declare(pool, &defs).await;
     ids
 }
 
@@ -107,7 +106,6 @@ async fn every_mutation_needs_the_csrf_token_and_full_access() {
     let pool = db.pool(4).expect("pool");
     let ids = insert(&pool, vec![NewJob::new("mail", "mailers", "{}"); 3]).await;
     fail(&pool, ids[0], "boom").await;
-    let mut conn = pool.get().await.expect("conn");
     let def = ScheduleDef {
         name: "nightly".into(),
         expression: "0 0 3 * * *".into(),
@@ -117,7 +115,7 @@ async fn every_mutation_needs_the_csrf_token_and_full_access() {
         options: serde_json::json!({}),
         missed_policy: "skip".into(),
     };
-    jobs_core::db::schedules::sync(&mut conn, &[def], false).await.expect("schedule");
+    test_app::declare(&pool, &[def]).await;
     let id = ids[0];
     let routes: Vec<(String, Vec<(&str, String)>)> = vec![
         (format!("/admin/jobs/jobs/{id}/retry"), vec![]),
@@ -135,7 +133,7 @@ async fn every_mutation_needs_the_csrf_token_and_full_access() {
         ("/admin/jobs/cron/nightly/run".into(), vec![]),
     ];
     let before = rows(&pool).await;
-    let schedule_before = jobs_core::db::schedules::get(&mut conn, "nightly").await.expect("schedule");
+    let schedule_before = test_app::schedule(&pool, "nightly").await;
     let full = app(&pool, Access::Full).await;
     let good = token(&full).await;
     let read_only = app(&pool, Access::ReadOnly).await;
@@ -161,8 +159,8 @@ async fn every_mutation_needs_the_csrf_token_and_full_access() {
         assert_eq!(status, StatusCode::FORBIDDEN, "{uri} read-only");
     }
     assert_eq!(rows(&pool).await, before, "no job changed");
-    assert!(!jobs_core::db::queues::is_paused(&mut conn, "mailers").await.expect("paused"));
-    assert_eq!(jobs_core::db::schedules::get(&mut conn, "nightly").await.expect("schedule"), schedule_before);
+    assert!(!test_app::is_paused(&pool, "mailers").await);
+    assert_eq!(test_app::schedule(&pool, "nightly").await, schedule_before);
 
     // The same posts with the token and full access do act (the checks above are not
     // rejecting everything).

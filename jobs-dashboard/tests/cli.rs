@@ -5,7 +5,7 @@ mod test_app;
 use std::process::{Command, Output};
 
 use jobs_core::JobState;
-use jobs_core::db::jobs::NewJob;
+use jobs_core::NewJob;
 use jobs_core::testing::TestDatabase;
 use test_app::{fail, insert, state_of};
 
@@ -71,7 +71,7 @@ async fn enqueue_from_json_with_options_and_clear_errors() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("an id in {out:?}"));
     let mut conn = pool.get().await.expect("conn");
-    let row = jobs_core::db::jobs::get(&mut conn, id).await.expect("get").expect("row");
+    let row = jobs_core::get_job(&mut conn, id).await.expect("get").expect("row");
     assert_eq!((row.kind.as_str(), row.queue.as_str()), ("app::send_welcome", "mailers"));
     assert_eq!(row.args, serde_json::json!({ "user_id": 7 }));
     assert_eq!((row.priority, row.max_attempts, row.state), (3, 4, JobState::Scheduled));

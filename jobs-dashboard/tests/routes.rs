@@ -8,7 +8,7 @@ use actix_web::test;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use jobs_core::JobState;
-use jobs_core::db::jobs::NewJob;
+use jobs_core::NewJob;
 use jobs_core::schema::jobs;
 use jobs_core::testing::TestDatabase;
 use jobs_dashboard::Access;
@@ -21,14 +21,12 @@ async fn the_overview_shows_counts_queues_and_the_chart() {
     let ids = insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({})); 3]).await;
     fail(&pool, ids[0], "smtp down").await;
     // The counters a worker's completer writes about once a second.
-    let mut conn = pool.get().await.expect("conn");
     let now = chrono::Utc::now();
-    let counts = [
-        (now, "mailers", JobState::Completed, 4),
-        (now, "mailers", JobState::Retryable, 2),
-        (now, "mailers", JobState::Discarded, 1),
-    ];
-    jobs_core::db::stats::record(&mut conn, &counts).await.expect("stats");
+    let count = |state, count| jobs_core::driver::StatsCount { minute: now, queue: "mailers", state, count };
+    let counts =
+        [count(JobState::Completed, 4), count(JobState::Retryable, 2), count(JobState::Discarded, 1)];
+    let record = jobs_core::driver::StatsRecordParams { counts: &counts };
+    test_app::driver(&pool).stats_record(record).await.expect("stats");
     let app = app(&pool, Access::Full).await;
 
     let (status, body, cookie) = get(&app, "/admin/jobs/").await;
@@ -275,7 +273,7 @@ async fn queues_pause_and_resume_and_cron_schedules_are_managed() {
     let pool = db.pool(4).expect("pool");
     insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({}))]).await;
     let mut conn = pool.get().await.expect("conn");
-    let def = jobs_core::db::schedules::ScheduleDef {
+    let def = jobs_core::driver::ScheduleDef {
         name: "nightly-report".into(),
         expression: "0 0 3 * * *".into(),
         timezone: "Europe/Paris".into(),
@@ -284,7 +282,7 @@ async fn queues_pause_and_resume_and_cron_schedules_are_managed() {
         options: serde_json::json!({"queue": "reports"}),
         missed_policy: "skip".into(),
     };
-    jobs_core::db::schedules::sync(&mut conn, &[def], false).await.expect("schedule");
+    test_app::declare(&pool, &[def]).await;
     let app = app(&pool, Access::Full).await;
     let csrf = token(&app).await;
 
@@ -292,21 +290,21 @@ async fn queues_pause_and_resume_and_cron_schedules_are_managed() {
     assert!(body.contains(r#"<tr id="queue-mailers">"#) && body.contains(">Pause</button>"));
     let (status, _, _) = post(&app, "/admin/jobs/queues/mailers/pause", Some(&csrf), &[]).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
-    assert!(jobs_core::db::queues::is_paused(&mut conn, "mailers").await.expect("paused"));
+    assert!(test_app::is_paused(&pool, "mailers").await);
     let (_, body, _) = get(&app, "/admin/jobs/queues").await;
     assert!(body.contains(r#"<td class="queue-state">paused</td>"#));
     post(&app, "/admin/jobs/queues/mailers/resume", Some(&csrf), &[]).await;
-    assert!(!jobs_core::db::queues::is_paused(&mut conn, "mailers").await.expect("resumed"));
+    assert!(!test_app::is_paused(&pool, "mailers").await);
 
     let (_, body, _) = get(&app, "/admin/jobs/cron").await;
     assert!(body.contains("nightly-report") && body.contains("<code>0 0 3 * * *</code> Europe/Paris"));
     post(&app, "/admin/jobs/cron/nightly-report/disable", Some(&csrf), &[]).await;
-    let row = jobs_core::db::schedules::get(&mut conn, "nightly-report").await.expect("get").expect("row");
+    let row = test_app::schedule(&pool, "nightly-report").await.expect("row");
     assert!(!row.enabled);
     let (_, body, _) = get(&app, "/admin/jobs/cron").await;
     assert!(body.contains(">disabled<") && body.contains(">Enable</button>"));
     post(&app, "/admin/jobs/cron/nightly-report/enable", Some(&csrf), &[]).await;
-    let row = jobs_core::db::schedules::get(&mut conn, "nightly-report").await.expect("get").expect("row");
+    let row = test_app::schedule(&pool, "nightly-report").await.expect("row");
     assert!(row.enabled);
     assert_eq!(
         post(&app, "/admin/jobs/cron/nightly-report/explode", Some(&csrf), &[]).await.0,

@@ -43,6 +43,7 @@ mod stats;
 pub mod stored_text;
 pub mod validation;
 
+pub use async_trait::async_trait;
 pub use capability::{Capabilities, Capability};
 pub use driver::{Driver, Listener};
 pub use error::{DriverError, Result, is_connection_lost};
@@ -50,11 +51,12 @@ pub use job::*;
 pub use leader::{LeaderGetParams, LeaderReleaseParams, LeaderTryAcquireParams};
 pub use node::{NodeDeleteParams, NodeHeartbeatParams, NodeListParams, NodeRow};
 pub use notification::Notification;
-pub use queue::{QueueDepth, QueueIsPausedParams, QueueListDepthsParams, QueueListPausedParams, QueueSetPausedParams};
+pub use queue::{
+    QueueDepth, QueueIsPausedParams, QueueListDepthsParams, QueueListPausedParams, QueueSetPausedParams,
+};
 pub use schedule::{
     Fired, ScheduleDef, ScheduleFireDueParams, ScheduleGetParams, ScheduleListParams, ScheduleRow,
     ScheduleSetEnabledParams, ScheduleSyncParams, SlotDecision,
 };
 pub use state::{JobState, ParseStateError};
 pub use stats::{StatsCount, StatsPruneParams, StatsRecordParams, StatsThroughputParams, Throughput};
-pub use async_trait::async_trait;

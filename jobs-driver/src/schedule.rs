@@ -70,7 +70,7 @@ pub enum SlotDecision {
         /// The slot's time.
         slot: DateTime<Utc>,
         /// The job to insert.
-        job: NewJob,
+        job: Box<NewJob>,
         /// The next slot.
         next: Option<DateTime<Utc>>,
     },

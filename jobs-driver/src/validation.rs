@@ -63,7 +63,10 @@ pub fn validate_queue(queue: &str) -> Result<(), InvalidJob> {
     if queue.is_empty() || queue.chars().count() > MAX_QUEUE_CHARS || queue.chars().any(char::is_control) {
         return Err(invalid(
             "queue",
-            format!("`{}`: queue names are 1 to {MAX_QUEUE_CHARS} printable characters", queue.escape_debug()),
+            format!(
+                "`{}`: queue names are 1 to {MAX_QUEUE_CHARS} printable characters",
+                queue.escape_debug()
+            ),
         ));
     }
     Ok(())
@@ -73,7 +76,10 @@ pub fn validate_queue(queue: &str) -> Result<(), InvalidJob> {
 /// time; this is for rows built by hand).
 pub fn validate_kind(kind: &str) -> Result<(), InvalidJob> {
     if kind.is_empty() || kind.chars().count() > MAX_KIND_CHARS {
-        return Err(invalid("kind", format!("`{}`: kinds are 1 to {MAX_KIND_CHARS} characters", kind.escape_debug())));
+        return Err(invalid(
+            "kind",
+            format!("`{}`: kinds are 1 to {MAX_KIND_CHARS} characters", kind.escape_debug()),
+        ));
     }
     Ok(())
 }
@@ -86,7 +92,10 @@ pub fn validate_tag(tag: &str) -> Result<(), InvalidJob> {
     if ok {
         Ok(())
     } else {
-        Err(invalid("tag", format!("`{tag}`: tags are 1 to {MAX_TAG_BYTES} characters of letters, digits and _ - . : /")))
+        Err(invalid(
+            "tag",
+            format!("`{tag}`: tags are 1 to {MAX_TAG_BYTES} characters of letters, digits and _ - . : /"),
+        ))
     }
 }
 

@@ -22,7 +22,10 @@ pub struct PgDriver {
 impl std::fmt::Debug for PgDriver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let status = self.pool.status();
-        f.debug_struct("PgDriver").field("pool_size", &status.size).field("max_size", &status.max_size).finish()
+        f.debug_struct("PgDriver")
+            .field("pool_size", &status.size)
+            .field("max_size", &status.max_size)
+            .finish()
     }
 }
 

@@ -74,20 +74,13 @@ async fn a_batch_claim_reuses_its_plan() {
     let mut conn = queue_of_20_000(&db).await;
     for _ in 0..8 {
         assert_eq!(fetch_batch(&mut conn, "plans", 37, "planner", None).await.expect("claim").len(), 37);
-        assert_eq!(
-            fetch_available(&mut conn, "plans", 37, "planner", None).await.expect("claim").len(),
-            37
-        );
+        assert_eq!(fetch_available(&mut conn, "plans", 37, "planner", None).await.expect("claim").len(), 37);
     }
     let batch = plan_counts(&mut conn, "LIMIT 37").await;
     assert!(batch.generic_plans >= 2, "generic {} custom {}", batch.generic_plans, batch.custom_plans);
     // diesel numbers the placeholders in the order they appear.
     let any = plan_counts(&mut conn, "LIMIT $").await;
-    assert_eq!(
-        (any.generic_plans, any.custom_plans),
-        (0, 8),
-        "the parameterised claim is planned each time"
-    );
+    assert_eq!((any.generic_plans, any.custom_plans), (0, 8), "the parameterised claim is planned each time");
 }
 
 /// Statistics gathered while nothing ran say `jobs_running_idx` is empty; a plan that
@@ -134,8 +127,7 @@ async fn a_small_queue_among_a_busy_one(db: &TestDatabase) -> AsyncPgConnection 
     for _ in 0..4 {
         insert_many(&mut conn, &busy, None).await.expect("insert");
     }
-    let small: Vec<NewJob> =
-        JobState::ALL.iter().map(|_| NewJob::new("plan.job", "small", "{}")).collect();
+    let small: Vec<NewJob> = JobState::ALL.iter().map(|_| NewJob::new("plan.job", "small", "{}")).collect();
     insert_many(&mut conn, &small, None).await.expect("insert");
     // Move the rows into their states the way the components would have left them.
     diesel::sql_query(
@@ -177,7 +169,8 @@ async fn a_small_queue_is_read_through_its_indexes_in_every_state() {
     let db = TestDatabase::new().await.expect("database");
     let mut conn = a_small_queue_among_a_busy_one(&db).await;
     let every = JobFilter { queue: Some("small".into()), ..JobFilter::default() };
-    let listed = list(&mut conn, JobListParams { filter: &every, before: None, limit: 50 }).await.expect("list");
+    let listed =
+        list(&mut conn, JobListParams { filter: &every, before: None, limit: 50 }).await.expect("list");
     let mut states: Vec<JobState> = listed.iter().map(|j| j.state).collect();
     states.sort_by_key(|s| s.as_str());
     let mut all = JobState::ALL.to_vec();

@@ -186,11 +186,10 @@ pub(crate) async fn get<C>(conn: &mut C, name: &str) -> Result<Option<ScheduleRo
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    let rows: Vec<Row> =
-        diesel::sql_query(format!("SELECT {COLUMNS} FROM job_schedules WHERE name = $1"))
-            .bind::<Text, _>(name)
-            .load(conn)
-            .await?;
+    let rows: Vec<Row> = diesel::sql_query(format!("SELECT {COLUMNS} FROM job_schedules WHERE name = $1"))
+        .bind::<Text, _>(name)
+        .load(conn)
+        .await?;
     Ok(rows.into_iter().next().map(ScheduleRow::from))
 }
 

@@ -180,7 +180,11 @@ impl PoolWakeups {
 /// wake-up is rationed per queue (see the module docs): the first insert of a window
 /// notifies from its own statement; later ones in the window get one trailing wake-up at
 /// its end.
-pub async fn insert_through_pool(pool: &Pool, jobs: &[NewJob], now: Option<DateTime<Utc>>) -> Result<Vec<Inserted>> {
+pub async fn insert_through_pool(
+    pool: &Pool,
+    jobs: &[NewJob],
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<Inserted>> {
     let wakeups = for_pool(pool);
     let due = due_queues(jobs);
     let leading = !due.is_empty() && wakeups.claim_leading(&due);

@@ -44,7 +44,10 @@ pub async fn invalid_rows(pool: &Pool) -> i64 {
     let filter = JobFilter::default();
     let (mut before, mut invalid) = (None, 0);
     loop {
-        let page = driver.job_list(JobListParams { filter: &filter, before, limit: 10_000 }).await.expect("list jobs");
+        let page = driver
+            .job_list(JobListParams { filter: &filter, before, limit: 10_000 })
+            .await
+            .expect("list jobs");
         let Some(last) = page.last() else { return invalid };
         before = Some(last.id);
         for row in &page {

@@ -6,13 +6,14 @@
 use std::time::Duration;
 
 use jobs_core::cron::Periodic;
-use jobs_core::db::jobs::{JobRow, NewJob, insert_many};
+use jobs_core::postgres::connection::insert_many;
 use jobs_core::stored_text::{MAX_ERROR_MESSAGE_BYTES, MAX_RESULT_BYTES};
 use jobs_core::testing::TestDatabase;
 use jobs_core::{
     Error, JobContext, JobState, MAX_PAYLOAD_BYTES, Pool, Registry, UnknownKindPolicy, Worker, WorkerHandle,
     enqueue_many, job,
 };
+use jobs_core::{JobRow, NewJob};
 use jobs_tests::faults::count;
 use jobs_tests::wait_for;
 use serde::{Deserialize, Serialize};
@@ -71,7 +72,7 @@ async fn insert_raw(pool: &Pool, job: NewJob) -> i64 {
 async fn wait_state(pool: &Pool, id: i64, state: JobState) -> JobRow {
     wait_for(&format!("job {id} to become {state}"), DEADLINE, || async {
         let mut conn = pool.get().await.ok()?;
-        let row = jobs_core::db::jobs::get(&mut conn, id).await.ok()??;
+        let row = jobs_core::get_job(&mut conn, id).await.ok()??;
         (row.state == state).then_some(row)
     })
     .await

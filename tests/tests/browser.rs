@@ -104,7 +104,7 @@ async fn text(client: &Client, css: &str) -> String {
 
 async fn job_state(pool: &Pool, id: i64) -> JobState {
     let mut conn = pool.get().await.expect("conn");
-    jobs_core::db::jobs::get(&mut conn, id).await.expect("get").expect("job").state
+    jobs_core::get_job(&mut conn, id).await.expect("get").expect("job").state
 }
 
 /// Reloads until `css`'s text is `expected` (the page shows the database's state).
@@ -220,21 +220,18 @@ async fn retry_a_failed_job_from_the_browser_then_bulk_retry_and_pause_a_queue()
     assert_eq!(text(&client, "#notice").await, "queue browser paused");
     assert_eq!(text(&client, "#queue-browser .queue-state").await, "paused");
     screenshot(&client, "06-queue-paused").await;
-    let mut conn = pool.get().await.expect("conn");
-    assert!(jobs_core::db::queues::is_paused(&mut conn, "browser").await.expect("paused"));
+    let paused = jobs_core::driver::QueueIsPausedParams { queue: "browser" };
+    assert!(jobs_core::IntoDriver::into_driver(&pool).queue_is_paused(paused).await.expect("paused"));
 
     // Script planted in a job's kind, queue, arguments and error never runs: it shows as
     // text (escaped), and the page's CSP would stop it besides.
     let planted = {
         let payload = "<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script>";
-        let mut job = jobs_core::db::jobs::NewJob::new(
-            payload,
-            "browser",
-            serde_json::json!({ "html": payload }).to_string(),
-        );
+        let mut job =
+            jobs_core::NewJob::new(payload, "browser", serde_json::json!({ "html": payload }).to_string());
         job.max_attempts = 1;
         let mut conn = pool.get().await.expect("conn");
-        jobs_core::db::jobs::insert_many(&mut conn, &[job], None).await.expect("insert")[0].id
+        jobs_core::postgres::connection::insert_many(&mut conn, &[job], None).await.expect("insert")[0].id
     };
     for page in [format!("{base}/jobs/{planted}"), format!("{base}/jobs?queue=browser"), format!("{base}/")] {
         client.goto(&page).await.expect("open page");

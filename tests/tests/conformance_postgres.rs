@@ -18,7 +18,9 @@ impl Backend for Postgres {
         let url = db.url().to_owned();
         TestDb {
             driver,
-            another: Box::new(move |n| PgDriver::new(jobs_core::postgres::pool(&url, n).expect("pool")).into_driver()),
+            another: Box::new(move |n| {
+                PgDriver::new(jobs_core::postgres::pool(&url, n).expect("pool")).into_driver()
+            }),
             keep_alive: Box::new(db),
         }
     }

@@ -7,13 +7,14 @@ use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures::StreamExt;
-use jobs_core::db::jobs::{JobRow, NewJob, insert_many};
+use jobs_core::postgres::connection::insert_many;
 use jobs_core::schema::jobs;
 use jobs_core::testing::{TestDatabase, job_context};
 use jobs_core::{
     Backoff, EnqueueRequest, Error, Job, JobContext, JobExt, JobState, Outcome, Registry, RunOutcome,
     enqueue_many, enqueue_many_sync, job,
 };
+use jobs_core::{JobRow, NewJob};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,7 +87,12 @@ async fn count(conn: &mut AsyncPgConnection, sql: &str) -> i64 {
 }
 
 async fn all_jobs(conn: &mut AsyncPgConnection) -> Vec<JobRow> {
-    jobs::table.select(JobRow::as_select()).order(jobs::id).load(conn).await.expect("load jobs")
+    let ids: Vec<i64> = jobs::table.select(jobs::id).order(jobs::id).load(conn).await.expect("load ids");
+    let mut rows = Vec::with_capacity(ids.len());
+    for id in ids {
+        rows.push(jobs_core::get_job(conn, id).await.expect("get").expect("the job"));
+    }
+    rows
 }
 
 fn welcome(user_id: i64) -> Welcome {
@@ -206,7 +212,7 @@ async fn enqueueing_through_a_pool_wakes_the_queue_after_the_insert_commits() {
     let id = send_welcome::enqueue(&pool, welcome(2)).await.expect("enqueue").id;
     assert_eq!(next().await, "mail", "the job's queue is woken");
     // The wake-up follows the commit: the row is there for whoever it woke.
-    let row = jobs_core::db::jobs::get(&mut conn, id).await.expect("get").expect("the job is visible");
+    let row = jobs_core::get_job(&mut conn, id).await.expect("get").expect("the job is visible");
     assert_eq!(row.state, JobState::Available);
 }
 
@@ -382,7 +388,7 @@ async fn per_call_options_override_the_kinds_defaults() {
     let at = chrono::Utc::now() + chrono::Duration::days(2);
     let dated = send_welcome::build(welcome(2)).run_at(at).enqueue(&pool).await.expect("enqueue");
 
-    let row = jobs_core::db::jobs::get(&mut conn, later.id).await.expect("get").expect("row");
+    let row = jobs_core::get_job(&mut conn, later.id).await.expect("get").expect("row");
     assert_eq!(row.state, JobState::Scheduled);
     assert_eq!(
         (row.queue.as_str(), row.priority, row.max_attempts, row.timeout_ms),
@@ -392,7 +398,7 @@ async fn per_call_options_override_the_kinds_defaults() {
     let delay = row.scheduled_at - row.created_at;
     assert_eq!(delay.num_seconds(), 3600, "run_in counts from the insert on the database clock");
 
-    let row = jobs_core::db::jobs::get(&mut conn, dated.id).await.expect("get").expect("row");
+    let row = jobs_core::get_job(&mut conn, dated.id).await.expect("get").expect("row");
     assert_eq!(row.state, JobState::Scheduled);
     assert_eq!(row.scheduled_at.timestamp_micros(), at.timestamp_micros());
 
@@ -482,7 +488,7 @@ async fn a_job_defined_as_a_type_shares_the_registry_and_the_enqueue_api() {
     let pool = db.pool(2).expect("pool");
     let enqueued = Reindex::enqueue(&pool, Reindex { index: "products".into() }).await.expect("enqueue");
     let mut conn = db.connect().await.expect("connect");
-    let row = jobs_core::db::jobs::get(&mut conn, enqueued.id).await.expect("get").expect("row");
+    let row = jobs_core::get_job(&mut conn, enqueued.id).await.expect("get").expect("row");
     assert_eq!((row.kind.as_str(), row.queue.as_str(), row.max_attempts), ("search.reindex", "search", 2));
 
     let registry = Registry::from_inventory().expect("registry");

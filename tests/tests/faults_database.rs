@@ -58,7 +58,8 @@ async fn restarts_and_killed_connections_lose_nothing() {
         restarts += 1;
         for _ in 0..5 {
             progress(&pool, 150, "progress before terminating sessions").await;
-            let mut admin = jobs_core::postgres::connect(&cluster.admin_url()).await.expect("admin connection");
+            let mut admin =
+                jobs_core::postgres::connect(&cluster.admin_url()).await.expect("admin connection");
             terminated += count(
                 &mut admin,
                 &format!(

@@ -38,15 +38,15 @@ async fn the_worker_counts_claims_outcomes_durations_and_latency() {
         .collect();
     wait_for("the failure to become retryable", Duration::from_secs(30), || async {
         let mut conn = pool.get().await.ok()?;
-        let row = jobs_core::db::jobs::get(&mut conn, ids[3]).await.ok()??;
+        let row = jobs_core::get_job(&mut conn, ids[3]).await.ok()??;
         (row.state == JobState::Retryable).then_some(())
     })
     .await;
     // The completer also writes the per-minute counters the dashboard's chart reads, about
     // once a second while the worker runs (not only when it stops).
     let counted = || async {
-        let mut conn = pool.get().await.ok()?;
-        let minutes = jobs_core::db::dashboard::throughput_last_hour(&mut conn).await.ok()?;
+        let driver = jobs_core::IntoDriver::into_driver(&pool);
+        let minutes = driver.stats_throughput(jobs_core::driver::StatsThroughputParams {}).await.ok()?;
         Some((
             minutes.iter().map(|m| m.completed).sum::<i64>(),
             minutes.iter().map(|m| m.retried).sum::<i64>(),

@@ -1,4 +1,5 @@
-//! The foundation: migrations, the state enum, the unique index, per-test isolation.
+//! The Postgres schema: migrations, the state enum, the invariants the writers keep, the
+//! unique index, per-test isolation.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -6,12 +7,13 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::Text;
 use diesel_async::RunQueryDsl;
-use jobs_core::db::jobs::{NewJob, insert_many};
 use jobs_core::migrate::{migrate, pending, revert_all};
+use jobs_core::postgres::connection::insert_many;
 use jobs_core::schema::jobs;
 use jobs_core::schema::sql_types::JobState as JobStateSql;
 use jobs_core::testing::TestDatabase;
-use jobs_core::{JobState, db};
+use jobs_core::{Inserted, JobState, NewJob};
+use jobs_tests::faults::invalid_rows;
 
 fn job(queue: &str, kind: &str) -> NewJob {
     NewJob { max_attempts: 3, ..NewJob::new(kind, queue, "{}") }
@@ -74,7 +76,7 @@ async fn migrating_on_a_current_thread_runtime_is_a_typed_error_not_a_panic() {
     let url = db.url().to_owned();
     let outcome = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-        rt.block_on(async { migrate(db::connect(&url).await.expect("connect")).await })
+        rt.block_on(async { migrate(jobs_core::postgres::connect(&url).await.expect("connect")).await })
     })
     .join()
     .expect("thread");
@@ -102,7 +104,7 @@ async fn every_state_round_trips_through_postgres() {
             .execute(&mut conn)
             .await
             .expect("update state");
-        let row = db::jobs::get(&mut conn, id).await.expect("get").expect("row");
+        let row = jobs_core::get_job(&mut conn, id).await.expect("get").expect("row");
         assert_eq!(row.state, state);
         let name: String =
             diesel::select(diesel::dsl::sql::<Text>(&format!("'{}'::job_state::text", state.as_str())))
@@ -114,10 +116,12 @@ async fn every_state_round_trips_through_postgres() {
 }
 
 /// The table checks one invariant itself (finish times); the others are the writers' to
-/// keep, and `count_invalid_rows` must see each one broken.
+/// keep, and `JobRow::invariant_violations` (the rules of `jobs_driver::validation`) must
+/// see each one broken.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_invariant_query_finds_every_kind_of_broken_row() {
+async fn the_invariant_check_finds_every_kind_of_broken_row() {
     let db = TestDatabase::new().await.expect("test database");
+    let pool = db.pool(2).expect("pool");
     let mut conn = db.connect().await.expect("connect");
     let broken = [
         "queue = ''",
@@ -131,12 +135,12 @@ async fn the_invariant_query_finds_every_kind_of_broken_row() {
     ];
     for (n, change) in broken.iter().enumerate() {
         let id = insert_many(&mut conn, &[job("q", "k")], None).await.expect("insert")[0].id;
-        assert_eq!(db::jobs::count_invalid_rows(&mut conn).await.expect("count"), n as i64);
+        assert_eq!(invalid_rows(&pool).await, n as i64);
         diesel::sql_query(format!("UPDATE jobs SET {change} WHERE id = {id}"))
             .execute(&mut conn)
             .await
             .unwrap_or_else(|e| panic!("{change}: {e}"));
-        assert_eq!(db::jobs::count_invalid_rows(&mut conn).await.expect("count"), n as i64 + 1, "{change}");
+        assert_eq!(invalid_rows(&pool).await, n as i64 + 1, "{change}");
     }
     // The one the table checks: a finished job without its finish time is refused.
     let id = insert_many(&mut conn, &[job("q", "k")], None).await.expect("insert")[0].id;
@@ -159,7 +163,7 @@ async fn the_unique_index_rejects_a_duplicate_only_while_the_first_is_in_a_uniqu
     let first = insert_many(&mut conn, &[unique("k1")], None).await.expect("insert")[0];
     assert!(!first.existing);
     let second = insert_many(&mut conn, &[unique("k1")], None).await.expect("insert")[0];
-    assert_eq!(second, jobs_core::db::jobs::Inserted { id: first.id, existing: true });
+    assert_eq!(second, Inserted { id: first.id, existing: true });
     let other_key = insert_many(&mut conn, &[unique("k2")], None).await.expect("insert")[0];
     assert!(!other_key.existing && other_key.id != first.id);
 
@@ -194,7 +198,7 @@ async fn the_unique_index_rejects_a_duplicate_only_while_the_first_is_in_a_uniqu
         .await
         .expect("batch");
     assert!(!batch[0].existing && !batch[1].existing);
-    assert_eq!(batch[2], jobs_core::db::jobs::Inserted { id: batch[0].id, existing: true });
+    assert_eq!(batch[2], Inserted { id: batch[0].id, existing: true });
 }
 
 /// Both isolation tests insert into the same queue name and wait (up to a deadline) for

@@ -44,21 +44,20 @@ async fn assert_and_refute_enqueued_match_kind_args_subset_and_queue() {
     let db = TestDatabase::new().await.expect("db");
     let pool = db.pool(2).expect("pool");
     let id = welcome::enqueue(&pool, mail(7, "a@example.com")).await.expect("enqueue").id;
-    let mut conn = db.connect().await.expect("conn");
 
     let row = assert_enqueued(
-        &mut conn,
+        &pool,
         &Expected::job::<welcome>().args(json!({ "user_id": 7 })).queue("helpers_mail"),
     )
     .await;
     assert_eq!(row.id, id);
-    refute_enqueued(&mut conn, &Expected::job::<welcome>().args(json!({ "user_id": 8 }))).await;
-    refute_enqueued(&mut conn, &Expected::job::<welcome>().queue("other")).await;
-    refute_enqueued(&mut conn, &Expected::job::<onboard>()).await;
+    refute_enqueued(&pool, &Expected::job::<welcome>().args(json!({ "user_id": 8 }))).await;
+    refute_enqueued(&pool, &Expected::job::<welcome>().queue("other")).await;
+    refute_enqueued(&pool, &Expected::job::<onboard>()).await;
 
     // A failing assertion says what is there instead.
     let failed = std::panic::AssertUnwindSafe(assert_enqueued(
-        &mut conn,
+        &pool,
         &Expected::job::<welcome>().args(json!({ "user_id": 9 })),
     ))
     .catch_unwind()
@@ -66,7 +65,7 @@ async fn assert_and_refute_enqueued_match_kind_args_subset_and_queue() {
     .expect_err("no such job");
     let message = failed.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(message.contains(&format!("#{id} queue helpers_mail args")), "{message}");
-    let failed = std::panic::AssertUnwindSafe(refute_enqueued(&mut conn, &Expected::job::<welcome>()))
+    let failed = std::panic::AssertUnwindSafe(refute_enqueued(&pool, &Expected::job::<welcome>()))
         .catch_unwind()
         .await
         .expect_err("there is one");
@@ -118,12 +117,12 @@ async fn drain_queue_runs_everything_due_through_the_worker_path() {
     );
     // The rows say the same, and what is not due stays.
     let mut conn = db.connect().await.expect("conn");
-    let row = jobs_core::db::jobs::get(&mut conn, ids[1]).await.expect("get").expect("row");
+    let row = jobs_core::get_job(&mut conn, ids[1]).await.expect("get").expect("row");
     assert_eq!((row.state, row.attempt), (JobState::Retryable, 1));
-    assert_enqueued(&mut conn, &Expected::job::<welcome>().args(json!({ "user_id": 4 }))).await;
+    assert_enqueued(&pool, &Expected::job::<welcome>().args(json!({ "user_id": 4 }))).await;
     assert!(drain_queue(&pool, "helpers_mail").await.expect("drain again").is_empty(), "nothing else is due");
     assert_eq!(
-        jobs_core::db::jobs::get(&mut conn, later).await.expect("get").map(|r| r.state),
+        jobs_core::get_job(&mut conn, later).await.expect("get").map(|r| r.state),
         Some(JobState::Scheduled)
     );
 }
@@ -151,9 +150,8 @@ async fn inline_mode_runs_jobs_at_enqueue_and_inserts_nothing() {
         ]
     );
     assert_eq!(runs[0].result, Some(json!("sent to u5@example.com")));
-    let mut conn = db.connect().await.expect("conn");
-    refute_enqueued(&mut conn, &Expected::job::<welcome>()).await;
+    refute_enqueued(&pool, &Expected::job::<welcome>()).await;
     // Outside the scope, enqueueing inserts again.
     welcome::enqueue(&pool, mail(7, "g@example.com")).await.expect("enqueue");
-    assert_enqueued(&mut conn, &Expected::job::<welcome>().args(json!({ "user_id": 7 }))).await;
+    assert_enqueued(&pool, &Expected::job::<welcome>().args(json!({ "user_id": 7 }))).await;
 }

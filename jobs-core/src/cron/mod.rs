@@ -5,7 +5,9 @@
 mod slots;
 
 use chrono::{DateTime, Utc};
-use jobs_driver::{Driver, JobInsertManyParams, JobState, NewJob, ScheduleDef, ScheduleGetParams, ScheduleRow};
+use jobs_driver::{
+    Driver, JobInsertManyParams, JobState, NewJob, ScheduleDef, ScheduleGetParams, ScheduleRow,
+};
 
 pub use slots::{CronExpr, normalize};
 
@@ -148,6 +150,7 @@ pub async fn run_now(driver: &dyn Driver, name: &str) -> Result<Option<Enqueued>
         return Ok(None);
     };
     let job = job_for(&row, None);
-    let inserted = driver.job_insert_many(JobInsertManyParams { jobs: std::slice::from_ref(&job), now: None }).await?;
+    let inserted =
+        driver.job_insert_many(JobInsertManyParams { jobs: std::slice::from_ref(&job), now: None }).await?;
     Ok(inserted.into_iter().next())
 }

@@ -118,7 +118,7 @@ impl CronEnqueuer {
             tracing::info!(schedule = %row.name, slots, fired = slot.is_some(), ?policy, "slots were missed");
         }
         match slot {
-            Some(slot) => SlotDecision::Fire { slot, job: job_for(row, Some(slot)), next },
+            Some(slot) => SlotDecision::Fire { slot, job: Box::new(job_for(row, Some(slot))), next },
             None => SlotDecision::Advance { next },
         }
     }
@@ -130,7 +130,10 @@ impl CronEnqueuer {
         ctx.driver.schedule_sync(sync).await?;
         let now = ctx.clock.now();
         let decide = |row: &ScheduleRow| self.decide(row, now);
-        Ok(ctx.driver.schedule_fire_due(ScheduleFireDueParams { now: ctx.clock.db_now(), decide: &decide }).await?)
+        Ok(ctx
+            .driver
+            .schedule_fire_due(ScheduleFireDueParams { now: ctx.clock.db_now(), decide: &decide })
+            .await?)
     }
 
     /// Runs every interval while the node leads, until `stop` fires.

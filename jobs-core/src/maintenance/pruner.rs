@@ -83,8 +83,12 @@ impl Pruner {
         for (state, keep) in retention {
             let Some(keep) = keep else { continue };
             for _ in 0..self.config.max_batches {
-                let params =
-                    JobPruneParams { state, retention: keep, limit: self.config.batch, now: ctx.clock.db_now() };
+                let params = JobPruneParams {
+                    state,
+                    retention: keep,
+                    limit: self.config.batch,
+                    now: ctx.clock.db_now(),
+                };
                 let n = ctx.driver.job_prune(params).await?;
                 total += n;
                 if n < self.config.batch {

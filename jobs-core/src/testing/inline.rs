@@ -29,7 +29,10 @@ use crate::worker::{Drained, Worker};
 /// Handlers get `db`'s pool for their own queries; they do not see the caller's
 /// uncommitted writes (the job runs before the caller's transaction commits). Synchronous
 /// enqueues (`enqueue_sync`) still insert.
-pub async fn inline<F: std::future::Future>(db: impl IntoDriver, body: F) -> CoreResult<(F::Output, Vec<Drained>)> {
+pub async fn inline<F: std::future::Future>(
+    db: impl IntoDriver,
+    body: F,
+) -> CoreResult<(F::Output, Vec<Drained>)> {
     let driver = Arc::new(InlineDriver::new(db.into_driver(), Registry::from_inventory()?));
     let output = enqueue_through(driver.clone(), body).await;
     Ok((output, driver.take_runs()))

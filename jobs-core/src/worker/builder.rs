@@ -19,7 +19,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::cron::Periodic;
 use crate::enqueue::validate_queue;
 use crate::error::{Error, Result};
-use crate::maintenance::{CronConfig, CronEnqueuer, LeaderConfig, PrunerConfig, RescuerConfig, SchedulerConfig};
+use crate::maintenance::{
+    CronConfig, CronEnqueuer, LeaderConfig, PrunerConfig, RescuerConfig, SchedulerConfig,
+};
 use crate::registry::Registry;
 use crate::settings;
 
@@ -300,7 +302,13 @@ impl WorkerBuilder {
             pruner: self.pruner,
             cron,
         });
-        Ok(Worker { shared, receiver, shutdown_timeout: self.shutdown_timeout, maintenance, listen: self.listen })
+        Ok(Worker {
+            shared,
+            receiver,
+            shutdown_timeout: self.shutdown_timeout,
+            maintenance,
+            listen: self.listen,
+        })
     }
 
     /// Every setting against the rules of [`settings`].
@@ -361,4 +369,3 @@ impl std::fmt::Debug for WorkerBuilder {
             .finish_non_exhaustive()
     }
 }
-

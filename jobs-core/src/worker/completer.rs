@@ -97,7 +97,10 @@ async fn write_retrying(
             Err(e) => {
                 tracing::warn!(error = %e, batch = batch.len(), "writing outcomes failed; retrying");
                 if !pause.sleep_unless(give_up).await {
-                    tracing::error!(batch = batch.len(), "gave up writing outcomes at shutdown; the rescuer will retry these jobs");
+                    tracing::error!(
+                        batch = batch.len(),
+                        "gave up writing outcomes at shutdown; the rescuer will retry these jobs"
+                    );
                     return Ok(Vec::new());
                 }
             }
@@ -153,7 +156,12 @@ impl PendingStats {
         let counts: Vec<StatsCount<'_>> = self
             .counts
             .iter()
-            .map(|((minute, queue, state), n)| StatsCount { minute: *minute, queue, state: *state, count: *n })
+            .map(|((minute, queue, state), n)| StatsCount {
+                minute: *minute,
+                queue,
+                state: *state,
+                count: *n,
+            })
             .collect();
         let written = shared.driver.stats_record(StatsRecordParams { counts: &counts }).await;
         match written {

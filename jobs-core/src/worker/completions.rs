@@ -43,4 +43,3 @@ pub(crate) fn channel(config: CompleterConfig) -> (CompletionSender, mpsc::Recei
     let (tx, rx) = mpsc::channel(config.capacity);
     (CompletionSender { tx }, rx)
 }
-

@@ -70,7 +70,9 @@ impl Worker {
         for _ in 0..MAX_ROUNDS {
             // Once per round: due jobs become available, pause flags are read.
             let driver = &shared.driver;
-            driver.job_schedule_due(JobScheduleDueParams { limit: 10_000, now: shared.clock.db_now() }).await?;
+            driver
+                .job_schedule_due(JobScheduleDueParams { limit: 10_000, now: shared.clock.db_now() })
+                .await?;
             let paused = driver.queue_list_paused(QueueListPausedParams {}).await?;
             let mut ran = false;
             for queue in queues.iter().filter(|q| !paused.iter().any(|p| *p == *q.name)) {

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use serde_json::value::RawValue;
 use jobs_driver::stored_text::{MAX_BACKTRACE_BYTES, MAX_ERROR_MESSAGE_BYTES, clip, storable_result};
 use jobs_driver::{ClaimedJob, Completion, JobState};
+use serde_json::value::RawValue;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 

@@ -53,7 +53,8 @@ async fn poll_cancellations(shared: &Shared) -> Result<()> {
     if ids.is_empty() {
         return Ok(());
     }
-    let cancelled = shared.driver.job_list_cancel_requested(JobListCancelRequestedParams { ids: &ids }).await?;
+    let cancelled =
+        shared.driver.job_list_cancel_requested(JobListCancelRequestedParams { ids: &ids }).await?;
     for id in cancelled {
         cancel_running(shared, id);
     }

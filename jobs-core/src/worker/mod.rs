@@ -159,10 +159,8 @@ impl Worker {
     }
 }
 
-
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Worker").field("node", &self.shared.node).finish_non_exhaustive()
     }
 }
-

@@ -5,8 +5,8 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use jobs_core::JobFilter;
 use jobs_core::driver::{
-    JobCountParams, JobState, NodeListParams, NodeRow, QueueDepth, QueueListDepthsParams, StatsThroughputParams,
-    Throughput,
+    JobCountParams, JobState, NodeListParams, NodeRow, QueueDepth, QueueListDepthsParams,
+    StatsThroughputParams, Throughput,
 };
 
 use crate::Dashboard;

@@ -8,9 +8,11 @@ use actix_web::http::StatusCode;
 use actix_web::{App, test};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
-use jobs_core::db::jobs::NewJob;
+use jobs_core::driver::{
+    Driver, QueueIsPausedParams, ScheduleDef, ScheduleGetParams, ScheduleRow, ScheduleSyncParams,
+};
 use jobs_core::schema::jobs;
-use jobs_core::{JobState, Pool};
+use jobs_core::{IntoDriver, JobState, NewJob, Pool};
 use jobs_dashboard::{Access, DashboardConfig};
 
 pub(crate) fn new_job(kind: &str, queue: &str, args: serde_json::Value) -> NewJob {
@@ -29,10 +31,30 @@ pub(crate) fn new_job(kind: &str, queue: &str, args: serde_json::Value) -> NewJo
     }
 }
 
+/// The driver the dashboard reads through.
+pub(crate) fn driver(pool: &Pool) -> std::sync::Arc<dyn Driver> {
+    pool.into_driver()
+}
+
+/// Whether `queue` is paused.
+pub(crate) async fn is_paused(pool: &Pool, queue: &str) -> bool {
+    driver(pool).queue_is_paused(QueueIsPausedParams { queue }).await.expect("paused")
+}
+
+/// Declares schedules, as a worker would.
+pub(crate) async fn declare(pool: &Pool, defs: &[ScheduleDef]) {
+    driver(pool).schedule_sync(ScheduleSyncParams { defs, retire_others: false }).await.expect("schedules");
+}
+
+/// Schedule `name`, if it exists.
+pub(crate) async fn schedule(pool: &Pool, name: &str) -> Option<ScheduleRow> {
+    driver(pool).schedule_get(ScheduleGetParams { name }).await.expect("schedule")
+}
+
 /// Inserts `n` jobs and returns their ids.
 pub(crate) async fn insert(pool: &Pool, jobs: Vec<NewJob>) -> Vec<i64> {
     let mut conn = pool.get().await.expect("conn");
-    jobs_core::db::jobs::insert_many(&mut conn, &jobs, None)
+    jobs_core::postgres::connection::insert_many(&mut conn, &jobs, None)
         .await
         .expect("insert")
         .iter()
@@ -63,7 +85,7 @@ pub(crate) async fn fail(pool: &Pool, id: i64, message: &str) {
 
 pub(crate) async fn state_of(pool: &Pool, id: i64) -> Option<JobState> {
     let mut conn = pool.get().await.expect("conn");
-    jobs_core::db::jobs::get(&mut conn, id).await.expect("get").map(|j| j.state)
+    jobs_core::get_job(&mut conn, id).await.expect("get").map(|j| j.state)
 }
 
 pub(crate) async fn body_text(response: ServiceResponse<impl MessageBody>) -> String {

@@ -185,4 +185,3 @@ fn batch_statement(batch: usize) -> Option<&'static str> {
     statements.push((batch, sql));
     Some(sql)
 }
-

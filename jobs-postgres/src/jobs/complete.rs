@@ -157,4 +157,3 @@ where
     }
     Ok(applied)
 }
-

@@ -321,4 +321,3 @@ where
         diesel::RunQueryDsl::load(insert_query(&dedup.rows, now, true), conn).map_err(DriverError::from)?;
     match_inserted(&dedup, &returned)
 }
-

@@ -39,7 +39,8 @@ where
 {
     let mut ids = Vec::with_capacity(jobs.len());
     for chunk in jobs.chunks(CHUNK) {
-        let col = |f: &dyn Fn(&JobInsertFull) -> Option<DateTime<Utc>>| chunk.iter().map(f).collect::<Vec<_>>();
+        let col =
+            |f: &dyn Fn(&JobInsertFull) -> Option<DateTime<Utc>>| chunk.iter().map(f).collect::<Vec<_>>();
         let rows: Vec<Id> = diesel::sql_query(INSERT_FULL)
             .bind::<Array<Text>, _>(chunk.iter().map(|j| j.state.as_str()).collect::<Vec<_>>())
             .bind::<Array<Text>, _>(chunk.iter().map(|j| j.kind.as_str()).collect::<Vec<_>>())

@@ -197,4 +197,3 @@ where
         .load(conn)
         .await?)
 }
-

@@ -4,7 +4,9 @@
 use diesel::pg::Pg;
 use diesel::sql_types::{Array, BigInt, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
-use jobs_driver::{JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams, JobScheduleDueParams, Result};
+use jobs_driver::{
+    JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams, JobScheduleDueParams, Result,
+};
 
 use crate::channels::available_channel;
 use crate::rows::{Count, Id, millis};

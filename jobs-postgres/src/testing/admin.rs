@@ -25,7 +25,11 @@ pub(crate) async fn database_exists(conn: &mut AsyncPgConnection, name: &str) ->
 }
 
 /// `CREATE DATABASE name [TEMPLATE template]`.
-pub(crate) async fn create_database(conn: &mut AsyncPgConnection, name: &str, template: Option<&str>) -> Result<()> {
+pub(crate) async fn create_database(
+    conn: &mut AsyncPgConnection,
+    name: &str,
+    template: Option<&str>,
+) -> Result<()> {
     let sql = match template {
         Some(template) => format!("CREATE DATABASE {} TEMPLATE {}", quote_ident(name), quote_ident(template)),
         None => format!("CREATE DATABASE {}", quote_ident(name)),

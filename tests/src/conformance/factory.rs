@@ -128,5 +128,8 @@ impl JobFactory {
 /// Inserts every job in one batch; returns their ids in order.
 pub async fn insert_all(driver: &dyn Driver, jobs: Vec<JobFactory>) -> Vec<i64> {
     let rows: Vec<JobInsertFull> = jobs.into_iter().map(JobFactory::build).collect();
-    driver.job_insert_full_many(JobInsertFullManyParams { jobs: &rows }).await.expect("insert the factory's rows")
+    driver
+        .job_insert_full_many(JobInsertFullManyParams { jobs: &rows })
+        .await
+        .expect("insert the factory's rows")
 }

@@ -40,7 +40,12 @@ impl Ledger {
 
     /// Every run so far.
     pub fn runs(&self) -> Vec<Run> {
-        LEDGERS.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|l| l.get(&self.0).cloned()).unwrap_or_default()
+        LEDGERS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|l| l.get(&self.0).cloned())
+            .unwrap_or_default()
     }
 }
 
@@ -61,7 +66,13 @@ pub struct Record {
 #[job(kind = "conformance.record", queue = "work")]
 pub async fn record(ctx: JobContext, args: Record) -> Result<i64, std::io::Error> {
     let run = Run { job: ctx.id(), attempt: ctx.attempt(), n: args.n, node: ctx.node().to_owned() };
-    LEDGERS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_default().entry(args.ledger).or_default().push(run);
+    LEDGERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_default()
+        .entry(args.ledger)
+        .or_default()
+        .push(run);
     Ok(args.n)
 }
 
@@ -130,7 +141,10 @@ pub struct Sync {
 }
 
 /// Unique by account while pending.
-#[job(kind = "conformance.sync_account", unique(fields(account), states(available, scheduled, running, retryable)))]
+#[job(
+    kind = "conformance.sync_account",
+    unique(fields(account), states(available, scheduled, running, retryable))
+)]
 pub async fn sync_account(_ctx: JobContext, _args: Sync) -> Result<(), std::io::Error> {
     Ok(())
 }

@@ -80,7 +80,8 @@ impl TestDb {
     /// How many jobs are in `state` (exactly, up to a million).
     pub async fn count(&self, state: Option<JobState>) -> i64 {
         let filter = JobFilter { states: state.into_iter().collect(), ..JobFilter::default() };
-        match self.driver.job_count(JobCountParams { filter: &filter, cap: 1_000_000 }).await.expect("count") {
+        match self.driver.job_count(JobCountParams { filter: &filter, cap: 1_000_000 }).await.expect("count")
+        {
             Count::Exact(n) => n,
             other => panic!("expected an exact count, got {other:?}"),
         }
@@ -127,7 +128,10 @@ pub const CASES: &[Case] = &[
     Case { name: "one_leader_at_a_time_and_another_takes_over_when_the_lease_expires", requires: &[] },
     Case { name: "a_paused_queue_is_not_claimed_until_resumed", requires: &[] },
     Case { name: "shutdown_finishes_what_it_can_and_hands_back_the_rest", requires: &[] },
-    Case { name: "a_notification_wakes_an_idle_worker_before_its_poll", requires: &[Capability::ListenNotify] },
+    Case {
+        name: "a_notification_wakes_an_idle_worker_before_its_poll",
+        requires: &[Capability::ListenNotify],
+    },
     Case { name: "a_running_job_is_cancelled_without_notifications", requires: &[] },
     Case { name: "unique_keys_hold_in_their_states_and_free_up_after", requires: &[] },
     Case { name: "three_racing_nodes_fire_every_cron_slot_exactly_once", requires: &[] },
@@ -138,7 +142,10 @@ pub const CASES: &[Case] = &[
     Case { name: "one_pruner_pass_keeps_pace_with_a_busy_queue", requires: &[] },
     Case { name: "actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter", requires: &[] },
     Case { name: "the_read_model_filters_pages_and_counts", requires: &[] },
-    Case { name: "search_finds_jobs_by_a_subset_of_their_arguments_or_metadata", requires: &[Capability::JsonContainment] },
+    Case {
+        name: "search_finds_jobs_by_a_subset_of_their_arguments_or_metadata",
+        requires: &[Capability::JsonContainment],
+    },
     Case { name: "counts_past_the_cap_are_estimated", requires: &[Capability::CountEstimates] },
 ];
 
@@ -164,7 +171,9 @@ pub fn check_coverage<B: Backend>(run: &[&str], skipped: &[(&str, Capability)]) 
         let skip = skipped.iter().find(|(name, _)| *name == case.name);
         let missing = B::CAPABILITIES.missing(case.requires);
         match (ran, skip) {
-            (true, None) => assert!(missing.is_empty(), "`{}` runs, but the backend lacks {missing:?}", case.name),
+            (true, None) => {
+                assert!(missing.is_empty(), "`{}` runs, but the backend lacks {missing:?}", case.name)
+            }
             (false, Some((_, capability))) => {
                 assert!(
                     missing.contains(capability),

@@ -36,17 +36,30 @@ pub async fn claims_follow_priority_then_due_time_then_age(db: TestDb) {
     .await;
     let mut order = Vec::new();
     for _ in 0..6 {
-        order.extend(db.driver.job_claim(claim("work", 1, "node-a")).await.expect("claim").into_iter().map(|j| j.id));
+        order.extend(
+            db.driver.job_claim(claim("work", 1, "node-a")).await.expect("claim").into_iter().map(|j| j.id),
+        );
     }
-    assert_eq!(order, vec![ids[4], ids[2], ids[3], ids[1], ids[0]], "the scheduled job and the other queue's stay");
+    assert_eq!(
+        order,
+        vec![ids[4], ids[2], ids[3], ids[1], ids[0]],
+        "the scheduled job and the other queue's stay"
+    );
     let row = db.job(ids[4]).await;
-    assert_eq!((row.state, row.attempt, row.attempted_by.clone()), (JobState::Running, 1, vec!["node-a".to_owned()]));
+    assert_eq!(
+        (row.state, row.attempt, row.attempted_by.clone()),
+        (JobState::Running, 1, vec!["node-a".to_owned()])
+    );
     assert!(row.attempted_at.is_some());
     assert_eq!(db.job(ids[5]).await.state, JobState::Scheduled);
     assert_eq!(db.job(ids[6]).await.state, JobState::Available);
 
     // A batch claim takes them in the same order, and two claims never share a job.
-    let more = insert_all(&*db.driver, (0..20).map(|_| JobFactory::new("k").state(JobState::Available, ago(1))).collect()).await;
+    let more = insert_all(
+        &*db.driver,
+        (0..20).map(|_| JobFactory::new("k").state(JobState::Available, ago(1))).collect(),
+    )
+    .await;
     let (a, b) = tokio::join!(
         db.driver.job_claim(claim("work", 12, "node-a")),
         db.driver.job_claim(claim("work", 12, "node-b")),

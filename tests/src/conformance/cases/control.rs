@@ -11,7 +11,10 @@ use crate::conformance::factory::{JobFactory, insert_all};
 /// One job per state, returned in the order of `JobState::ALL`.
 async fn one_in_each_state(db: &TestDb, queue: &str) -> Vec<i64> {
     let now = Utc::now();
-    let jobs = JobState::ALL.iter().map(|s| JobFactory::new("k").queue(queue).attempts(1, 1).state(*s, now)).collect();
+    let jobs = JobState::ALL
+        .iter()
+        .map(|s| JobFactory::new("k").queue(queue).attempts(1, 1).state(*s, now))
+        .collect();
     insert_all(&*db.driver, jobs).await
 }
 
@@ -45,18 +48,24 @@ pub async fn actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter(
 
     // Many at once: every job of a second set, each action counting what it changed.
     let many = one_in_each_state(&db, "many").await;
-    assert_eq!(Action::Cancel.apply(driver, &many).await.expect("cancel"), 4, "available, scheduled, running, retryable");
+    assert_eq!(
+        Action::Cancel.apply(driver, &many).await.expect("cancel"),
+        4,
+        "available, scheduled, running, retryable"
+    );
     assert_eq!(Action::Delete.apply(driver, &many).await.expect("delete"), 6, "all but the running one");
 
     // Every job matching a filter, three per statement: ten discarded jobs of one queue
     // are retried, the rest is left alone.
     let now = Utc::now();
-    let mut jobs: Vec<JobFactory> =
-        (0..10).map(|_| JobFactory::new("k").queue("bulk").attempts(1, 1).state(JobState::Discarded, now)).collect();
+    let mut jobs: Vec<JobFactory> = (0..10)
+        .map(|_| JobFactory::new("k").queue("bulk").attempts(1, 1).state(JobState::Discarded, now))
+        .collect();
     jobs.push(JobFactory::new("k").queue("bulk").state(JobState::Completed, now));
     jobs.push(JobFactory::new("k").queue("elsewhere").attempts(1, 1).state(JobState::Discarded, now));
     let ids = insert_all(driver, jobs).await;
-    let filter = JobFilter { states: vec![JobState::Discarded], queue: Some("bulk".into()), ..JobFilter::default() };
+    let filter =
+        JobFilter { states: vec![JobState::Discarded], queue: Some("bulk".into()), ..JobFilter::default() };
     assert_eq!(Action::Retry.apply_to_matching(driver, &filter, 3).await.expect("retry all"), 10);
     for id in &ids[..10] {
         assert_eq!(state_of(&db, *id).await, Some(JobState::Available));

@@ -94,7 +94,10 @@ pub async fn three_racing_nodes_fire_every_cron_slot_exactly_once(db: TestDb) {
     assert_eq!(row.last_run_at, Some(utc(2026, 11, 22, 23, 55)));
     assert_eq!(row.next_run_at, Some(utc(2026, 11, 23, 0, 0)));
     let job = db.job(row.last_job_id.expect("the last job")).await;
-    assert_eq!((job.kind.as_str(), job.queue.as_str(), job.max_attempts), ("conformance.tick", "periodic", 2));
+    assert_eq!(
+        (job.kind.as_str(), job.queue.as_str(), job.max_attempts),
+        ("conformance.tick", "periodic", 2)
+    );
     assert_eq!(job.args, serde_json::json!("five"));
 }
 
@@ -150,16 +153,23 @@ pub async fn missed_slots_are_skipped_or_the_latest_runs_once(db: TestDb) {
     )
     .expect("valid");
     let ctx = node(db.driver.clone(), "node-a", &clock);
-    assert!(enqueuer.run_once(&ctx).await.expect("first pass").is_empty(), "a new schedule starts at its next slot");
+    assert!(
+        enqueuer.run_once(&ctx).await.expect("first pass").is_empty(),
+        "a new schedule starts at its next slot"
+    );
     clock.set(utc(2026, 11, 22, 10, 0));
     assert_eq!(enqueuer.run_once(&ctx).await.expect("pass").len(), 2, "both fire on time");
 
     // A node that decides from a stale row fires 10:00 again: the slot's key holds.
-    let stale = ScheduleRow { next_run_at: Some(utc(2026, 11, 22, 10, 0)), ..schedule(&db, "hourly-skip").await };
+    let stale =
+        ScheduleRow { next_run_at: Some(utc(2026, 11, 22, 10, 0)), ..schedule(&db, "hourly-skip").await };
     let again = enqueuer.decide(&stale, utc(2026, 11, 22, 10, 0));
     let decide = move |_: &ScheduleRow| again.clone();
     let params = ScheduleFireDueParams { now: Some(utc(2026, 11, 22, 11, 0)), decide: &decide };
-    assert!(db.driver.schedule_fire_due(params).await.expect("fire").is_empty(), "the slot's job already exists");
+    assert!(
+        db.driver.schedule_fire_due(params).await.expect("fire").is_empty(),
+        "the slot's job already exists"
+    );
     assert_eq!(fired_slots(&db, "hourly-skip").await, vec![utc(2026, 11, 22, 10, 0)]);
 
     // Every node is down from 10:00:30 to 15:20: slots 11:00..15:00 are missed.
@@ -171,7 +181,10 @@ pub async fn missed_slots_are_skipped_or_the_latest_runs_once(db: TestDb) {
 
     clock.set(utc(2026, 11, 22, 16, 0));
     assert_eq!(enqueuer.run_once(&ctx).await.expect("pass").len(), 2);
-    assert_eq!(fired_slots(&db, "hourly-skip").await, vec![utc(2026, 11, 22, 10, 0), utc(2026, 11, 22, 16, 0)]);
+    assert_eq!(
+        fired_slots(&db, "hourly-skip").await,
+        vec![utc(2026, 11, 22, 10, 0), utc(2026, 11, 22, 16, 0)]
+    );
     assert_eq!(
         fired_slots(&db, "hourly-latest").await,
         vec![utc(2026, 11, 22, 10, 0), utc(2026, 11, 22, 15, 0), utc(2026, 11, 22, 16, 0)]

@@ -16,10 +16,18 @@ use crate::wait_for;
 pub async fn a_paused_queue_is_not_claimed_until_resumed(db: TestDb) {
     let ledger = Ledger::new();
     db.driver.queue_set_paused(QueueSetPausedParams { queue: "work", paused: true }).await.expect("pause");
-    let handle =
-        db.worker().queue("other", 2).without_maintenance().build().expect("build").start().await.expect("start");
+    let handle = db
+        .worker()
+        .queue("other", 2)
+        .without_maintenance()
+        .build()
+        .expect("build")
+        .start()
+        .await
+        .expect("start");
     let paused_id = record::enqueue(&db.driver, ledger.record(1)).await.expect("enqueue").id;
-    let other_id = record::build(ledger.record(2)).queue("other").enqueue(&db.driver).await.expect("enqueue").id;
+    let other_id =
+        record::build(ledger.record(2)).queue("other").enqueue(&db.driver).await.expect("enqueue").id;
     db.wait_state(other_id, JobState::Completed).await;
     let polled = handle.fetch_count("other");
     wait_for("three more polls of the other queue", DEADLINE, || async {

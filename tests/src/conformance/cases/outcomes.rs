@@ -25,7 +25,10 @@ pub async fn failures_retry_on_the_backoff_policy_then_discard(db: TestDb) {
     let row = db.wait_state(id, JobState::Retryable).await;
     assert_eq!(row.attempt, 1);
     let delay = (row.scheduled_at - clock.now()).to_std().expect("in the future");
-    assert!(delay >= Duration::from_secs(10) && delay <= Duration::from_secs(11), "attempt 1 delay {delay:?}");
+    assert!(
+        delay >= Duration::from_secs(10) && delay <= Duration::from_secs(11),
+        "attempt 1 delay {delay:?}"
+    );
     assert_eq!(row.errors[0]["message"], "card declined");
     assert_eq!(row.errors[0]["attempt"], 1);
     assert_eq!(row.errors[0]["node"], handle.node());
@@ -42,7 +45,10 @@ pub async fn failures_retry_on_the_backoff_policy_then_discard(db: TestDb) {
     })
     .await;
     let delay = (row.scheduled_at - clock.now()).to_std().expect("in the future");
-    assert!(delay >= Duration::from_secs(20) && delay <= Duration::from_secs(22), "attempt 2 delay {delay:?}");
+    assert!(
+        delay >= Duration::from_secs(20) && delay <= Duration::from_secs(22),
+        "attempt 2 delay {delay:?}"
+    );
 
     clock.advance(Duration::from_secs(23));
     assert_eq!(Scheduler::default().run_once(&ctx).await.expect("schedule"), 1);

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
+use jobs_core::ManualClock;
 use jobs_core::driver::JobState;
 use jobs_core::maintenance::{Pruner, PrunerConfig, ServiceContext};
-use jobs_core::ManualClock;
 
 use crate::conformance::TestDb;
 use crate::conformance::factory::{JobFactory, insert_all};
@@ -27,9 +27,11 @@ pub async fn the_pruner_deletes_exactly_what_the_retention_says(db: TestDb) {
         (JobState::Cancelled, 30),
         (JobState::Available, 0),
     ];
-    let ids =
-        insert_all(&*db.driver, layout.iter().map(|(s, h)| JobFactory::new("k").state(*s, hours(*h))).collect())
-            .await;
+    let ids = insert_all(
+        &*db.driver,
+        layout.iter().map(|(s, h)| JobFactory::new("k").state(*s, hours(*h))).collect(),
+    )
+    .await;
     let ctx = ServiceContext::new(db.driver.clone(), "pruner").with_clock(Arc::new(ManualClock::new(now)));
     let pruner = Pruner::new(PrunerConfig {
         completed: Some(Duration::from_secs(24 * 3600)),

@@ -26,9 +26,17 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
     let now = Utc::now();
     let at = |hours_ago: i64| -> DateTime<Utc> { now - chrono::Duration::hours(hours_ago) };
     let jobs = vec![
-        JobFactory::new("mail.send").queue("mail").tag("eu").created_at(at(5)).state(JobState::Available, at(5)),
+        JobFactory::new("mail.send")
+            .queue("mail")
+            .tag("eu")
+            .created_at(at(5))
+            .state(JobState::Available, at(5)),
         JobFactory::new("mail.send").queue("mail").created_at(at(4)).state(JobState::Discarded, at(4)),
-        JobFactory::new("bill.charge").queue("billing").tag("eu").created_at(at(3)).state(JobState::Running, at(3)),
+        JobFactory::new("bill.charge")
+            .queue("billing")
+            .tag("eu")
+            .created_at(at(3))
+            .state(JobState::Running, at(3)),
         JobFactory::new("bill.charge").queue("billing").created_at(at(2)).state(JobState::Completed, at(2)),
         JobFactory::new("mail.send").queue("mail").created_at(at(1)).state(JobState::Scheduled, at(-1)),
     ];
@@ -36,12 +44,19 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
     let all = JobFilter::default();
     assert_eq!(ids(&db, &all).await, vec![id[4], id[3], id[2], id[1], id[0]], "newest first");
     let by = |f: JobFilter| f;
-    assert_eq!(ids(&db, &by(JobFilter { queue: Some("mail".into()), ..all.clone() })).await, vec![id[4], id[1], id[0]]);
-    assert_eq!(ids(&db, &by(JobFilter { kind: Some("bill.charge".into()), ..all.clone() })).await, vec![id[3], id[2]]);
+    assert_eq!(
+        ids(&db, &by(JobFilter { queue: Some("mail".into()), ..all.clone() })).await,
+        vec![id[4], id[1], id[0]]
+    );
+    assert_eq!(
+        ids(&db, &by(JobFilter { kind: Some("bill.charge".into()), ..all.clone() })).await,
+        vec![id[3], id[2]]
+    );
     assert_eq!(ids(&db, &by(JobFilter { tag: Some("eu".into()), ..all.clone() })).await, vec![id[2], id[0]]);
     let states = vec![JobState::Running, JobState::Discarded];
     assert_eq!(ids(&db, &by(JobFilter { states, ..all.clone() })).await, vec![id[2], id[1]]);
-    let window = JobFilter { from: Some(at(4) - chrono::Duration::minutes(1)), to: Some(at(2)), ..all.clone() };
+    let window =
+        JobFilter { from: Some(at(4) - chrono::Duration::minutes(1)), to: Some(at(2)), ..all.clone() };
     assert_eq!(ids(&db, &window).await, vec![id[2], id[1]], "from inclusive, to exclusive");
     let combined = JobFilter {
         queue: Some("mail".into()),
@@ -63,8 +78,14 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
     assert_eq!(first[0].state, JobState::Scheduled);
 
     assert_eq!(count(&db, &all, 100).await, Count::Exact(5));
-    assert_eq!(count(&db, &JobFilter { queue: Some("mail".into()), ..all.clone() }, 100).await, Count::Exact(3));
-    assert!(matches!(count(&db, &all, 3).await, Count::Estimate(n) | Count::AtLeast(n) if n >= 3), "past the cap");
+    assert_eq!(
+        count(&db, &JobFilter { queue: Some("mail".into()), ..all.clone() }, 100).await,
+        Count::Exact(3)
+    );
+    assert!(
+        matches!(count(&db, &all, 3).await, Count::Estimate(n) | Count::AtLeast(n) if n >= 3),
+        "past the cap"
+    );
 
     // Queue depths: pending jobs per state and queue, with the pause flag.
     db.driver.queue_set_paused(QueueSetPausedParams { queue: "billing", paused: true }).await.expect("pause");
@@ -108,12 +129,19 @@ pub async fn search_finds_jobs_by_a_subset_of_their_arguments_or_metadata(db: Te
         &*db.driver,
         vec![
             JobFactory::new("k").args(json!({"user_id": 7, "plan": "pro"})).state(JobState::Discarded, now),
-            JobFactory::new("k").args(json!({"user_id": 8})).meta(json!({"request": "r-1"})).state(JobState::Discarded, now),
+            JobFactory::new("k")
+                .args(json!({"user_id": 8}))
+                .meta(json!({"request": "r-1"}))
+                .state(JobState::Discarded, now),
             JobFactory::new("k").args(json!({"user_id": 7})).state(JobState::Completed, now),
         ],
     )
     .await;
-    let search = |value: serde_json::Value, states: Vec<JobState>| JobFilter { search: Some(value), states, ..JobFilter::default() };
+    let search = |value: serde_json::Value, states: Vec<JobState>| JobFilter {
+        search: Some(value),
+        states,
+        ..JobFilter::default()
+    };
     assert_eq!(ids(&db, &search(json!({"user_id": 7}), vec![JobState::Discarded])).await, vec![id[0]]);
     assert_eq!(
         ids(&db, &search(json!({"user_id": 7}), vec![JobState::Discarded, JobState::Completed])).await,
@@ -126,7 +154,8 @@ pub async fn search_finds_jobs_by_a_subset_of_their_arguments_or_metadata(db: Te
 /// Past the cap, a count is the planner's estimate, at least the cap.
 pub async fn counts_past_the_cap_are_estimated(db: TestDb) {
     let now = Utc::now();
-    insert_all(&*db.driver, (0..50).map(|_| JobFactory::new("k").state(JobState::Completed, now)).collect()).await;
+    insert_all(&*db.driver, (0..50).map(|_| JobFactory::new("k").state(JobState::Completed, now)).collect())
+        .await;
     match count(&db, &JobFilter::default(), 10).await {
         Count::Estimate(n) => assert!(n > 10, "estimate {n}"),
         other => panic!("expected an estimate, got {other:?}"),

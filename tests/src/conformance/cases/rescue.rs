@@ -60,7 +60,10 @@ pub async fn a_late_completion_after_a_rescue_is_ignored(db: TestDb) {
         let c = c.clone();
         let driver = db.driver.clone();
         async move {
-            driver.job_complete_many(JobCompleteManyParams { completions: &[c], now: None }).await.expect("complete")
+            driver
+                .job_complete_many(JobCompleteManyParams { completions: &[c], now: None })
+                .await
+                .expect("complete")
         }
     };
     assert!(complete(&late).await.is_empty());
@@ -197,7 +200,8 @@ pub async fn one_leader_at_a_time_and_another_takes_over_when_the_lease_expires(
     let clock = ManualClock::new(Utc::now());
     let a = ServiceContext::new(db.driver.clone(), "node-a").with_clock(Arc::new(clock.clone()));
     let b = ServiceContext::new((db.another)(2), "node-b").with_clock(Arc::new(clock.clone()));
-    let elector = LeaderElector::new(LeaderConfig { ttl: Duration::from_secs(15), ..LeaderConfig::default() });
+    let elector =
+        LeaderElector::new(LeaderConfig { ttl: Duration::from_secs(15), ..LeaderConfig::default() });
 
     assert!(elector.run_once(&a).await.expect("a"));
     assert!(!elector.run_once(&b).await.expect("b"), "the lease is held");

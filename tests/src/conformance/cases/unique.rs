@@ -44,13 +44,17 @@ pub async fn unique_keys_hold_in_their_states_and_free_up_after(db: TestDb) {
         give_back_attempt: false,
         delete: false,
     };
-    db.driver.job_complete_many(JobCompleteManyParams { completions: &[done], now: None }).await.expect("complete");
+    db.driver
+        .job_complete_many(JobCompleteManyParams { completions: &[done], now: None })
+        .await
+        .expect("complete");
     let after = sync_account::enqueue(&db.driver, Sync { account: 7, full: false }).await.expect("after");
     assert!(!after.existing);
     assert_ne!(after.id, first.id);
 
     let ledger = crate::conformance::jobs::Ledger::new();
-    let keyed = record::build(ledger.record(1)).unique_key("2026-11-22").enqueue(&db.driver).await.expect("keyed");
+    let keyed =
+        record::build(ledger.record(1)).unique_key("2026-11-22").enqueue(&db.driver).await.expect("keyed");
     let keyed_again =
         record::build(ledger.record(2)).unique_key("2026-11-22").enqueue(&db.driver).await.expect("again");
     assert_eq!((keyed_again.id, keyed_again.existing), (keyed.id, true));

@@ -1,0 +1,292 @@
+//! The workspace's structure, checked from its sources:
+//! - no module imports another that imports it back, directly or through others (in each
+//!   library crate, every `use` and every `crate::`/`super::`/`self::` path counts, a
+//!   parent's `pub use` of its child included);
+//! - production code never reaches the `testing` modules;
+//! - `worker/mod.rs` and every file of the Postgres driver stay under 350 lines.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The library crates whose module graphs must be acyclic, by source directory.
+const CRATES: &[&str] = &["jobs-driver/src", "jobs-postgres/src", "jobs-core/src", "jobs-dashboard/src", "jobs-macros/src"];
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read source dir") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The module path of a source file: `lib.rs` is the root, `a/mod.rs` and `a.rs` are `a`.
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).expect("under src");
+    let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let last = parts.pop().expect("a file name");
+    let stem = last.trim_end_matches(".rs");
+    if stem != "mod" && stem != "lib" {
+        parts.push(stem.to_owned());
+    }
+    parts
+}
+
+/// The source without comments and string literals (so that paths in docs, messages and
+/// SQL are not taken for imports).
+fn code_only(source: &str) -> String {
+    let mut out = String::with_capacity(source.len());
+    let bytes: Vec<char> = source.chars().collect();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c == '/' && bytes.get(i + 1) == Some(&'/') {
+            while i < bytes.len() && bytes[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && bytes.get(i + 1) == Some(&'*') {
+            i += 2;
+            while i + 1 < bytes.len() && !(bytes[i] == '*' && bytes[i + 1] == '/') {
+                i += 1;
+            }
+            i += 2;
+        } else if c == '"' {
+            i += 1;
+            while i < bytes.len() && bytes[i] != '"' {
+                if bytes[i] == '\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c == '\'' && bytes.get(i + 2) == Some(&'\'') {
+            i += 3;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Expands a `use` tree (`a::{b, c::{d, e}}`) into its paths.
+fn expand_use(tree: &str) -> Vec<String> {
+    let tree: String = tree.chars().filter(|c| !c.is_whitespace()).collect();
+    fn go(prefix: &str, tree: &str, out: &mut Vec<String>) {
+        if let Some(open) = tree.find('{') {
+            let head = &tree[..open];
+            let body = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+            let mut depth = 0;
+            let mut start = 0;
+            for (i, ch) in body.char_indices() {
+                match ch {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        go(&format!("{prefix}{head}"), &body[start..i], out);
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            go(&format!("{prefix}{head}"), &body[start..], out);
+        } else if !tree.is_empty() {
+            let path = tree.split(" as ").next().unwrap_or(tree);
+            out.push(format!("{prefix}{path}"));
+        }
+    }
+    let mut out = Vec::new();
+    go("", &tree, &mut out);
+    out
+}
+
+/// Every path a module's code names: `use` trees, and inline `crate::`, `super::`,
+/// `self::` paths.
+fn named_paths(code: &str) -> Vec<String> {
+    let mut paths = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("use ") {
+        let before = rest[..at].chars().last();
+        let after = &rest[at + 4..];
+        rest = after;
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let Some(end) = after.find(';') else { break };
+        paths.extend(expand_use(&after[..end]));
+    }
+    for start in ["crate::", "super::", "self::"] {
+        let mut rest = code;
+        while let Some(at) = rest.find(start) {
+            let before = rest[..at].chars().last();
+            let path: String = rest[at..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            rest = &rest[at + start.len()..];
+            if !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':' || c == '$') {
+                paths.push(path);
+            }
+        }
+    }
+    paths
+}
+
+/// The module a path from `module` reaches (the longest module prefix), if it is a path
+/// within the crate.
+fn resolve(module: &[String], path: &str, modules: &BTreeSet<Vec<String>>) -> Option<Vec<String>> {
+    let segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+    let (mut base, rest): (Vec<String>, &[&str]) = match segments.first() {
+        Some(&"crate") => (Vec::new(), &segments[1..]),
+        Some(&"self") => (module.to_vec(), &segments[1..]),
+        Some(&"super") => {
+            let mut base = module.to_vec();
+            let mut i = 0;
+            while segments.get(i) == Some(&"super") {
+                // `super` of module a::b (in `a/b.rs`) is `a`; of module a (`a/mod.rs`),
+                // the crate root.
+                base.pop();
+                i += 1;
+            }
+            (base, &segments[i..])
+        }
+        _ => return None,
+    };
+    let mut found = base.clone();
+    for seg in rest {
+        base.push((*seg).to_owned());
+        if modules.contains(&base) {
+            found = base.clone();
+        } else {
+            break;
+        }
+    }
+    Some(found)
+}
+
+fn graph(crate_dir: &str) -> (BTreeMap<Vec<String>, BTreeSet<Vec<String>>>, BTreeMap<Vec<String>, PathBuf>) {
+    let src = workspace().join(crate_dir);
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let files: Vec<PathBuf> = files.into_iter().filter(|f| !f.ends_with("main.rs")).collect();
+    let by_module: BTreeMap<Vec<String>, PathBuf> = files.iter().map(|f| (module_of(&src, f), f.clone())).collect();
+    let modules: BTreeSet<Vec<String>> = by_module.keys().cloned().collect();
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (module, file) in &by_module {
+        let code = code_only(&std::fs::read_to_string(file).expect("read source"));
+        for path in named_paths(&code) {
+            if let Some(target) = resolve(module, &path, &modules)
+                && target != *module
+            {
+                edges.entry(module.clone()).or_default().insert(target);
+            }
+        }
+        // Paths relative to the module (`use child::X`, `child::f()`) reach its children.
+        for child in modules.iter().filter(|m| m.len() == module.len() + 1 && m.starts_with(module)) {
+            let needle = format!("{}::", child[module.len()]);
+            let named = code.match_indices(&needle).any(|(at, _)| {
+                !code[..at].chars().last().is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+            });
+            if named {
+                edges.entry(module.clone()).or_default().insert(child.clone());
+            }
+        }
+    }
+    (edges, by_module)
+}
+
+fn name(module: &[String]) -> String {
+    if module.is_empty() { "crate".to_owned() } else { module.join("::") }
+}
+
+/// A cycle through `start`, if any (depth-first).
+fn find_cycle(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Option<Vec<Vec<String>>> {
+    fn visit(
+        node: &Vec<String>,
+        edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        stack: &mut Vec<Vec<String>>,
+        done: &mut BTreeSet<Vec<String>>,
+    ) -> Option<Vec<Vec<String>>> {
+        if let Some(at) = stack.iter().position(|n| n == node) {
+            let mut cycle = stack[at..].to_vec();
+            cycle.push(node.clone());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        stack.push(node.clone());
+        for next in edges.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, edges, stack, done) {
+                return Some(cycle);
+            }
+        }
+        stack.pop();
+        done.insert(node.clone());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for node in edges.keys() {
+        if let Some(cycle) = visit(node, edges, &mut Vec::new(), &mut done) {
+            return Some(cycle);
+        }
+    }
+    None
+}
+
+#[test]
+fn no_module_imports_a_module_that_imports_it_back() {
+    let mut cycles = Vec::new();
+    for crate_dir in CRATES {
+        let (edges, _) = graph(crate_dir);
+        if let Some(cycle) = find_cycle(&edges) {
+            cycles.push(format!("{crate_dir}: {}", cycle.iter().map(|m| name(m)).collect::<Vec<_>>().join(" → ")));
+        }
+    }
+    assert!(cycles.is_empty(), "import circles:\n{}", cycles.join("\n"));
+}
+
+#[test]
+fn the_checker_sees_a_circle() {
+    let a = vec!["a".to_owned()];
+    let b = vec!["b".to_owned()];
+    let edges = BTreeMap::from([(a.clone(), BTreeSet::from([b.clone()])), (b.clone(), BTreeSet::from([a.clone()]))]);
+    assert!(find_cycle(&edges).is_some());
+    assert_eq!(expand_use("crate::x::{y, z::{w, v as u}}"), ["crate::x::y", "crate::x::z::w", "crate::x::z::v"]);
+    let modules = BTreeSet::from([vec![], a.clone(), vec!["a".to_owned(), "c".to_owned()]]);
+    assert_eq!(resolve(&["a".to_owned(), "c".to_owned()], "super::Thing", &modules), Some(a));
+}
+
+#[test]
+fn production_code_never_reaches_the_testing_modules() {
+    for crate_dir in ["jobs-core/src", "jobs-postgres/src"] {
+        let (edges, by_module) = graph(crate_dir);
+        for (from, targets) in &edges {
+            if from.first().is_some_and(|m| m == "testing" || m == "plans") {
+                continue;
+            }
+            for to in targets {
+                if to.first().is_some_and(|m| m == "testing") && !from.is_empty() {
+                    panic!("{} ({}) reaches {}", name(from), by_module[from].display(), name(to));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_worker_module_and_every_driver_file_are_under_350_lines() {
+    let mut files = vec![workspace().join("jobs-core/src/worker/mod.rs")];
+    rust_files(&workspace().join("jobs-postgres/src"), &mut files);
+    for file in files {
+        let lines = std::fs::read_to_string(&file).expect("read").lines().count();
+        assert!(lines < 350, "{} has {lines} lines", file.display());
+    }
+}
