@@ -11,8 +11,8 @@ use askama::Template;
 use jobs_core::driver::{JobGetParams, QueueSetPausedParams, ScheduleSetEnabledParams};
 use jobs_core::{Action, JobFilter};
 
-use crate::Dashboard;
 use crate::access::{self, Access};
+use crate::config::Dashboard;
 use crate::error::DashboardError;
 use crate::params;
 use crate::view::{self, PageCtx, count_label};

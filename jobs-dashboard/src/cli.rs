@@ -283,14 +283,14 @@ async fn serve(
     read_only: bool,
     out: &mut impl Write,
 ) -> Result<(), CliError> {
-    let mut config = crate::DashboardConfig::new(driver_for_url(url, 8)?);
+    let mut config = crate::config::DashboardConfig::new(driver_for_url(url, 8)?);
     if read_only {
-        config = config.authorize(|_: &actix_web::HttpRequest| crate::Access::ReadOnly);
+        config = config.authorize(|_: &actix_web::HttpRequest| crate::access::Access::ReadOnly);
     }
     let mount = mount.trim_end_matches('/').to_owned();
     let scope_path = mount.clone();
     let server = actix_web::HttpServer::new(move || {
-        actix_web::App::new().service(crate::scope(&scope_path, config.clone()))
+        actix_web::App::new().service(crate::routes::scope(&scope_path, config.clone()))
     })
     .bind(bind)
     .map_err(|e| CliError::Invalid(format!("cannot listen on {bind}: {e}")))?;

@@ -6,8 +6,8 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use jobs_core::Count;
 
-use crate::Dashboard;
 use crate::access::{self, Access};
+use crate::config::Dashboard;
 use crate::error::DashboardError;
 use crate::headers::PAGE_HEADERS;
 

@@ -36,9 +36,11 @@ mod node;
 mod notification;
 mod queue;
 mod schedule;
+#[cfg(feature = "postgres")]
+pub mod sql_types;
 mod state;
 #[cfg(feature = "postgres")]
-pub mod state_sql;
+mod state_sql;
 mod stats;
 pub mod stored_text;
 pub mod validation;

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 /// one (`job_delete_many`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "postgres", derive(diesel::expression::AsExpression, diesel::deserialize::FromSqlRow))]
-#[cfg_attr(feature = "postgres", diesel(sql_type = crate::state_sql::pg::JobState))]
+#[cfg_attr(feature = "postgres", diesel(sql_type = crate::sql_types::PgJobState))]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     /// Ready to run now. Set by enqueue (no future `run_at`), by the scheduler when a

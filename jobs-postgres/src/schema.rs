@@ -7,7 +7,7 @@
 
 /// Postgres types that are not built into diesel.
 pub mod sql_types {
-    pub use jobs_driver::state_sql::pg::JobState;
+    pub use jobs_driver::sql_types::PgJobState as JobState;
 }
 
 diesel::table! {

@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The library crates whose module graphs must be acyclic, by source directory.
-const CRATES: &[&str] = &["jobs-driver/src", "jobs-postgres/src", "jobs-core/src", "jobs-dashboard/src", "jobs-macros/src"];
+const CRATES: &[&str] =
+    &["jobs-driver/src", "jobs-postgres/src", "jobs-core/src", "jobs-dashboard/src", "jobs-macros/src"];
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -76,9 +77,72 @@ fn code_only(source: &str) -> String {
     out
 }
 
+/// `code` with its inline modules resolved: a `#[cfg(test)]` module is dropped (tests are
+/// not the module's imports), and in any other (`mod sealed { use super::X; }`) `super`
+/// is the file's own module.
+fn without_inline_modules(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = find_inline_mod(rest) {
+        let open = at + rest[at..].find('{').expect("a brace");
+        let mut depth = 0;
+        let mut close = open;
+        for (i, ch) in rest[open..].char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = open + i;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let before = &rest[..at];
+        let is_test = before.trim_end().ends_with("#[cfg(test)]");
+        out.push_str(before);
+        if !is_test {
+            out.push_str(&rest[open + 1..close].replace("super::", "self::"));
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the next `mod name {` starts.
+fn find_inline_mod(code: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(at) = code[from..].find("mod ").map(|i| from + i) {
+        let starts_word = !code[..at].chars().last().is_some_and(|c| c.is_alphanumeric() || c == '_');
+        let after: String = code[at + 4..]
+            .chars()
+            .skip_while(|c| c.is_alphanumeric() || *c == '_')
+            .take_while(|c| !c.is_alphanumeric() && *c != ';')
+            .collect();
+        if starts_word && after.trim_start().starts_with('{') {
+            return Some(at);
+        }
+        from = at + 4;
+    }
+    None
+}
+
 /// Expands a `use` tree (`a::{b, c::{d, e}}`) into its paths.
 fn expand_use(tree: &str) -> Vec<String> {
-    let tree: String = tree.chars().filter(|c| !c.is_whitespace()).collect();
+    // One space between words (`v as u`), none around punctuation.
+    let words = tree.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut tree = String::with_capacity(words.len());
+    for (i, c) in words.char_indices() {
+        let next = words[i + c.len_utf8()..].chars().next();
+        let punct = |c: Option<char>| c.is_some_and(|c| "{},:".contains(c));
+        if c == ' ' && (punct(tree.chars().last()) || punct(next)) {
+            continue;
+        }
+        tree.push(c);
+    }
     fn go(prefix: &str, tree: &str, out: &mut Vec<String>) {
         if let Some(open) = tree.find('{') {
             let head = &tree[..open];
@@ -126,12 +190,13 @@ fn named_paths(code: &str) -> Vec<String> {
         let mut rest = code;
         while let Some(at) = rest.find(start) {
             let before = rest[..at].chars().last();
-            let path: String = rest[at..]
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
-                .collect();
+            let path: String =
+                rest[at..].chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
             rest = &rest[at + start.len()..];
-            if !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':' || c == '$') {
+            // `crate::{a, b}` is a `use` tree, expanded above.
+            if !path.ends_with("::")
+                && !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':' || c == '$')
+            {
                 paths.push(path);
             }
         }
@@ -171,21 +236,25 @@ fn resolve(module: &[String], path: &str, modules: &BTreeSet<Vec<String>>) -> Op
     Some(found)
 }
 
-fn graph(crate_dir: &str) -> (BTreeMap<Vec<String>, BTreeSet<Vec<String>>>, BTreeMap<Vec<String>, PathBuf>) {
+/// A crate's module graph: each module's edges, with the path that made each one.
+type Graph = BTreeMap<Vec<String>, BTreeMap<Vec<String>, String>>;
+
+fn graph(crate_dir: &str) -> (Graph, BTreeMap<Vec<String>, PathBuf>) {
     let src = workspace().join(crate_dir);
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     let files: Vec<PathBuf> = files.into_iter().filter(|f| !f.ends_with("main.rs")).collect();
-    let by_module: BTreeMap<Vec<String>, PathBuf> = files.iter().map(|f| (module_of(&src, f), f.clone())).collect();
+    let by_module: BTreeMap<Vec<String>, PathBuf> =
+        files.iter().map(|f| (module_of(&src, f), f.clone())).collect();
     let modules: BTreeSet<Vec<String>> = by_module.keys().cloned().collect();
-    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    let mut edges: Graph = BTreeMap::new();
     for (module, file) in &by_module {
-        let code = code_only(&std::fs::read_to_string(file).expect("read source"));
+        let code = without_inline_modules(&code_only(&std::fs::read_to_string(file).expect("read source")));
         for path in named_paths(&code) {
             if let Some(target) = resolve(module, &path, &modules)
                 && target != *module
             {
-                edges.entry(module.clone()).or_default().insert(target);
+                edges.entry(module.clone()).or_default().entry(target).or_insert(path);
             }
         }
         // Paths relative to the module (`use child::X`, `child::f()`) reach its children.
@@ -195,7 +264,7 @@ fn graph(crate_dir: &str) -> (BTreeMap<Vec<String>, BTreeSet<Vec<String>>>, BTre
                 !code[..at].chars().last().is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
             });
             if named {
-                edges.entry(module.clone()).or_default().insert(child.clone());
+                edges.entry(module.clone()).or_default().entry(child.clone()).or_insert(needle);
             }
         }
     }
@@ -206,11 +275,11 @@ fn name(module: &[String]) -> String {
     if module.is_empty() { "crate".to_owned() } else { module.join("::") }
 }
 
-/// A cycle through `start`, if any (depth-first).
-fn find_cycle(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Option<Vec<Vec<String>>> {
+/// A cycle, if any (depth-first).
+fn find_cycle(edges: &Graph) -> Option<Vec<Vec<String>>> {
     fn visit(
         node: &Vec<String>,
-        edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        edges: &Graph,
         stack: &mut Vec<Vec<String>>,
         done: &mut BTreeSet<Vec<String>>,
     ) -> Option<Vec<Vec<String>>> {
@@ -223,7 +292,7 @@ fn find_cycle(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Option<Ve
             return None;
         }
         stack.push(node.clone());
-        for next in edges.get(node).into_iter().flatten() {
+        for next in edges.get(node).into_iter().flat_map(|e| e.keys()) {
             if let Some(cycle) = visit(next, edges, stack, done) {
                 return Some(cycle);
             }
@@ -247,7 +316,11 @@ fn no_module_imports_a_module_that_imports_it_back() {
     for crate_dir in CRATES {
         let (edges, _) = graph(crate_dir);
         if let Some(cycle) = find_cycle(&edges) {
-            cycles.push(format!("{crate_dir}: {}", cycle.iter().map(|m| name(m)).collect::<Vec<_>>().join(" → ")));
+            let steps: Vec<String> = cycle
+                .windows(2)
+                .map(|w| format!("{} → {} (`{}`)", name(&w[0]), name(&w[1]), edges[&w[0]][&w[1]]))
+                .collect();
+            cycles.push(format!("{crate_dir}: {}", steps.join(", ")));
         }
     }
     assert!(cycles.is_empty(), "import circles:\n{}", cycles.join("\n"));
@@ -257,9 +330,13 @@ fn no_module_imports_a_module_that_imports_it_back() {
 fn the_checker_sees_a_circle() {
     let a = vec!["a".to_owned()];
     let b = vec!["b".to_owned()];
-    let edges = BTreeMap::from([(a.clone(), BTreeSet::from([b.clone()])), (b.clone(), BTreeSet::from([a.clone()]))]);
+    let edge = |to: &Vec<String>| BTreeMap::from([(to.clone(), "path".to_owned())]);
+    let edges: Graph = BTreeMap::from([(a.clone(), edge(&b)), (b.clone(), edge(&a))]);
     assert!(find_cycle(&edges).is_some());
-    assert_eq!(expand_use("crate::x::{y, z::{w, v as u}}"), ["crate::x::y", "crate::x::z::w", "crate::x::z::v"]);
+    assert_eq!(
+        expand_use("crate::x::{y, z::{w, v as u}}"),
+        ["crate::x::y", "crate::x::z::w", "crate::x::z::v"]
+    );
     let modules = BTreeSet::from([vec![], a.clone(), vec!["a".to_owned(), "c".to_owned()]]);
     assert_eq!(resolve(&["a".to_owned(), "c".to_owned()], "super::Thing", &modules), Some(a));
 }
@@ -272,7 +349,7 @@ fn production_code_never_reaches_the_testing_modules() {
             if from.first().is_some_and(|m| m == "testing" || m == "plans") {
                 continue;
             }
-            for to in targets {
+            for to in targets.keys() {
                 if to.first().is_some_and(|m| m == "testing") && !from.is_empty() {
                     panic!("{} ({}) reaches {}", name(from), by_module[from].display(), name(to));
                 }

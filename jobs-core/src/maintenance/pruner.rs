@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use jobs_driver::{JobPruneParams, JobState, StatsPruneParams};
 
-use super::{ServiceContext, leader_loop};
+use super::context::{ServiceContext, leader_loop};
 use crate::error::Result;
 use crate::settings;
 

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use jobs_driver::JobRescueStuckParams;
 
-use super::{ServiceContext, leader_loop};
+use super::context::{ServiceContext, leader_loop};
 use crate::error::Result;
 use crate::settings;
 

@@ -13,7 +13,7 @@ use crate::outcome::RunOutcome;
 use crate::registry::JobDescriptor;
 use crate::worker::{Drained, Worker};
 
-use super::job_context;
+use super::context::job_context;
 
 /// Runs `J`'s handler once, inline, with `args` round-tripped through JSON as a worker
 /// would see them, and a real context (`driver`'s pool for the handler's own queries:

@@ -12,18 +12,29 @@ use tokio_util::task::TaskTracker;
 
 use super::completions::{self, CompleterConfig};
 use super::config::{QueueConfig, UnknownKindPolicy};
+use super::configured::{Maintenance, Worker};
 use super::producer;
 use super::runtime::{QueueRuntime, RuntimeConfig, Shared};
-use super::{Maintenance, Worker};
 use crate::clock::{Clock, SystemClock};
 use crate::cron::Periodic;
 use crate::enqueue::validate_queue;
 use crate::error::{Error, Result};
+use crate::into_driver::IntoDriver;
 use crate::maintenance::{
     CronConfig, CronEnqueuer, LeaderConfig, PrunerConfig, RescuerConfig, SchedulerConfig,
 };
 use crate::registry::Registry;
 use crate::settings;
+
+impl Worker {
+    /// Starts configuring a worker on `driver`: a [`Driver`](jobs_driver::Driver), or a
+    /// pool a driver wraps (today's `Worker::builder(pool)`). Size the pool for the
+    /// queues' claims, the completer, the heartbeat, the listener, and the connections
+    /// jobs take themselves.
+    pub fn builder(driver: impl IntoDriver) -> WorkerBuilder {
+        WorkerBuilder::new(driver.into_driver())
+    }
+}
 
 /// Builds a [`Worker`]: `Worker::builder(pool).queue("default", 20).build()?`.
 #[must_use = "a builder does nothing until built and started"]

@@ -78,11 +78,11 @@ async fn write_retrying(
     shared: &Shared,
     batch: &[Completion],
     give_up: &CancellationToken,
-) -> Result<Vec<i64>, crate::Error> {
+) -> Result<Vec<i64>, crate::error::Error> {
     let mut pause = RetryPause::new(Duration::from_millis(50), Duration::from_secs(5));
     loop {
         let params = JobCompleteManyParams { completions: batch, now: shared.clock.db_now() };
-        match shared.driver.job_complete_many(params).await.map_err(crate::Error::from) {
+        match shared.driver.job_complete_many(params).await.map_err(crate::error::Error::from) {
             Ok(applied) => {
                 if applied.len() < batch.len() {
                     tracing::info!(

@@ -6,7 +6,7 @@ use jobs_driver::{
     NodeDeleteParams, QueueListPausedParams,
 };
 
-use super::Worker;
+use super::configured::Worker;
 use super::executor;
 use super::heartbeat;
 use super::panic_capture;

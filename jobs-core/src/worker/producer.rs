@@ -32,7 +32,7 @@ use crate::retry_pause::RetryPause;
 struct Claimed {
     wanted: usize,
     slots: OwnedSemaphorePermit,
-    jobs: crate::Result<Vec<ClaimedJob>>,
+    jobs: crate::error::Result<Vec<ClaimedJob>>,
     /// How many wake-ups had arrived when the claim was sent ([`Plan::wakes`]).
     wakes_before: u64,
 }
@@ -172,7 +172,7 @@ async fn claim(
         // The size claimed again and again: a driver may keep a statement planned for it.
         recurring_size: wanted == queue.batch,
     };
-    let jobs = shared.driver.job_claim(params).await.map_err(crate::Error::from);
+    let jobs = shared.driver.job_claim(params).await.map_err(crate::error::Error::from);
     Claimed { wanted, slots, jobs, wakes_before }
 }
 

@@ -6,7 +6,7 @@ use askama::Template;
 use jobs_core::cron::CronExpr;
 use jobs_core::driver::{JobGetParams, ScheduleListParams};
 
-use crate::Dashboard;
+use crate::config::Dashboard;
 use crate::error::DashboardError;
 use crate::view::{self, PageCtx};
 

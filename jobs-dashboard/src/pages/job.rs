@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use jobs_core::JobRow;
 use jobs_core::driver::JobGetParams;
 
-use crate::Dashboard;
+use crate::config::Dashboard;
 use crate::error::DashboardError;
 use crate::view::{self, PageCtx, human_duration};
 

@@ -7,7 +7,7 @@ use jobs_core::driver::{JobCountParams, JobListParams};
 use jobs_core::{JobFilter, JobRow, JobState};
 
 use super::overview::COUNT_CAP;
-use crate::Dashboard;
+use crate::config::Dashboard;
 use crate::error::DashboardError;
 use crate::params;
 use crate::view::{self, PageCtx, count_label};

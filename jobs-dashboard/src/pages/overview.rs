@@ -9,7 +9,7 @@ use jobs_core::driver::{
     StatsThroughputParams, Throughput,
 };
 
-use crate::Dashboard;
+use crate::config::Dashboard;
 use crate::error::DashboardError;
 use crate::view::{self, PageCtx, count_label, human_duration};
 

@@ -4,7 +4,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use jobs_core::driver::{NodeListParams, QueueDepth, QueueListDepthsParams};
 
-use crate::Dashboard;
+use crate::config::Dashboard;
 use crate::error::DashboardError;
 use crate::view::{self, PageCtx, human_duration};
 

@@ -7,7 +7,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{Completion, JobFilter, NewJob};
+use super::execution::Completion;
+use super::filter::JobFilter;
+use super::new_job::NewJob;
 use crate::state::JobState;
 
 /// `job_insert_many`: insert `jobs` in input order; a job whose uniqueness key is held in

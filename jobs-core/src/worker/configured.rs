@@ -1,0 +1,127 @@
+//! A configured worker ([`Worker`], built by `WorkerBuilder::build`) and how it starts:
+//! the first heartbeat, the pause flags, then the completer, heartbeat, listener,
+//! producers and, unless disabled, the maintenance services.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use jobs_driver::{Completion, QueueListPausedParams};
+use tokio_util::sync::CancellationToken;
+
+use super::completions::CompleterConfig;
+use super::handle::{ShutdownReport, WorkerHandle};
+use super::runtime::Shared;
+use super::{completer, heartbeat, listener, panic_capture, producer};
+use crate::error::Result;
+use crate::maintenance::{
+    CronEnqueuer, LeaderConfig, LeaderElector, Pruner, PrunerConfig, Rescuer, RescuerConfig, Scheduler,
+    SchedulerConfig, ServiceContext,
+};
+
+/// The maintenance services a worker runs while it leads.
+pub(super) struct Maintenance {
+    pub(super) leader: LeaderConfig,
+    pub(super) scheduler: SchedulerConfig,
+    pub(super) rescuer: RescuerConfig,
+    pub(super) pruner: PrunerConfig,
+    pub(super) cron: CronEnqueuer,
+}
+
+/// A configured worker, ready to [`start`](Worker::start).
+pub struct Worker {
+    pub(super) shared: Arc<Shared>,
+    pub(super) receiver: tokio::sync::mpsc::Receiver<Completion>,
+    pub(super) shutdown_timeout: Duration,
+    pub(super) maintenance: Option<Maintenance>,
+    pub(super) listen: bool,
+}
+
+impl Worker {
+    /// The node's name.
+    pub fn node(&self) -> &str {
+        &self.shared.node
+    }
+
+    /// Registers the node (first heartbeat), then starts the listener, the producers, the
+    /// completer, the heartbeat and, unless disabled, the maintenance services. Returns
+    /// once the node is registered; jobs run in background tasks.
+    pub async fn start(self) -> Result<WorkerHandle> {
+        panic_capture::install_hook();
+        let shared = self.shared;
+        // Register before claiming anything, so the rescuer never mistakes our jobs for
+        // orphans; read pause flags so a paused queue is not fetched even once.
+        heartbeat::beat(&shared).await?;
+        for name in shared.driver.queue_list_paused(QueueListPausedParams {}).await? {
+            if let Some(q) = shared.queues.get(&name) {
+                q.paused.store(true, Ordering::Release);
+            }
+        }
+        let stop_fetch = CancellationToken::new();
+        let stop_completer = CancellationToken::new();
+        let give_up = CancellationToken::new();
+        let stop_services = CancellationToken::new();
+        let completer = tokio::spawn(completer::run(
+            shared.clone(),
+            self.receiver,
+            CompleterConfig::default(),
+            stop_completer.clone(),
+            give_up.clone(),
+        ));
+        let mut services = vec![tokio::spawn(heartbeat::run(shared.clone(), stop_services.clone()))];
+        if self.listen {
+            services.push(tokio::spawn(listener::run(shared.clone(), stop_services.clone())));
+        }
+        let mut producers = Vec::new();
+        for queue in shared.queues.values() {
+            producers.push(tokio::spawn(producer::run(shared.clone(), queue.clone(), stop_fetch.clone())));
+        }
+        let service_ctx =
+            ServiceContext::new(shared.driver.clone(), shared.node.clone()).with_clock(shared.clock.clone());
+        if let Some(Maintenance { leader, scheduler, rescuer, pruner, cron }) = self.maintenance {
+            let elector = LeaderElector::new(leader);
+            // Try once now so a single node starts its services without waiting a tick.
+            if let Err(e) = elector.run_once(&service_ctx).await {
+                tracing::warn!(error = %e, "leader election failed");
+            }
+            services.push(tokio::spawn(elector.run(service_ctx.clone(), stop_services.clone())));
+            services.push(tokio::spawn(
+                Scheduler::new(scheduler).run(service_ctx.clone(), stop_services.clone()),
+            ));
+            services
+                .push(tokio::spawn(Rescuer::new(rescuer).run(service_ctx.clone(), stop_services.clone())));
+            services.push(tokio::spawn(Pruner::new(pruner).run(service_ctx.clone(), stop_services.clone())));
+            if !cron.is_empty() {
+                services.push(tokio::spawn(cron.run(service_ctx.clone(), stop_services.clone())));
+            }
+        }
+        tracing::info!(node = %shared.node, queues = ?shared.queues.keys().collect::<Vec<_>>(), "worker started");
+        Ok(WorkerHandle {
+            shared,
+            stop_fetch,
+            stop_completer,
+            give_up,
+            stop_services,
+            completer,
+            producers,
+            services,
+            shutdown_timeout: self.shutdown_timeout,
+            service_ctx,
+        })
+    }
+
+    /// Starts, runs until `signal` completes (e.g. `tokio::signal::ctrl_c()`), then shuts
+    /// down gracefully.
+    pub async fn run_until<F: Future>(self, signal: F) -> Result<ShutdownReport> {
+        let handle = self.start().await?;
+        signal.await;
+        handle.shutdown().await
+    }
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker").field("node", &self.shared.node).finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,59 @@
+//! How the dashboard is set up ([`DashboardConfig`]), and what every handler shares.
+
+use std::sync::Arc;
+
+use jobs_core::IntoDriver;
+use jobs_core::driver::{Capability, Driver};
+
+use crate::access::{self, AllowAll, Authorize};
+
+/// How the dashboard is set up.
+#[derive(Clone)]
+pub struct DashboardConfig {
+    pub(crate) driver: Arc<dyn Driver>,
+    pub(crate) auth: access::SharedAuthorize,
+    pub(crate) refresh_seconds: u32,
+}
+
+impl std::fmt::Debug for DashboardConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DashboardConfig")
+            .field("driver", &self.driver.name())
+            .field("refresh_seconds", &self.refresh_seconds)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DashboardConfig {
+    /// A dashboard on `driver` (or a pool a driver wraps: today's `DashboardConfig::new(pool)`),
+    /// open to everyone ([`AllowAll`]) until you set [`authorize`](Self::authorize). It
+    /// reads and acts only through the driver, and hides what the driver cannot do: without
+    /// [`Capability::JsonContainment`] there is no search of arguments and metadata.
+    pub fn new(driver: impl IntoDriver) -> DashboardConfig {
+        DashboardConfig { driver: driver.into_driver(), auth: Arc::new(AllowAll), refresh_seconds: 5 }
+    }
+
+    /// Whether the driver can search arguments and metadata (the jobs page's search box).
+    pub(crate) fn can_search(&self) -> bool {
+        self.driver.capabilities().has(Capability::JsonContainment)
+    }
+
+    /// The hook deciding each request's [`Access`].
+    pub fn authorize(mut self, auth: impl Authorize) -> DashboardConfig {
+        self.auth = Arc::new(auth);
+        self
+    }
+
+    /// How often live refresh reloads a page (default 5 s).
+    pub fn refresh_seconds(mut self, seconds: u32) -> DashboardConfig {
+        self.refresh_seconds = seconds.max(1);
+        self
+    }
+}
+
+/// Shared by every handler.
+pub(crate) struct Dashboard {
+    pub(crate) config: DashboardConfig,
+    /// Where the dashboard is mounted (`/jobs`), without a trailing slash.
+    pub(crate) base: String,
+}

@@ -1,0 +1,89 @@
+//! A stored job, and the invariants it must keep.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::state::JobState;
+use crate::validation;
+
+/// A job row as stored, every column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRow {
+    /// The job's id.
+    pub id: i64,
+    /// Its state.
+    pub state: JobState,
+    /// The queue it runs on.
+    pub queue: String,
+    /// Its kind (which registered job runs it).
+    pub kind: String,
+    /// Its arguments.
+    pub args: Value,
+    /// Application metadata.
+    pub meta: Value,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Priority: lower runs first.
+    pub priority: i16,
+    /// Claims so far.
+    pub attempt: i32,
+    /// Claims allowed before it is discarded.
+    pub max_attempts: i32,
+    /// Per-attempt time limit in milliseconds.
+    pub timeout_ms: Option<i64>,
+    /// When it was inserted.
+    pub created_at: DateTime<Utc>,
+    /// When it is (or was) due.
+    pub scheduled_at: DateTime<Utc>,
+    /// When its latest attempt started.
+    pub attempted_at: Option<DateTime<Utc>>,
+    /// When it reached a final state.
+    pub finalized_at: Option<DateTime<Utc>>,
+    /// The node of each claim, oldest first.
+    pub attempted_by: Vec<String>,
+    /// One entry per failed attempt.
+    pub errors: Value,
+    /// What the handler returned.
+    pub result: Option<Value>,
+    /// When someone asked for the job to be cancelled.
+    pub cancel_requested_at: Option<DateTime<Utc>>,
+    /// Hash of its uniqueness key.
+    pub unique_key: Option<Vec<u8>>,
+    /// The states in which the key is unique.
+    pub unique_states: Option<Vec<JobState>>,
+}
+
+impl JobRow {
+    /// The rules of [`validation`] this stored row breaks, and the invariants the writers
+    /// keep: a negative attempt, errors that are not a JSON array, a running job without
+    /// its claim time, a finished job without its finish time, a uniqueness key without
+    /// its states (or the reverse). Empty for a sound row. The fault tests assert that no
+    /// row breaks one after kills and restarts.
+    pub fn invariant_violations(&self) -> Vec<String> {
+        let mut broken: Vec<String> = [
+            validation::validate_queue(&self.queue),
+            validation::validate_kind(&self.kind),
+            validation::validate_max_attempts(self.max_attempts),
+            validation::validate_timeout_ms(self.timeout_ms),
+        ]
+        .into_iter()
+        .filter_map(|r| r.err().map(|e| e.to_string()))
+        .collect();
+        if self.attempt < 0 {
+            broken.push(format!("negative attempt {}", self.attempt));
+        }
+        if !self.errors.is_array() {
+            broken.push("errors is not a JSON array".into());
+        }
+        if self.state == JobState::Running && self.attempted_at.is_none() {
+            broken.push("running without attempted_at".into());
+        }
+        if self.state.is_final() && self.finalized_at.is_none() {
+            broken.push("finished without finalized_at".into());
+        }
+        if self.unique_key.is_some() != self.unique_states.is_some() {
+            broken.push("unique_key and unique_states are not both set or both empty".into());
+        }
+        broken
+    }
+}
