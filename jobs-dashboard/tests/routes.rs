@@ -318,3 +318,30 @@ async fn queues_pause_and_resume_and_cron_schedules_are_managed() {
     assert_eq!(queued, 1);
     assert_eq!(post(&app, "/admin/jobs/cron/missing/run", Some(&csrf), &[]).await.0, StatusCode::NOT_FOUND);
 }
+
+/// On a driver without JSON containment the jobs page has no search box, and a search
+/// parameter is a 400 naming what is missing; the same page on the full driver has both.
+#[actix_web::test]
+async fn a_driver_without_search_gets_a_jobs_page_without_it() {
+    use jobs_core::PgDriver;
+    use jobs_core::driver::Capability;
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({"user_id": 7})); 2]).await;
+    let full = app(&pool, Access::Full).await;
+    let (status, body, _) = get(&full, "/admin/jobs/jobs").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains(r#"name="q""#), "the full driver offers search");
+    let (status, _, _) = get(&full, "/admin/jobs/jobs?q=user_id%3D7&state=available").await;
+    assert_eq!(status, StatusCode::OK);
+
+    let driver = PgDriver::new(pool.clone()).without(Capability::JsonContainment);
+    let plain = test_app::app_on(driver, Access::Full).await;
+    let (status, body, _) = get(&plain, "/admin/jobs/jobs").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!body.contains(r#"name="q""#), "no search box without JSON containment");
+    assert_eq!(body.matches(r#"class="job-link""#).count(), 2, "the rest of the page is there");
+    let (status, body, _) = get(&plain, "/admin/jobs/jobs?q=user_id%3D7").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("JSON containment"), "{body}");
+}

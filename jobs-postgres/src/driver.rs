@@ -10,13 +10,14 @@ use crate::pool::{self, Pool, PooledConnection};
 use crate::{jobs, leader, listener, migrate, nodes, queues, schedules, stats, wakeups};
 
 /// The Postgres driver: every capability (LISTEN/NOTIFY, SKIP LOCKED, planner estimates,
-/// `jsonb` containment, RETURNING).
+/// `jsonb` containment, RETURNING), unless told to do without one ([`without`](Self::without)).
 ///
 /// Cheap to clone (the pool is shared). `Worker::builder`, `DashboardConfig::new` and the
 /// enqueue API accept a [`Pool`] directly and wrap it in one.
 #[derive(Clone)]
 pub struct PgDriver {
     pool: Pool,
+    capabilities: Capabilities,
 }
 
 impl std::fmt::Debug for PgDriver {
@@ -25,6 +26,7 @@ impl std::fmt::Debug for PgDriver {
         f.debug_struct("PgDriver")
             .field("pool_size", &status.size)
             .field("max_size", &status.max_size)
+            .field("capabilities", &self.capabilities)
             .finish()
     }
 }
@@ -33,7 +35,22 @@ impl PgDriver {
     /// The driver on `pool`. Size the pool for the worker's claims, its completer,
     /// heartbeat and listener, the dashboard, and the connections jobs take themselves.
     pub fn new(pool: Pool) -> PgDriver {
-        PgDriver { pool }
+        PgDriver { pool, capabilities: Capabilities::ALL }
+    }
+
+    /// The same driver declaring that it lacks `capability`, and doing without it:
+    /// - [`ListenNotify`](Capability::ListenNotify): no listener (the database sits behind a
+    ///   pooler in transaction mode, where LISTEN does not work); workers poll, and learn of
+    ///   cancellations at their heartbeat;
+    /// - [`CountEstimates`](Capability::CountEstimates): counts past their cap are
+    ///   `Count::AtLeast`;
+    /// - [`JsonContainment`](Capability::JsonContainment): no search of arguments and
+    ///   metadata (the dashboard hides it);
+    /// - the others are declared lacking; the engine keeps one claim in flight per queue
+    ///   without [`SkipLocked`](Capability::SkipLocked).
+    pub fn without(mut self, capability: Capability) -> PgDriver {
+        self.capabilities = self.capabilities.without(capability);
+        self
     }
 
     /// The pool.
@@ -44,6 +61,17 @@ impl PgDriver {
     async fn conn(&self) -> Result<PooledConnection> {
         pool::get(&self.pool).await
     }
+
+    /// A filter this driver can apply: a search needs JSON containment.
+    fn can_filter(&self, filter: &JobFilter) -> Result<()> {
+        if filter.search.is_some() && !self.capabilities.has(Capability::JsonContainment) {
+            return Err(DriverError::Unsupported {
+                driver: "postgres",
+                operation: "search arguments and metadata (JSON containment is switched off)",
+            });
+        }
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -53,7 +81,7 @@ impl Driver for PgDriver {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::ALL
+        self.capabilities
     }
 
     fn pool(&self) -> &(dyn Any + Send + Sync) {
@@ -65,6 +93,9 @@ impl Driver for PgDriver {
     }
 
     async fn listen(&self) -> Result<Option<Box<dyn Listener>>> {
+        if !self.capabilities.has(Capability::ListenNotify) {
+            return Ok(None);
+        }
         Ok(Some(Box::new(listener::listen(&self.pool).await?)))
     }
 
@@ -117,15 +148,19 @@ impl Driver for PgDriver {
     }
 
     async fn job_list(&self, params: JobListParams<'_>) -> Result<Vec<JobRow>> {
+        self.can_filter(params.filter)?;
         jobs::list::list(&mut self.conn().await?, params).await
     }
 
     async fn job_list_ids(&self, params: JobListParams<'_>) -> Result<Vec<i64>> {
+        self.can_filter(params.filter)?;
         jobs::list::list_ids(&mut self.conn().await?, params).await
     }
 
     async fn job_count(&self, params: JobCountParams<'_>) -> Result<Count> {
-        jobs::list::count(&mut self.conn().await?, params.filter, params.cap).await
+        self.can_filter(params.filter)?;
+        let estimate = self.capabilities.has(Capability::CountEstimates);
+        jobs::list::count(&mut self.conn().await?, params.filter, params.cap, estimate).await
     }
 
     async fn job_count_by_queue_and_state(
@@ -136,7 +171,13 @@ impl Driver for PgDriver {
     }
 
     async fn job_list_waiting(&self, params: JobListWaitingParams<'_>) -> Result<Vec<JobRow>> {
-        jobs::read::list_waiting(&mut self.conn().await?, params).await
+        let Some(want) = params.args.filter(|_| !self.capabilities.has(Capability::JsonContainment)) else {
+            return jobs::read::list_waiting(&mut self.conn().await?, params).await;
+        };
+        // Without containment in SQL, the arguments are matched here.
+        let all = JobListWaitingParams { args: None, ..params };
+        let rows = jobs::read::list_waiting(&mut self.conn().await?, all).await?;
+        Ok(rows.into_iter().filter(|row| json_contains(&row.args, want)).collect())
     }
 
     async fn job_list_cancel_requested(&self, params: JobListCancelRequestedParams<'_>) -> Result<Vec<i64>> {

@@ -126,6 +126,7 @@ impl CronEnqueuer {
     /// One pass: syncs the declared schedules, then fires every due slot. Returns what
     /// fired.
     pub async fn run_once(&self, ctx: &ServiceContext) -> Result<Vec<Fired>> {
+        self.config.validate()?;
         let sync = ScheduleSyncParams { defs: &self.defs, retire_others: self.config.retire_undeclared };
         ctx.driver.schedule_sync(sync).await?;
         let now = ctx.clock.now();

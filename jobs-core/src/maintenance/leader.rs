@@ -60,6 +60,7 @@ impl LeaderElector {
 
     /// Tries to take or renew the lease once; records and returns whether this node leads.
     pub async fn run_once(&self, ctx: &ServiceContext) -> Result<bool> {
+        self.config.validate()?;
         let params = LeaderTryAcquireParams {
             name: &self.config.name,
             node: &ctx.node,

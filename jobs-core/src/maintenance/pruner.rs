@@ -74,6 +74,7 @@ impl Pruner {
     /// One pass over the three final states (and the old outcome counters). Returns how
     /// many jobs went.
     pub async fn run_once(&self, ctx: &ServiceContext) -> Result<i64> {
+        self.config.validate()?;
         let mut total = 0;
         let retention = [
             (JobState::Completed, self.config.completed),

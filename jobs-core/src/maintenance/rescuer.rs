@@ -62,6 +62,7 @@ impl Rescuer {
 
     /// One pass. Returns the ids of the rescued jobs.
     pub async fn run_once(&self, ctx: &ServiceContext) -> Result<Vec<i64>> {
+        self.config.validate()?;
         let mut rescued = Vec::new();
         loop {
             let params = JobRescueStuckParams {

@@ -47,6 +47,7 @@ impl Scheduler {
 
     /// One pass: moves every due job, a batch at a time. Returns how many moved.
     pub async fn run_once(&self, ctx: &ServiceContext) -> Result<i64> {
+        self.config.validate()?;
         let mut total = 0;
         loop {
             let params = JobScheduleDueParams { limit: self.config.batch, now: ctx.clock.db_now() };

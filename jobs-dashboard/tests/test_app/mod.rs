@@ -99,7 +99,16 @@ pub(crate) async fn app(
     access: Access,
 ) -> impl Service<actix_http::Request, Response = ServiceResponse<impl MessageBody>, Error = actix_web::Error>
 {
-    let config = DashboardConfig::new(pool.clone()).authorize(move |_: &actix_web::HttpRequest| access);
+    app_on(pool.clone(), access).await
+}
+
+/// The dashboard at `/admin/jobs` on `driver`, every request given `access`.
+pub(crate) async fn app_on(
+    driver: impl IntoDriver,
+    access: Access,
+) -> impl Service<actix_http::Request, Response = ServiceResponse<impl MessageBody>, Error = actix_web::Error>
+{
+    let config = DashboardConfig::new(driver).authorize(move |_: &actix_web::HttpRequest| access);
     test::init_service(App::new().service(jobs_dashboard::scope("/admin/jobs", config))).await
 }
 

@@ -24,6 +24,33 @@ pub struct JobFilter {
     pub to: Option<DateTime<Utc>>,
 }
 
+/// Whether `doc` contains `subset` as Postgres's `jsonb @>` has it: an object contains an
+/// object whose every key it holds with a contained value; an array contains an array whose
+/// every element is contained in one of its own; other values contain an equal value. For
+/// drivers that search JSON in Rust.
+///
+/// ```
+/// use serde_json::json;
+/// use jobs_driver::json_contains;
+///
+/// let args = json!({"user_id": 7, "tags": ["a", "b"], "plan": {"tier": "pro", "seats": 3}});
+/// assert!(json_contains(&args, &json!({"user_id": 7, "plan": {"tier": "pro"}})));
+/// assert!(json_contains(&args, &json!({"tags": ["b"]})));
+/// assert!(!json_contains(&args, &json!({"user_id": 8})));
+/// ```
+pub fn json_contains(doc: &serde_json::Value, subset: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (doc, subset) {
+        (Value::Object(doc), Value::Object(subset)) => {
+            subset.iter().all(|(key, want)| doc.get(key).is_some_and(|have| json_contains(have, want)))
+        }
+        (Value::Array(doc), Value::Array(subset)) => {
+            subset.iter().all(|want| doc.iter().any(|have| json_contains(have, want)))
+        }
+        (doc, subset) => doc == subset,
+    }
+}
+
 /// A count: exact up to a cap, and past it an estimate or a bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Count {

@@ -110,8 +110,9 @@ where
     Ok(rows.into_iter().map(JobRow::from).collect())
 }
 
-/// Counts the jobs matching `filter`: exactly up to `cap`, otherwise estimated.
-pub(crate) async fn count<C>(conn: &mut C, filter: &JobFilter, cap: i64) -> Result<Count>
+/// Counts the jobs matching `filter`: exactly up to `cap`; past it, the planner's estimate
+/// when `estimate`, else only that there are more (`AtLeast`).
+pub(crate) async fn count<C>(conn: &mut C, filter: &JobFilter, cap: i64, estimate: bool) -> Result<Count>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
@@ -119,6 +120,9 @@ where
     let n = ids.len() as i64;
     if n <= cap {
         return Ok(Count::Exact(n));
+    }
+    if !estimate {
+        return Ok(Count::AtLeast(cap));
     }
     let estimate = estimate_rows(conn, filter).await?.max(n);
     Ok(Count::Estimate(estimate))

@@ -218,9 +218,7 @@ macro_rules! conformance_suite {
             }
         )*
         $(
-            #[test]
-            #[ignore = concat!("skipped: the backend lacks ", stringify!($capability))]
-            fn $skipped() {}
+            $crate::skipped_case!($capability, $skipped);
         )*
         #[test]
         fn the_suite_covers_every_case_and_skips_only_what_the_backend_lacks() {
@@ -230,4 +228,77 @@ macro_rules! conformance_suite {
             );
         }
     };
+}
+
+/// A skipped case: an ignored test whose reason names the capability the backend lacks
+/// (`cargo test` prints it; the reason must be a literal, hence one arm per capability).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! skipped_case {
+    (ListenNotify, $case:ident) => {
+        #[test]
+        #[ignore = "skipped: the backend lacks LISTEN/NOTIFY (Capability::ListenNotify)"]
+        fn $case() {}
+    };
+    (SkipLocked, $case:ident) => {
+        #[test]
+        #[ignore = "skipped: the backend lacks SKIP LOCKED (Capability::SkipLocked)"]
+        fn $case() {}
+    };
+    (CountEstimates, $case:ident) => {
+        #[test]
+        #[ignore = "skipped: the backend lacks planner count estimates (Capability::CountEstimates)"]
+        fn $case() {}
+    };
+    (JsonContainment, $case:ident) => {
+        #[test]
+        #[ignore = "skipped: the backend lacks JSON containment search (Capability::JsonContainment)"]
+        fn $case() {}
+    };
+    (Returning, $case:ident) => {
+        #[test]
+        #[ignore = "skipped: the backend lacks RETURNING (Capability::Returning)"]
+        fn $case() {}
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoNotifications;
+
+    #[async_trait]
+    impl Backend for NoNotifications {
+        const CAPABILITIES: Capabilities = Capabilities::ALL.without(Capability::ListenNotify);
+
+        async fn database(_connections: usize) -> TestDb {
+            panic!("the coverage check opens no database")
+        }
+    }
+
+    fn names_but(skipped: &[&str]) -> Vec<&'static str> {
+        CASES.iter().map(|c| c.name).filter(|n| !skipped.contains(n)).collect()
+    }
+
+    #[test]
+    fn the_coverage_check_refuses_a_missing_case_and_a_wrong_skip() {
+        let notified = "a_notification_wakes_an_idle_worker_before_its_poll";
+        let ok = names_but(&[notified]);
+        check_coverage::<NoNotifications>(&ok, &[(notified, Capability::ListenNotify)]);
+        let missing = std::panic::catch_unwind(|| check_coverage::<NoNotifications>(&ok, &[]));
+        assert!(missing.is_err(), "a case neither run nor skipped");
+        let ran = names_but(&[]);
+        let runs_without = std::panic::catch_unwind(|| check_coverage::<NoNotifications>(&ran, &[]));
+        assert!(runs_without.is_err(), "a case run without what it needs");
+        let claims = "claims_follow_priority_then_due_time_then_age";
+        let wrong = names_but(&[notified, claims]);
+        let wrong_skip = std::panic::catch_unwind(|| {
+            check_coverage::<NoNotifications>(
+                &wrong,
+                &[(notified, Capability::ListenNotify), (claims, Capability::ListenNotify)],
+            )
+        });
+        assert!(wrong_skip.is_err(), "a case skipped for a capability it does not need");
+    }
 }
