@@ -38,7 +38,7 @@ impl DashboardConfig {
         self.driver.capabilities().has(Capability::JsonContainment)
     }
 
-    /// The hook deciding each request's [`Access`].
+    /// The hook deciding each request's [`Access`](crate::Access).
     pub fn authorize(mut self, auth: impl Authorize) -> DashboardConfig {
         self.auth = Arc::new(auth);
         self

@@ -22,10 +22,12 @@ macro_rules! control_channel {
 
 pub(crate) use {available_channel, control_channel};
 
-/// See [`available_channel!`].
+/// The channel on which inserts, the scheduler and retries announce available jobs; the
+/// payload is the queue's name.
 pub const AVAILABLE_CHANNEL: &str = available_channel!();
 
-/// See [`control_channel!`].
+/// The channel for control messages: `{"cancel": <id>}` and
+/// `{"queue": <name>, "paused": <bool>}`.
 pub const CONTROL_CHANNEL: &str = control_channel!();
 
 /// The notification a `(channel, payload)` pair carries, if any.

@@ -4,7 +4,7 @@
 //! `diesel-async` connections: every statement the engine runs on Postgres is in this
 //! crate (claims with `FOR UPDATE SKIP LOCKED`, fenced batch completions, the rescuer's and
 //! the pruner's queries, the dashboard's keyset pages and planner estimates), with the
-//! schema's migrations ([`migrate`]), LISTEN/NOTIFY wake-ups, and the plan tests that keep
+//! schema's migrations ([`migrate()`]), LISTEN/NOTIFY wake-ups, and the plan tests that keep
 //! those statements on their indexes. [`connection`] holds the operations an application
 //! runs on a connection of its own, inside its transaction.
 //!

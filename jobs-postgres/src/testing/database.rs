@@ -9,7 +9,7 @@ use jobs_driver::{DriverError as Error, Result};
 use super::admin;
 use crate::driver::PgDriver;
 use crate::migrate::{MIGRATIONS_HASH, migrate};
-use crate::pool::{self as db, Pool};
+use crate::pool::{self, Pool};
 
 use super::cluster::PgCluster;
 
@@ -77,7 +77,7 @@ async fn ensure_template(server: &Server) -> Result<String> {
     if ready.contains(server.admin_url()) {
         return Ok(template);
     }
-    let mut admin = db::connect(server.admin_url()).await?;
+    let mut admin = pool::connect(server.admin_url()).await?;
     admin::advisory_lock(&mut admin, "jobs-test-template").await?;
     let outcome = async {
         if !admin::database_exists(&mut admin, &template).await? {
@@ -106,7 +106,7 @@ async fn migrate_on_own_runtime(url: String) -> Result<()> {
             .enable_all()
             .build()
             .map_err(|e| Error::Runtime(format!("cannot start a runtime for migrations: {e}")))?;
-        runtime.block_on(async { migrate(db::connect(&url).await?).await.map(|_| ()) })
+        runtime.block_on(async { migrate(pool::connect(&url).await?).await.map(|_| ()) })
     });
     tokio::task::spawn_blocking(move || thread.join())
         .await
@@ -155,7 +155,7 @@ impl TestDatabase {
             COUNTER.fetch_add(1, Ordering::Relaxed),
             rand::random::<u32>()
         );
-        let mut admin = db::connect(server.admin_url()).await?;
+        let mut admin = pool::connect(server.admin_url()).await?;
         // Two sessions copying the same template at the same instant can collide
         // ("source database is being accessed by other users"); retry briefly.
         let mut attempt = 0;
@@ -185,12 +185,12 @@ impl TestDatabase {
 
     /// Opens a connection to the database.
     pub async fn connect(&self) -> Result<AsyncPgConnection> {
-        db::connect(&self.url).await
+        pool::connect(&self.url).await
     }
 
     /// A connection pool for the database.
     pub fn pool(&self, max_size: usize) -> Result<Pool> {
-        db::pool(&self.url, max_size)
+        pool::pool(&self.url, max_size)
     }
 
     /// A driver on a pool of `max_size` connections to the database.
@@ -208,7 +208,7 @@ impl Drop for TestDatabase {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
             if let Ok(runtime) = runtime {
                 runtime.block_on(async {
-                    if let Ok(mut admin) = db::connect(&admin_url).await {
+                    if let Ok(mut admin) = pool::connect(&admin_url).await {
                         let _ = admin::drop_database(&mut admin, &name).await;
                     }
                 });
