@@ -1,10 +1,14 @@
 //! The demo: an actix-web + diesel shop whose jobs run in the same process, with the
 //! dashboard mounted at `/jobs/`.
 //!
-//!     cargo run -p jobs-examples --bin shop
+//!     cargo run -p jobs-examples --bin shop               # on a SQLite file: nothing to install
+//!     cargo run -p jobs-examples --bin shop -- --postgres  # on a throwaway local Postgres
+//!     DATABASE_URL=postgres://… cargo run -p jobs-examples --bin shop
 //!
-//! Without `DATABASE_URL` it starts a throwaway Postgres (removed on exit) and prints its
-//! URL, so `shop-worker` can join it. Then it:
+//! `DATABASE_URL`'s scheme picks the backend (`postgres://`, `sqlite://`). Without it the
+//! shop runs on a fresh SQLite file in the temporary directory, or, with `--postgres`, on a
+//! throwaway Postgres started from the installed server binaries (removed on exit). It
+//! prints the URL, so `shop-worker` can join it. Then it:
 //! - serves `POST /signup` (`email=...`): writes the user and enqueues the welcome mail in
 //!   one transaction, and `POST /orders` (`user_id=...&cents=...`): writes the order and
 //!   enqueues its fulfilment, which fails twice and succeeds on the third attempt;
@@ -20,12 +24,12 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use actix_web::{HttpResponse, web};
-use diesel::prelude::*;
-use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
+use jobs_core::driver::{Driver, JobCountByQueueAndStateParams};
 use jobs_core::testing::PgCluster;
-use jobs_core::{JobState, Pool};
-use jobs_examples::{Charge, Welcome, charge_order, sales_report, schema, send_welcome, store};
+use jobs_examples::{Charge, Db, Welcome, charge_order, sales_report, send_welcome, store};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -40,48 +44,37 @@ struct NewOrder {
 }
 
 /// `POST /signup`: the user and the welcome mail commit together, or neither does.
-async fn sign_up(pool: web::Data<Pool>, form: web::Form<SignUp>) -> HttpResponse {
-    let result = async {
-        let mut conn = pool.get().await.map_err(jobs_core::Error::from)?;
-        store::sign_up(&mut conn, &form.email).await
-    }
-    .await;
-    match result {
+async fn sign_up(db: web::Data<Db>, form: web::Form<SignUp>) -> HttpResponse {
+    match store::sign_up(&db, &form.email).await {
         Ok(user_id) => HttpResponse::Created().body(format!("welcome, user {user_id}\n")),
         Err(e) => HttpResponse::UnprocessableEntity().body(format!("sign-up failed: {e}\n")),
     }
 }
 
 /// `POST /orders`: the order and its fulfilment job commit together.
-async fn place_order(pool: web::Data<Pool>, form: web::Form<NewOrder>) -> HttpResponse {
-    let result = async {
-        let mut conn = pool.get().await.map_err(jobs_core::Error::from)?;
-        store::place_order(&mut conn, form.user_id, form.cents).await
-    }
-    .await;
-    match result {
+async fn place_order(db: web::Data<Db>, form: web::Form<NewOrder>) -> HttpResponse {
+    match store::place_order(&db, form.user_id, form.cents).await {
         Ok(order_id) => HttpResponse::Created().body(format!("order {order_id} placed\n")),
         Err(e) => HttpResponse::UnprocessableEntity().body(format!("order failed: {e}\n")),
     }
 }
 
-async fn sample_data(pool: &Pool) -> Result<(), Box<dyn std::error::Error>> {
-    let mut conn = pool.get().await?;
+async fn sample_data(db: &Db, driver: &Arc<dyn Driver>) -> Result<(), Box<dyn std::error::Error>> {
     let mut first_user = None;
     for n in 1..=20 {
         let email =
             if n % 10 == 0 { format!("user{n}@bounce.example") } else { format!("user{n}@example.com") };
-        let user_id = store::sign_up(&mut conn, &email).await?;
+        let user_id = store::sign_up(db, &email).await?;
         first_user.get_or_insert(user_id);
     }
     let user = first_user.unwrap_or(1);
     for cents in [1999, 4200] {
-        store::place_order(&mut conn, user, cents).await?;
+        store::place_order(db, user, cents).await?;
     }
     // Order 1 is charged twice (a double click): `unique(fields(order_id))` keeps one job.
     let charges = [(1, 1999), (1, 1999), (2, 0), (3, -500), (7, 4200), (8, 1250)];
     let charged = jobs_core::enqueue_many(
-        pool,
+        driver,
         charges.map(|(order_id, cents)| charge_order::build(Charge { order_id, cents })),
     )
     .await?;
@@ -89,31 +82,50 @@ async fn sample_data(pool: &Pool) -> Result<(), Box<dyn std::error::Error>> {
         "order 1 charged twice: both calls returned job {} (the second found it queued: {})",
         charged[1].id, charged[1].existing
     );
-    sales_report::build(()).meta("warehouse_busy", true).enqueue(pool).await?;
+    sales_report::build(()).meta("warehouse_busy", true).enqueue(driver).await?;
     send_welcome::build(Welcome { user_id: user, email: "user1@example.com".into() })
         .run_in(Duration::from_secs(600))
-        .enqueue(pool)
+        .enqueue(driver)
         .await?;
     Ok(())
 }
 
+/// Where the shop's database is: `DATABASE_URL`; else a throwaway Postgres with
+/// `--postgres`; else a fresh SQLite file. Returns the URL and the cluster to keep alive.
+fn choose_database() -> Result<(String, Option<PgCluster>), Box<dyn std::error::Error>> {
+    if let Ok(url) = std::env::var("DATABASE_URL") {
+        return Ok((url, None));
+    }
+    if std::env::args().any(|a| a == "--postgres") {
+        let cluster = PgCluster::start_private(jobs_core::testing::cluster::TEST_SETTINGS)?;
+        let url = cluster.url("postgres");
+        println!("started a throwaway Postgres (removed on exit); to add a separate worker:");
+        println!("  DATABASE_URL='{url}' cargo run -p jobs-examples --bin shop-worker");
+        return Ok((url, Some(cluster)));
+    }
+    let path = std::env::temp_dir().join("jobs-shop-demo.db");
+    for stale in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{stale}", path.display()));
+    }
+    let url = format!("sqlite://{}", path.display());
+    println!("DATABASE_URL is unset: the shop runs on a fresh SQLite file, {}", path.display());
+    println!("to add a separate worker:");
+    println!("  DATABASE_URL='{url}' cargo run -p jobs-examples --bin shop-worker");
+    println!(
+        "the same demo on Postgres: `-- --postgres` (a throwaway local server) or DATABASE_URL=postgres://…"
+    );
+    Ok((url, None))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (cluster, url) = PgCluster::from_env_or_private(jobs_core::testing::cluster::TEST_SETTINGS)?;
-    if cluster.is_some() {
-        println!("DATABASE_URL is unset: started a throwaway Postgres; to add a separate worker:");
-        println!("  DATABASE_URL='{url}' cargo run -p jobs-examples --bin shop-worker");
-    }
-    jobs_core::migrate(jobs_core::postgres::connect(&url).await?).await?;
-    let pool = jobs_core::postgres::pool(&url, 16)?;
-    {
-        let mut conn = pool.get().await?;
-        conn.batch_execute(schema::CREATE).await?;
-    }
+    let (url, cluster) = choose_database()?;
+    let (db, driver) = Db::open(&url, 16).await?;
+    println!("database: {} ({url})", driver.name());
 
     let in_process = std::env::var("SHOP_WORKER").map_or(true, |v| v != "off");
     let worker = if in_process {
-        let handle = jobs_examples::worker(pool.clone()).build()?.start().await?;
+        let handle = jobs_examples::worker(driver.clone()).build()?.start().await?;
         println!(
             "worker {} started in-process: queues mailers, billing, reports, maintenance",
             handle.node()
@@ -125,11 +137,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     let bind = std::env::var("SHOP_BIND").unwrap_or_else(|_| "127.0.0.1:8080".into());
-    let dashboard = jobs_dashboard::DashboardConfig::new(pool.clone());
-    let app_pool = web::Data::new(pool.clone());
+    let dashboard = jobs_dashboard::DashboardConfig::new(driver.clone());
+    let app_db = web::Data::new(db.clone());
     let server = actix_web::HttpServer::new(move || {
         actix_web::App::new()
-            .app_data(app_pool.clone())
+            .app_data(app_db.clone())
             .route(
                 "/",
                 web::get().to(|| async { "The shop: POST /signup, POST /orders; its jobs are at /jobs/\n" }),
@@ -145,7 +157,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server_handle = server.handle();
     tokio::spawn(server);
 
-    sample_data(&pool).await?;
+    sample_data(&db, &driver).await?;
     println!("dashboard: http://{address}/jobs/");
     println!(
         "enqueued: 20 welcome mails, each with its user row (the 2 to @bounce.example fail and retry),\n\
@@ -160,14 +172,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => break,
             _ = ticker.tick() => {
-                let mut conn = pool.get().await?;
-                let counts: Vec<(JobState, i64)> = jobs_core::schema::jobs::table
-                    .group_by(jobs_core::schema::jobs::state)
-                    .select((jobs_core::schema::jobs::state, diesel::dsl::count_star()))
-                    .order(jobs_core::schema::jobs::state)
-                    .load(&mut conn)
-                    .await?;
-                let line: Vec<String> = counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
+                let counts = driver.job_count_by_queue_and_state(JobCountByQueueAndStateParams {}).await?;
+                let mut by_state: Vec<(jobs_core::JobState, i64)> = Vec::new();
+                for (_, state, n) in counts {
+                    match by_state.iter_mut().find(|(s, _)| *s == state) {
+                        Some((_, total)) => *total += n,
+                        None => by_state.push((state, n)),
+                    }
+                }
+                by_state.sort();
+                let line: Vec<String> = by_state.iter().map(|(s, n)| format!("{s} {n}")).collect();
                 println!("jobs by state: {}", line.join(" | "));
             }
         }

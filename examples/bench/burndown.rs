@@ -5,12 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-use diesel::QueryableByName;
-use diesel::sql_types::Double;
-use jobs_core::enqueue_many;
+use jobs_core::driver::QueueSetPausedParams;
+use jobs_core::{JobState, enqueue_many};
 
 use crate::jobs::noop;
-use crate::measure::{BenchResult, Figures, count, machine_busy_seconds, reset, sql};
+use crate::measure::{BenchResult, Figures, machine_busy_seconds, percentile};
+use crate::target::Admin;
 use crate::worker_process::{WorkerArgs, WorkerProcess};
 
 /// A burn-down's shape.
@@ -30,30 +30,26 @@ pub(crate) struct Shape {
     pub(crate) delete: bool,
 }
 
-#[derive(QueryableByName)]
-struct Percentiles {
-    #[diesel(sql_type = Double)]
-    p50: f64,
-    #[diesel(sql_type = Double)]
-    p99: f64,
-}
-
 /// Loads `n` available no-op jobs, 10,000 per statement.
-pub(crate) async fn preload(pool: &jobs_core::Pool, n: usize) -> BenchResult {
+pub(crate) async fn preload(admin: &Admin, n: usize) -> BenchResult {
     let mut i = 0;
     while i < n {
         let batch = (n - i).min(10_000);
-        enqueue_many(pool, (i..i + batch).map(|k| noop::build(k as i64))).await?;
+        enqueue_many(&admin.driver, (i..i + batch).map(|k| noop::build(k as i64))).await?;
         i += batch;
     }
-    sql(pool, "VACUUM ANALYZE jobs").await
+    admin.analyze().await
+}
+
+async fn pause(admin: &Admin, paused: bool) -> BenchResult {
+    Ok(admin.driver.queue_set_paused(QueueSetPausedParams { queue: "bench", paused }).await?)
 }
 
 /// Runs one burn-down and records it as `name` in `figures`.
 pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figures) -> BenchResult {
-    let admin = jobs_core::postgres::pool(url, 4)?;
-    reset(&admin).await?;
-    jobs_core::set_queue_paused(&mut *admin.get().await?, "bench", true).await?;
+    let admin = Admin::open(url, 4)?;
+    admin.reset().await?;
+    pause(&admin, true).await?;
     preload(&admin, shape.jobs).await?;
     let mut workers = Vec::new();
     for i in 0..shape.processes {
@@ -73,18 +69,14 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
     let worker_cpu0: f64 = workers.iter().map(WorkerProcess::cpu_seconds).sum();
     let busy0 = machine_busy_seconds();
     let started = Instant::now();
-    jobs_core::set_queue_paused(&mut *admin.get().await?, "bench", false).await?;
+    pause(&admin, false).await?;
     let target = shape.jobs as u64;
     while workers.iter().map(WorkerProcess::done).sum::<u64>() < target {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     // Every outcome written?
-    let pending = if shape.delete {
-        "SELECT count(*) AS n FROM jobs"
-    } else {
-        "SELECT count(*) AS n FROM jobs WHERE state <> 'completed'"
-    };
-    while count(&admin, pending).await? > 0 {
+    let pending: &[JobState] = if shape.delete { &[] } else { &JobState::PENDING };
+    while admin.count(pending).await? > 0 {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let elapsed = started.elapsed().as_secs_f64();
@@ -105,18 +97,10 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
     });
     let mut extra = String::new();
     if !shape.delete {
-        let mut conn = admin.get().await?;
-        let p: Percentiles = diesel_async::RunQueryDsl::get_result(
-            diesel::sql_query(
-                "SELECT (percentile_cont(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM finalized_at - attempted_at)) * 1000)::float8 AS p50,
-                        (percentile_cont(0.99) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM finalized_at - attempted_at)) * 1000)::float8 AS p99
-                 FROM jobs",
-            ),
-            &mut conn,
-        )
-        .await?;
-        entry["claim_to_completion_ms"] = serde_json::json!({ "p50": p.p50, "p99": p.p99 });
-        extra = format!("  claim→completion p50 {:.1} ms, p99 {:.1} ms", p.p50, p.p99);
+        let ms = admin.claim_to_completion_ms().await?;
+        let (p50, p99) = (percentile(&ms, 0.5), percentile(&ms, 0.99));
+        entry["claim_to_completion_ms"] = serde_json::json!({ "p50": p50, "p99": p99 });
+        extra = format!("  claim→completion p50 {p50:.1} ms, p99 {p99:.1} ms");
     }
     println!(
         "{name:<22} {rate:>10.0} jobs/s   ({} jobs, {}×{} slots, {:.1} jobs per claim, {worker_ms_per_1000:.1} ms worker CPU per 1,000 jobs, {machine_us_per_job:.1} µs machine CPU per job){extra}",
@@ -128,5 +112,5 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
     figures.insert(format!("framework_{name}"), entry);
     // Left behind, the finished rows and dead versions would be vacuumed during the next
     // scenario (the ceiling's own database is dropped after it for the same reason).
-    reset(&admin).await
+    admin.reset().await
 }

@@ -36,18 +36,7 @@ pub(crate) fn run(
         let fields: Vec<&str> = line.split_whitespace().collect();
         if let (Some(name), Some(rate)) = (fields.first(), fields.get(3).and_then(|r| r.parse::<f64>().ok()))
         {
-            // The ceiling runs several times between the framework's scenarios (the machine's
-            // speed drifts over minutes; docs/benchmarks.md): every run is kept, and the
-            // headline figure is their mean.
-            let key = format!("ceiling_{name}");
-            let mut runs: Vec<f64> = figures
-                .get(&key)
-                .and_then(|v| v["runs"].as_array())
-                .map(|a| a.iter().filter_map(|r| r.as_f64()).collect())
-                .unwrap_or_default();
-            runs.push(rate);
-            let mean = runs.iter().sum::<f64>() / runs.len() as f64;
-            figures.insert(key, serde_json::json!({ "jobs_per_s": mean, "runs": runs }));
+            record(figures, name, rate);
         }
     }
     // The script leaves its database behind with a million dead rows, whose vacuum would
@@ -111,4 +100,19 @@ pub(crate) fn neighbours(figure: &serde_json::Value, before: usize) -> Option<f6
         .filter_map(|i| runs.get(i).copied())
         .collect();
     (!around.is_empty()).then(|| around.iter().sum::<f64>() / around.len() as f64)
+}
+
+/// Records one ceiling run of scenario `name`. The ceiling runs several times between the
+/// framework's scenarios (the machine's speed drifts over minutes; docs/benchmarks.md):
+/// every run is kept, and the headline figure is their mean.
+pub(crate) fn record(figures: &mut Figures, name: &str, rate: f64) {
+    let key = format!("ceiling_{name}");
+    let mut runs: Vec<f64> = figures
+        .get(&key)
+        .and_then(|v| v["runs"].as_array())
+        .map(|a| a.iter().filter_map(|r| r.as_f64()).collect())
+        .unwrap_or_default();
+    runs.push(rate);
+    let mean = runs.iter().sum::<f64>() / runs.len() as f64;
+    figures.insert(key, serde_json::json!({ "jobs_per_s": mean, "runs": runs }));
 }

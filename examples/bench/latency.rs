@@ -6,16 +6,21 @@ use std::time::Duration;
 use jobs_core::Worker;
 
 use crate::jobs::{LATENCIES, pickup, registry};
-use crate::measure::{BenchResult, Figures, percentile, reset};
+use crate::measure::{BenchResult, Figures, percentile};
+use crate::target::Admin;
 
 /// Enqueues `rate` jobs a second for `seconds`, one statement each, and reports the
 /// enqueue → handler start latency.
 pub(crate) async fn run(url: &str, rate: u64, seconds: u64, figures: &mut Figures) -> BenchResult {
-    let pool = jobs_core::postgres::pool(url, 8)?;
-    reset(&pool).await?;
+    let admin = Admin::open(url, 8)?;
+    admin.reset().await?;
     LATENCIES.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    let worker =
-        Worker::builder(pool.clone()).queue("latency", 50).registry(registry()?).build()?.start().await?;
+    let worker = Worker::builder(admin.driver.clone())
+        .queue("latency", 50)
+        .registry(registry()?)
+        .build()?
+        .start()
+        .await?;
     while !worker.is_listening() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -23,7 +28,7 @@ pub(crate) async fn run(url: &str, rate: u64, seconds: u64, figures: &mut Figure
     let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
     for _ in 0..total {
         ticker.tick().await;
-        pickup::enqueue(&pool, ()).await?;
+        pickup::enqueue(&admin.driver, ()).await?;
     }
     while (LATENCIES.lock().unwrap_or_else(|e| e.into_inner()).len() as u64) < total {
         tokio::time::sleep(Duration::from_millis(5)).await;

@@ -2,13 +2,16 @@
 //! the raw-SQL ceiling measured in the same run on the same server.
 //!
 //! `cargo run --release -p jobs-examples --bin bench -- --help`. Without `DATABASE_URL` it
-//! starts a private Postgres with durable settings (fsync and synchronous_commit on).
+//! starts a private Postgres with durable settings (fsync and synchronous_commit on);
+//! `--backend sqlite` measures a SQLite file instead (and its own raw-SQL ceiling,
+//! `ceiling_sqlite`).
 //! Prints a table and writes the same figures as JSON (`--json`). Each scenario is a module:
 //! `ceiling`, `enqueue`, `burndown` (in worker processes, `worker_process`), `latency`,
 //! `memory`, `sustained`, `dashboard`; `measure` holds the counters they read.
 
 mod burndown;
 mod ceiling;
+mod ceiling_sqlite;
 mod dashboard;
 mod enqueue;
 mod jobs;
@@ -16,13 +19,15 @@ mod latency;
 mod measure;
 mod memory;
 mod sustained;
+mod target;
 mod worker_process;
 
 use clap::{Parser, Subcommand};
 use jobs_core::testing::PgCluster;
 
 use crate::burndown::Shape;
-use crate::measure::{BenchResult, Figures, sql};
+use crate::measure::{BenchResult, Figures};
+use crate::target::Admin;
 
 /// Durable settings for measuring: fsync and synchronous_commit stay on.
 const BENCH_SETTINGS: &[(&str, &str)] = &[
@@ -38,6 +43,10 @@ const BENCH_SETTINGS: &[(&str, &str)] = &[
 struct Args {
     #[command(subcommand)]
     mode: Option<Mode>,
+    /// The database to measure: `postgres` (`DATABASE_URL`, or a private cluster) or
+    /// `sqlite` (a fresh file in the temporary directory, on the machine's disk).
+    #[arg(long, default_value = "postgres", value_parser = ["postgres", "sqlite"])]
+    backend: String,
     /// Scenarios to run, in order: ceiling, enqueue, burndown, burndown-delete, latency,
     /// memory, sustained, dashboard. By default the ceiling runs between the framework's
     /// scenarios: each ratio divides by the mean of the ceiling runs just before and just
@@ -134,26 +143,39 @@ async fn main() -> BenchResult {
     if let Some(Mode::WorkerProcess(worker)) = args.mode {
         return worker_process::run(worker).await;
     }
-    let (cluster, url) = PgCluster::from_env_or_private(BENCH_SETTINGS)?;
-    jobs_core::migrate(jobs_core::postgres::connect(&url).await?).await?;
-    let pool = jobs_core::postgres::pool(&url, 8)?;
+    let sqlite_dir = std::env::temp_dir().join(format!("jobs-bench-sqlite-{}", std::process::id()));
+    let (cluster, url) = if args.backend == "sqlite" {
+        std::fs::create_dir_all(&sqlite_dir)?;
+        (None, format!("sqlite://{}", sqlite_dir.join("bench.db").display()))
+    } else {
+        PgCluster::from_env_or_private(BENCH_SETTINGS)?
+    };
+    let admin = Admin::open(&url, 8)?;
+    admin.driver.migrate().await?;
     for index in &args.drop_indexes {
         if !index.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(format!("bad index name `{index}`").into());
         }
-        sql(&pool, &format!("DROP INDEX IF EXISTS {index}")).await?;
+        admin.sql(&format!("DROP INDEX IF EXISTS {index}")).await?;
         println!("dropped index {index}");
     }
     if let Some(setup) = &args.setup_sql {
-        sql(&pool, setup).await?;
+        admin.sql(setup).await?;
         println!("ran setup: {setup}");
     }
     let mut figures = Figures::new();
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
     println!(
-        "# jobs benchmark: {cores} cores, synchronous_commit on, {}",
+        "# jobs benchmark: {}, {cores} cores, durable commits, {}",
+        admin.driver.name(),
         chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
     );
+    let postgres_only = |scenario: &str| -> BenchResult {
+        if args.backend == "sqlite" {
+            return Err(format!("the `{scenario}` scenario runs on Postgres only").into());
+        }
+        Ok(())
+    };
     let shape = |s: &ShapeArg, delete| Shape {
         jobs: args.jobs,
         processes: s.processes,
@@ -167,12 +189,16 @@ async fn main() -> BenchResult {
     let mut ceilings_run = 0;
     for scenario in &args.scenarios {
         match scenario.as_str() {
+            "ceiling" if args.backend == "sqlite" => {
+                ceiling_sqlite::run(&sqlite_dir, args.seconds, &mut figures)?;
+                ceilings_run += 1;
+            }
             "ceiling" => {
                 ceiling::run(cluster.as_ref(), &url, &args.ceiling_dir, args.seconds, &mut figures)?;
                 ceilings_run += 1;
             }
             "enqueue" => {
-                enqueue::run(&pool, args.seconds, &args.enqueue_tasks, args.enqueue_batch, &mut figures)
+                enqueue::run(&admin, args.seconds, &args.enqueue_tasks, args.enqueue_batch, &mut figures)
                     .await?;
                 for tasks in &args.enqueue_tasks {
                     let name = format!("enqueue_{}_x{tasks}", args.enqueue_batch);
@@ -195,11 +221,15 @@ async fn main() -> BenchResult {
             "latency" => latency::run(&url, args.rate, args.seconds, &mut figures).await?,
             "memory" => memory::run(&url, &mut figures).await?,
             "sustained" => {
+                postgres_only("sustained")?;
                 let retention = (args.sustained_retention_secs > 0)
                     .then(|| std::time::Duration::from_secs(args.sustained_retention_secs));
                 sustained::run(&url, args.sustained_jobs, args.concurrency, retention, &mut figures).await?
             }
-            "dashboard" => dashboard::run(&url, args.dashboard_jobs, &mut figures).await?,
+            "dashboard" => {
+                postgres_only("dashboard")?;
+                dashboard::run(&url, args.dashboard_jobs, &mut figures).await?
+            }
             other => return Err(format!("unknown scenario `{other}`").into()),
         }
     }
@@ -216,5 +246,9 @@ async fn main() -> BenchResult {
     }
     std::fs::write(&args.json, serde_json::to_string_pretty(&figures)?)?;
     println!("figures written to {}", args.json);
+    drop(admin);
+    if args.backend == "sqlite" {
+        let _ = std::fs::remove_dir_all(&sqlite_dir);
+    }
     Ok(())
 }

@@ -45,7 +45,7 @@ pub(crate) async fn run(args: WorkerArgs) -> BenchResult {
     if args.delete_on_completion {
         queue = queue.delete_on_completion();
     }
-    let worker = Worker::builder(jobs_core::postgres::pool(&url, 8)?)
+    let worker = Worker::builder(jobs_core::driver_for_url(&url, 8)?)
         .queue_config(queue)
         .registry(registry()?)
         .node_name(args.node)

@@ -2,10 +2,12 @@
 //! (`shop`, which can run its workers in-process) and the separate worker binary
 //! (`shop-worker`). Jobs live in a library so both binaries register the same ones.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
+use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
+use jobs_core::driver::Driver;
 use jobs_core::{JobContext, Outcome, job};
 use serde::{Deserialize, Serialize};
 
@@ -113,10 +115,71 @@ pub async fn fulfil_order(ctx: JobContext, args: Fulfil) -> Result<String, Wareh
 /// Sends yesterday's figures to the team, every night at 03:00 UTC.
 #[job(kind = "shop.nightly_digest", queue = "reports", cron = "0 3 * * *")]
 pub async fn nightly_digest(ctx: JobContext) -> Result<String, jobs_core::Error> {
-    let mut conn = ctx.conn().await?;
-    let orders: i64 =
-        schema::orders::table.count().get_result(&mut conn).await.map_err(jobs_core::Error::Database)?;
+    let orders = Db::of_job(&ctx)?.count_orders().await?;
     Ok(format!("{orders} orders so far"))
+}
+
+/// The shop's database: Postgres or SQLite, as its URL says. The shop's own tables and its
+/// jobs live in it side by side, so that an order and its jobs commit together.
+#[derive(Clone)]
+pub enum Db {
+    /// A Postgres pool.
+    Postgres(jobs_core::Pool),
+    /// A SQLite pool.
+    Sqlite(jobs_core::sqlite::Pool),
+}
+
+/// Runs `$body` with `$conn`, a connection of the shop's database, whichever it is: the
+/// same diesel code compiles for each backend.
+macro_rules! with_connection {
+    ($db:expr, |$conn:ident| $body:expr) => {
+        match $db {
+            Db::Postgres(pool) => {
+                let mut $conn = pool.get().await?;
+                $body
+            }
+            Db::Sqlite(pool) => {
+                let mut $conn = pool.get().await?;
+                $body
+            }
+        }
+    };
+}
+
+impl Db {
+    /// Opens the database `url` names (`postgres://…` or `sqlite://…`) with a pool of
+    /// `connections`, migrates the jobs schema, creates the shop's tables, and returns it
+    /// with the driver the worker and the dashboard run on.
+    pub async fn open(url: &str, connections: usize) -> Result<(Db, Arc<dyn Driver>), jobs_core::Error> {
+        let driver = jobs_core::driver_for_url(url, connections)?;
+        driver.migrate().await?;
+        let db = Db::of_driver(&*driver)?;
+        with_connection!(&db, |conn| conn.batch_execute(schema::create_sql(&db)).await?);
+        Ok((db, driver))
+    }
+
+    /// The database a driver runs on.
+    pub fn of_driver(driver: &dyn Driver) -> Result<Db, jobs_core::Error> {
+        if let Some(pool) = driver.pool().downcast_ref::<jobs_core::Pool>() {
+            return Ok(Db::Postgres(pool.clone()));
+        }
+        if let Some(pool) = driver.pool().downcast_ref::<jobs_core::sqlite::Pool>() {
+            return Ok(Db::Sqlite(pool.clone()));
+        }
+        Err(jobs_core::Error::Pool(format!("the shop has no tables on the {} driver", driver.name())))
+    }
+
+    /// The database of the worker running a job.
+    pub fn of_job(ctx: &JobContext) -> Result<Db, jobs_core::Error> {
+        let driver =
+            ctx.driver().ok_or_else(|| jobs_core::Error::Pool("the job runs without a driver".into()))?;
+        Db::of_driver(&**driver)
+    }
+
+    /// How many orders there are.
+    pub async fn count_orders(&self) -> Result<i64, jobs_core::Error> {
+        with_connection!(self, |conn| Ok(schema::orders::table.count().get_result(&mut conn).await?))
+    }
 }
 
 /// The shop's own tables.
@@ -143,59 +206,73 @@ pub mod schema {
         }
     }
 
-    /// Creates the tables (the shop's own migration, kept inline for the example).
-    pub const CREATE: &str = "\
+    /// Creates the tables on Postgres (the shop's own migration, kept inline for the
+    /// example).
+    pub const CREATE_POSTGRES: &str = "\
         CREATE TABLE IF NOT EXISTS users (id bigserial PRIMARY KEY, email text NOT NULL UNIQUE);
         CREATE TABLE IF NOT EXISTS orders (id bigserial PRIMARY KEY, user_id bigint NOT NULL REFERENCES users, cents bigint NOT NULL);";
+
+    /// Creates the tables on SQLite.
+    pub const CREATE_SQLITE: &str = "\
+        CREATE TABLE IF NOT EXISTS users (id INTEGER PRIMARY KEY, email TEXT NOT NULL UNIQUE);
+        CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, user_id INTEGER NOT NULL REFERENCES users, cents INTEGER NOT NULL);";
+
+    /// The statements creating the tables on `db`'s backend.
+    pub fn create_sql(db: &super::Db) -> &'static str {
+        match db {
+            super::Db::Postgres(_) => CREATE_POSTGRES,
+            super::Db::Sqlite(_) => CREATE_SQLITE,
+        }
+    }
 }
 
 /// The shop's business operations: each writes its rows and enqueues its jobs in one
 /// transaction, so a job exists exactly when its rows do.
 pub mod store {
     use diesel::prelude::*;
-    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+    use diesel_async::{AsyncConnection, RunQueryDsl};
 
     use super::schema::{orders, users};
-    use super::{Fulfil, Welcome, fulfil_order, send_welcome};
+    use super::{Db, Fulfil, Welcome, fulfil_order, send_welcome};
 
     /// Signs up `email`: the user row and the welcome mail commit together. Returns the
     /// user's id.
-    pub async fn sign_up(conn: &mut AsyncPgConnection, email: &str) -> Result<i64, jobs_core::Error> {
-        conn.transaction(async |tx| {
-            let user_id: i64 = diesel::insert_into(users::table)
-                .values(users::email.eq(email))
-                .returning(users::id)
-                .get_result(tx)
-                .await?;
-            send_welcome::enqueue(&mut *tx, Welcome { user_id, email: email.to_owned() }).await?;
-            Ok(user_id)
+    pub async fn sign_up(db: &Db, email: &str) -> Result<i64, jobs_core::Error> {
+        with_connection!(db, |conn| {
+            conn.transaction(async |tx| {
+                let user_id: i64 = diesel::insert_into(users::table)
+                    .values(users::email.eq(email))
+                    .returning(users::id)
+                    .get_result(tx)
+                    .await?;
+                send_welcome::enqueue(&mut *tx, Welcome { user_id, email: email.to_owned() }).await?;
+                Ok(user_id)
+            })
+            .await
         })
-        .await
     }
 
     /// Places an order and queues its fulfilment, in one transaction. Returns the order id.
-    pub async fn place_order(
-        conn: &mut AsyncPgConnection,
-        user_id: i64,
-        cents: i64,
-    ) -> Result<i64, jobs_core::Error> {
-        conn.transaction(async |tx| {
-            let order_id: i64 = diesel::insert_into(orders::table)
-                .values((orders::user_id.eq(user_id), orders::cents.eq(cents)))
-                .returning(orders::id)
-                .get_result(tx)
-                .await?;
-            fulfil_order::enqueue(&mut *tx, Fulfil { order_id }).await?;
-            Ok(order_id)
+    pub async fn place_order(db: &Db, user_id: i64, cents: i64) -> Result<i64, jobs_core::Error> {
+        with_connection!(db, |conn| {
+            conn.transaction(async |tx| {
+                let order_id: i64 = diesel::insert_into(orders::table)
+                    .values((orders::user_id.eq(user_id), orders::cents.eq(cents)))
+                    .returning(orders::id)
+                    .get_result(tx)
+                    .await?;
+                fulfil_order::enqueue(&mut *tx, Fulfil { order_id }).await?;
+                Ok(order_id)
+            })
+            .await
         })
-        .await
     }
 }
 
 /// The shop's worker: its queues and their concurrency. The in-process worker of `shop`
 /// and the separate `shop-worker` binary both start from this.
-pub fn worker(pool: jobs_core::Pool) -> jobs_core::WorkerBuilder {
-    jobs_core::Worker::builder(pool)
+pub fn worker(driver: Arc<dyn Driver>) -> jobs_core::WorkerBuilder {
+    jobs_core::Worker::builder(driver)
         .queue("mailers", 10)
         .queue("billing", 5)
         .queue("reports", 1)

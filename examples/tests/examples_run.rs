@@ -1,5 +1,5 @@
 //! The examples run with one command each and do what their headers say: run as real
-//! processes, on the throwaway Postgres they start themselves.
+//! processes, on the SQLite file or the throwaway Postgres they start themselves.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -22,7 +22,12 @@ struct Running {
 
 impl Running {
     fn start(binary: &str, env: &[(&str, &str)]) -> Running {
+        Running::start_with(binary, &[], env)
+    }
+
+    fn start_with(binary: &str, args: &[&str], env: &[(&str, &str)]) -> Running {
         let mut command = Command::new(binary);
+        command.args(args);
         command
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -40,8 +45,12 @@ impl Running {
         Running { child, lines: BufReader::new(stdout).lines(), seen: Vec::new() }
     }
 
-    /// Waits (up to the deadline) for a line containing `needle`; returns it.
+    /// Waits (up to the deadline) for a line containing `needle`; returns it (the first
+    /// such line, also when it was read already).
     async fn line_with(&mut self, needle: &str) -> String {
+        if let Some(line) = self.seen.iter().find(|l| l.contains(needle)) {
+            return line.clone();
+        }
         let found = tokio::time::timeout(DEADLINE, async {
             while let Ok(Some(line)) = self.lines.next_line().await {
                 self.seen.push(line.clone());
@@ -79,8 +88,13 @@ struct N {
     n: i64,
 }
 
-/// A count, or `None` while the database cannot answer.
+/// A count on the database `url` names (the statements are written in the SQL both
+/// backends share), or `None` while the database cannot answer.
 async fn count(url: &str, sql: &str) -> Option<i64> {
+    if url.starts_with("sqlite:") {
+        let mut conn = jobs_core::sqlite::connect(url).await.ok()?;
+        return diesel::sql_query(sql).get_result::<N>(&mut conn).await.ok().map(|r| r.n);
+    }
     let mut conn = jobs_core::postgres::connect(url).await.ok()?;
     diesel::sql_query(sql).get_result::<N>(&mut conn).await.ok().map(|r| r.n)
 }
@@ -90,6 +104,15 @@ async fn wait_count(url: &str, sql: &str, at_least: i64) {
         (count(url, sql).await? >= at_least).then_some(())
     })
     .await;
+}
+
+async fn get(address: &str, path: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(address).await.expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("response");
+    response
 }
 
 async fn post(address: &str, path: &str, body: &str) -> String {
@@ -108,9 +131,10 @@ async fn post(address: &str, path: &str, body: &str) -> String {
 const FULFILLED: &str =
     "SELECT count(*) AS n FROM jobs WHERE kind = 'shop.fulfil_order' AND state = 'completed' AND attempt = 3";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_demo_shop_signs_up_in_one_transaction_runs_its_jobs_and_stops_cleanly() {
-    let mut shop = Running::start(env!("CARGO_BIN_EXE_shop"), &[]);
+/// Runs the demo shop (started by the caller) through its paces: a sign-up in one
+/// transaction, a rejected duplicate, orders that fail twice and succeed, cron schedules,
+/// a scheduled mail; then stops it cleanly.
+async fn the_shop_works(mut shop: Running) {
     let url = database_url(&shop.line_with("DATABASE_URL=").await);
     let dashboard = shop.line_with("dashboard: http://").await;
     let address = dashboard.trim_start_matches("dashboard: http://").trim_end_matches("/jobs/").to_owned();
@@ -150,7 +174,41 @@ async fn the_demo_shop_signs_up_in_one_transaction_runs_its_jobs_and_stops_clean
         .await,
         Some(1)
     );
+    // The dashboard serves its pages with the jobs in them.
+    let page = get(&address, "/jobs/jobs?state=completed").await;
+    assert!(page.starts_with("HTTP/1.1 200") && page.contains("shop.fulfil_order"), "{page}");
     shop.stop(nix::sys::signal::Signal::SIGINT, "worker stopped cleanly").await;
+}
+
+/// The libraries a running process has mapped.
+fn mapped_libraries(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("the process's maps")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_shop_runs_on_sqlite_with_no_postgres_anywhere() {
+    // No Postgres server binaries to be found, and none on PATH.
+    let env = [("JOBS_POSTGRES_BIN", "/nonexistent"), ("PATH", "/usr/bin:/bin")];
+    let refused = Command::new(env!("CARGO_BIN_EXE_shop"))
+        .arg("--postgres")
+        .env_remove("DATABASE_URL")
+        .envs(env)
+        .output()
+        .await
+        .expect("run");
+    assert!(!refused.status.success(), "--postgres cannot start a server here");
+    let mut shop = Running::start(env!("CARGO_BIN_EXE_shop"), &env);
+    assert!(shop.line_with("database: ").await.contains("sqlite"));
+    let maps = mapped_libraries(shop.child.id().expect("running"));
+    assert!(maps.contains("/shop"), "the maps are the demo's own");
+    assert!(!maps.contains("libpq"), "the demo links no libpq");
+    the_shop_works(shop).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_shop_runs_on_a_throwaway_postgres() {
+    let shop = Running::start_with(env!("CARGO_BIN_EXE_shop"), &["--postgres"], &[]);
+    the_shop_works(shop).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,23 +232,4 @@ async fn a_separate_worker_binary_runs_the_shops_jobs() {
     .await;
     worker.stop(nix::sys::signal::Signal::SIGTERM, "shop-worker stopped cleanly").await;
     shop.stop(nix::sys::signal::Signal::SIGINT, "stopping").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sync_enqueue_commits_or_rolls_back_with_the_transaction() {
-    let output = Command::new(env!("CARGO_BIN_EXE_sync-enqueue"))
-        .env_remove("DATABASE_URL")
-        .output()
-        .await
-        .expect("run");
-    let text = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{text}");
-    assert!(
-        text.contains(
-            "rolled back (invalid option `email`: rejected by a later check): no user row and no job"
-        ),
-        "{text}"
-    );
-    assert!(text.contains("jobs waiting: 1"), "{text}");
-    assert!(text.contains("ran job 1 (shop.send_welcome): completed"), "{text}");
 }

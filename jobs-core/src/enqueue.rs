@@ -23,7 +23,7 @@ pub type Enqueued = Inserted;
 
 /// Where jobs can be inserted from async code: a connection of a supported backend
 /// (`&mut AsyncPgConnection`, in a transaction or not; a pooled connection), a pool
-/// (`&Pool`), or a driver (`&PgDriver`, `&Arc<dyn Driver>`).
+/// (`&Pool`), or a driver (`&PgDriver`, `&SqliteDriver`, `&Arc<dyn Driver>`).
 pub trait Enqueuer: Send {
     /// Inserts the jobs in one statement.
     fn insert(self, jobs: &[NewJob]) -> impl Future<Output = Result<Vec<Inserted>>> + Send;
@@ -42,7 +42,9 @@ where
 }
 
 /// Through the driver: the insert commits by itself, and the driver wakes the workers.
-impl Enqueuer for &Arc<dyn Driver> {
+/// (Generic over the object's lifetime, which is `'static` for every driver: written so,
+/// the compiler can prove a future holding one `Send` for `tokio::spawn`.)
+impl<'d> Enqueuer for &Arc<dyn Driver + 'd> {
     async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
         Ok(self.job_insert_many(JobInsertManyParams { jobs, now: None }).await?)
     }
@@ -62,6 +64,15 @@ impl Enqueuer for &jobs_postgres::Pool {
 /// As [`Enqueuer for &Pool`](Enqueuer#impl-Enqueuer-for-%26Pool).
 #[cfg(feature = "postgres")]
 impl Enqueuer for &jobs_postgres::PgDriver {
+    async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
+        Ok(self.job_insert_many(JobInsertManyParams { jobs, now: None }).await?)
+    }
+}
+
+/// Through the SQLite driver: the insert commits by itself; this process's workers are
+/// woken at once, others' at their next read of `job_notifications`.
+#[cfg(feature = "sqlite")]
+impl Enqueuer for &jobs_sqlite::SqliteDriver {
     async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
         Ok(self.job_insert_many(JobInsertManyParams { jobs, now: None }).await?)
     }

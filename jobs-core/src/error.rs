@@ -134,7 +134,7 @@ impl Error {
     pub fn is_connection_error(&self) -> bool {
         match self {
             Error::Connection(_) | Error::Pool(_) => true,
-            Error::Database(e) => jobs_driver::is_connection_lost(e),
+            Error::Database(e) => jobs_driver::is_transient(e),
             _ => false,
         }
     }

@@ -8,13 +8,16 @@ use jobs_driver::Driver;
 use crate::error::{Error, Result};
 
 /// The driver for a database URL, on a pool of at most `max_connections`: the scheme
-/// picks the backend (`postgres://` or `postgresql://` with the `postgres` feature). For
-/// the CLI, the demo and anything that takes a URL from its environment.
+/// picks the backend (`postgres://` or `postgresql://` with the `postgres` feature,
+/// `sqlite://` with the `sqlite` feature). For the CLI, the demo and anything that takes
+/// a URL from its environment.
 pub fn driver_for_url(url: &str, max_connections: usize) -> Result<Arc<dyn Driver>> {
     let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
     match scheme {
         #[cfg(feature = "postgres")]
         "postgres" | "postgresql" => Ok(jobs_postgres::pool(url, max_connections)?.into_driver()),
+        #[cfg(feature = "sqlite")]
+        "sqlite" => Ok(jobs_sqlite::SqliteDriver::open(url, max_connections)?.into_driver()),
         _ => Err(Error::InvalidOption {
             option: "database_url",
             reason: format!(
@@ -29,6 +32,8 @@ pub fn driver_for_url(url: &str, max_connections: usize) -> Result<Arc<dyn Drive
 const BUILT_IN_SCHEMES: &[&str] = &[
     #[cfg(feature = "postgres")]
     "postgres://",
+    #[cfg(feature = "sqlite")]
+    "sqlite://",
 ];
 
 /// Converts into the shared driver the engine runs on: `Worker::builder(pool)`,
@@ -75,6 +80,20 @@ impl IntoDriver for &jobs_postgres::Pool {
 
 #[cfg(feature = "postgres")]
 impl IntoDriver for &jobs_postgres::PgDriver {
+    fn into_driver(self) -> Arc<dyn Driver> {
+        Arc::new(self.clone())
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl IntoDriver for jobs_sqlite::SqliteDriver {
+    fn into_driver(self) -> Arc<dyn Driver> {
+        Arc::new(self)
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl IntoDriver for &jobs_sqlite::SqliteDriver {
     fn into_driver(self) -> Arc<dyn Driver> {
         Arc::new(self.clone())
     }

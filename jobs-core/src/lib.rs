@@ -87,6 +87,10 @@ pub use jobs_driver::{Count, Inserted, JobFilter, JobRow, JobState, NewJob, Pars
 pub use jobs_postgres as postgres;
 #[cfg(feature = "postgres")]
 pub use jobs_postgres::{PgDriver, Pool, schema, wakeups};
+#[cfg(feature = "sqlite")]
+pub use jobs_sqlite as sqlite;
+#[cfg(feature = "sqlite")]
+pub use jobs_sqlite::SqliteDriver;
 
 pub use backend::JobsBackend;
 pub use backoff::Backoff;

@@ -49,12 +49,13 @@ pub enum DriverError {
 }
 
 impl DriverError {
-    /// Whether the error came from the connection going away (as opposed to a statement
-    /// the database rejected), so that retrying later may succeed.
+    /// Whether the error came from the connection going away or a database busy past its
+    /// wait (as opposed to a statement the database rejected), so that retrying later may
+    /// succeed (see [`is_transient`]).
     pub fn is_connection_error(&self) -> bool {
         match self {
             DriverError::Connection(_) | DriverError::Pool(_) => true,
-            DriverError::Database(e) => is_connection_lost(e),
+            DriverError::Database(e) => is_transient(e),
             _ => false,
         }
     }
@@ -65,9 +66,12 @@ impl DriverError {
     }
 }
 
-/// Whether a diesel error says the connection went away (closed, terminated by the
-/// server, lost mid-statement) rather than that the statement was rejected.
-pub fn is_connection_lost(e: &diesel::result::Error) -> bool {
+/// Whether a diesel error is one that retrying later may cure, as opposed to a statement
+/// the database rejected: the connection went away (closed, terminated by the server,
+/// lost mid-statement), or the database was busy past the wait it allows (SQLite's
+/// "database is locked" when another process held the write lock through the busy
+/// timeout).
+pub fn is_transient(e: &diesel::result::Error) -> bool {
     use diesel::result::Error as D;
     match e {
         D::DatabaseError(kind, info) => {
@@ -76,6 +80,8 @@ pub fn is_connection_lost(e: &diesel::result::Error) -> bool {
                 || message.contains("connection")
                 || message.contains("terminating")
                 || message.contains("gone away")
+                || message.contains("database is locked")
+                || message.contains("database table is locked")
         }
         D::BrokenTransactionManager => true,
         _ => false,

@@ -35,6 +35,7 @@ mod leader;
 mod node;
 mod notification;
 mod queue;
+pub mod rows;
 mod schedule;
 #[cfg(feature = "postgres")]
 pub mod sql_types;
@@ -48,11 +49,11 @@ pub mod validation;
 pub use async_trait::async_trait;
 pub use capability::{Capabilities, Capability};
 pub use driver::{Driver, Listener};
-pub use error::{DriverError, Result, is_connection_lost};
+pub use error::{DriverError, Result, is_transient};
 pub use job::*;
 pub use leader::{LeaderGetParams, LeaderReleaseParams, LeaderTryAcquireParams};
 pub use node::{NodeDeleteParams, NodeHeartbeatParams, NodeListParams, NodeRow};
-pub use notification::Notification;
+pub use notification::{AVAILABLE_CHANNEL, CONTROL_CHANNEL, Notification};
 pub use queue::{
     QueueDepth, QueueIsPausedParams, QueueListDepthsParams, QueueListPausedParams, QueueSetPausedParams,
 };

@@ -1,21 +1,29 @@
 //! Queues: their pause flag shared by every node, and their pending work.
 
-/// One queue's pending work, for the overview and queues pages.
-#[derive(Debug, Clone, PartialEq)]
+/// One queue's pending work, for the overview and queues pages. Drivers load it directly
+/// (`QueryableByName`: columns named as the fields).
+#[derive(Debug, Clone, PartialEq, diesel::QueryableByName)]
 pub struct QueueDepth {
     /// Queue name.
+    #[diesel(sql_type = diesel::sql_types::Text)]
     pub queue: String,
     /// Available jobs.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub available: i64,
     /// Scheduled jobs.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub scheduled: i64,
     /// Running jobs.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub running: i64,
     /// Retryable jobs.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub retryable: i64,
     /// Seconds the oldest available job has waited (its latency).
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Double>)]
     pub oldest_available_secs: Option<f64>,
     /// Whether the queue is paused.
+    #[diesel(sql_type = diesel::sql_types::Bool)]
     pub paused: bool,
 }
 

@@ -48,7 +48,7 @@ mod stats;
 pub mod testing;
 pub mod wakeups;
 
-pub use channels::{AVAILABLE_CHANNEL, CONTROL_CHANNEL};
 pub use driver::PgDriver;
+pub use jobs_driver::{AVAILABLE_CHANNEL, CONTROL_CHANNEL};
 pub use migrate::migrate;
 pub use pool::{Pool, PooledConnection, connect, pool};

@@ -1,9 +1,8 @@
 //! Queue-wide settings shared by every node (pausing and resuming) and every queue's
 //! pending work.
 
-use diesel::QueryableByName;
 use diesel::pg::Pg;
-use diesel::sql_types::{BigInt, Bool, Double, Nullable, Text};
+use diesel::sql_types::{Bool, Text};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::{QueueDepth, Result};
 
@@ -57,24 +56,6 @@ where
     Ok(rows.into_iter().map(|r| r.name).collect())
 }
 
-#[derive(QueryableByName)]
-struct DepthRow {
-    #[diesel(sql_type = Text)]
-    queue: String,
-    #[diesel(sql_type = BigInt)]
-    available: i64,
-    #[diesel(sql_type = BigInt)]
-    scheduled: i64,
-    #[diesel(sql_type = BigInt)]
-    running: i64,
-    #[diesel(sql_type = BigInt)]
-    retryable: i64,
-    #[diesel(sql_type = Nullable<Double>)]
-    oldest_available_secs: Option<f64>,
-    #[diesel(sql_type = Bool)]
-    paused: bool,
-}
-
 // One arm per partial index (claim, due, running), so each reads only its own states.
 const QUEUE_DEPTHS: &str = "\
 WITH pending AS (
@@ -109,17 +90,5 @@ pub(crate) async fn list_depths<C>(conn: &mut C) -> Result<Vec<QueueDepth>>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    let rows: Vec<DepthRow> = diesel::sql_query(QUEUE_DEPTHS).load(conn).await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| QueueDepth {
-            queue: r.queue,
-            available: r.available,
-            scheduled: r.scheduled,
-            running: r.running,
-            retryable: r.retryable,
-            oldest_available_secs: r.oldest_available_secs,
-            paused: r.paused,
-        })
-        .collect())
+    Ok(diesel::sql_query(QUEUE_DEPTHS).load(conn).await?)
 }

@@ -3,14 +3,11 @@
 
 use std::time::Duration;
 
-use diesel::sql_types::{BigInt, Integer, Text};
-use diesel_async::RunQueryDsl;
 use jobs_core::{JobContext, job};
 use serde::{Deserialize, Serialize};
 
-/// The table `step` writes one row to per attempt it starts.
-pub const RUNS_TABLE: &str =
-    "CREATE TABLE runs (job_id bigint NOT NULL, attempt int NOT NULL, node text NOT NULL)";
+use crate::any_db::AnyDb;
+pub use crate::any_db::RUNS_TABLE;
 
 /// Arguments of [`step`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -23,14 +20,11 @@ pub struct Step {
 #[job(kind = "fault.step", queue = "faults", max_attempts = 25,
       backoff = exponential(base = "100ms", max = "1s"))]
 pub async fn step(ctx: JobContext, args: Step) -> Result<(), jobs_core::Error> {
-    let mut conn = ctx.conn().await?;
-    diesel::sql_query("INSERT INTO runs (job_id, attempt, node) VALUES ($1, $2, $3)")
-        .bind::<BigInt, _>(ctx.id())
-        .bind::<Integer, _>(ctx.attempt())
-        .bind::<Text, _>(ctx.node())
-        .execute(&mut conn)
-        .await?;
-    drop(conn);
+    let driver = ctx.driver().ok_or_else(|| jobs_core::Error::Pool("no driver".into()))?;
+    AnyDb::of(&**driver)
+        .record_run(ctx.id(), ctx.attempt(), ctx.node())
+        .await
+        .map_err(jobs_core::Error::Pool)?;
     // The job's work (a stand-in for an HTTP call): it keeps jobs in flight, so a kill
     // lands mid-batch. No test waits on it; they wait on conditions.
     tokio::time::sleep(Duration::from_millis(args.work_ms)).await;

@@ -1,15 +1,18 @@
-//! What the fault-injection tests check after the faults: every job's fate, read from the
-//! `jobs` table and the `runs` table the [`step`](crate::fault_jobs::step) job writes.
+//! What the fault-injection tests check after the faults: every job's fate, read through
+//! the driver and from the `runs` table the [`step`](crate::fault_jobs::step) job writes,
+//! on any backend.
 
 use std::time::Duration;
+
+use std::collections::HashMap;
 
 use diesel::QueryableByName;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use jobs_core::driver::{JobFilter, JobListParams};
-use jobs_core::{IntoDriver, Pool};
+use jobs_core::driver::{Count as Counted, Driver, JobCountParams, JobFilter, JobListParams};
+use jobs_core::{IntoDriver, JobRow, JobState, Pool};
 
-use crate::fault_jobs::RUNS_TABLE;
+use crate::any_db::{AnyDb, RUNS_TABLE};
 use crate::wait_for;
 
 /// Counts the completed jobs.
@@ -37,26 +40,45 @@ pub async fn create_runs_table(conn: &mut AsyncPgConnection) {
     diesel::sql_query(RUNS_TABLE).execute(conn).await.expect("runs table");
 }
 
-/// How many rows break an invariant of `JobRow::invariant_violations` (read through the
-/// driver, a page at a time; each broken row is printed).
-pub async fn invalid_rows(pool: &Pool) -> i64 {
-    let driver = pool.into_driver();
+/// Every job, read through the driver a page at a time, oldest first.
+pub async fn all_jobs(driver: &dyn Driver) -> Vec<JobRow> {
     let filter = JobFilter::default();
-    let (mut before, mut invalid) = (None, 0);
+    let (mut before, mut all) = (None, Vec::new());
     loop {
         let page = driver
             .job_list(JobListParams { filter: &filter, before, limit: 10_000 })
             .await
             .expect("list jobs");
-        let Some(last) = page.last() else { return invalid };
+        let Some(last) = page.last() else { break };
         before = Some(last.id);
-        for row in &page {
-            let broken = row.invariant_violations();
-            if !broken.is_empty() {
-                println!("job {} breaks {broken:?}", row.id);
-                invalid += 1;
-            }
+        all.extend(page);
+    }
+    all.reverse();
+    all
+}
+
+/// How many rows break an invariant of `JobRow::invariant_violations` (each broken row is
+/// printed).
+pub async fn invalid_rows(db: impl IntoDriver) -> i64 {
+    let driver = db.into_driver();
+    let mut invalid = 0;
+    for row in all_jobs(&*driver).await {
+        let broken = row.invariant_violations();
+        if !broken.is_empty() {
+            println!("job {} breaks {broken:?}", row.id);
+            invalid += 1;
         }
+    }
+    invalid
+}
+
+/// How many jobs are in `states` (exactly, up to ten million), `None` while the database
+/// cannot answer.
+pub async fn try_count_states(driver: &dyn Driver, states: &[JobState]) -> Option<i64> {
+    let filter = JobFilter { states: states.to_vec(), ..JobFilter::default() };
+    match driver.job_count(JobCountParams { filter: &filter, cap: 10_000_000 }).await.ok()? {
+        Counted::Exact(n) => Some(n),
+        _ => None,
     }
 }
 
@@ -91,65 +113,67 @@ pub struct JobLedger {
 impl JobLedger {
     /// Waits until `enqueued` jobs are completed (failing the test after `deadline`),
     /// then reads the ledger.
-    pub async fn wait_all_completed(pool: &Pool, enqueued: usize, deadline: Duration) -> JobLedger {
+    pub async fn wait_all_completed(db: impl IntoDriver, enqueued: usize, deadline: Duration) -> JobLedger {
+        let driver = db.into_driver();
         let enqueued = i64::try_from(enqueued).expect("count fits");
         wait_for(&format!("all {enqueued} jobs to complete"), deadline, || async {
-            (try_count(pool, COMPLETED).await? >= enqueued).then_some(())
+            (try_count_states(&*driver, &[JobState::Completed]).await? >= enqueued).then_some(())
         })
         .await;
-        JobLedger::read(pool, enqueued).await
+        JobLedger::read(driver, enqueued).await
     }
 
-    /// Reads the ledger now (the checks on runs apply when the `runs` table exists).
-    pub async fn read(pool: &Pool, enqueued: i64) -> JobLedger {
-        let mut conn = pool.get().await.expect("connection");
-        let conn: &mut AsyncPgConnection = &mut conn;
-        let has_runs = count(conn, "SELECT count(*) AS n FROM pg_tables WHERE tablename = 'runs'").await > 0;
+    /// Reads the ledger now, through the driver (the checks on runs apply when the `runs`
+    /// table exists).
+    pub async fn read(db: impl IntoDriver, enqueued: i64) -> JobLedger {
+        let driver = db.into_driver();
+        let jobs = all_jobs(&*driver).await;
+        let count = |f: &dyn Fn(&JobRow) -> bool| jobs.iter().filter(|j| f(j)).count() as i64;
+        let error_entries = |job: &JobRow| job.errors.as_array().cloned().unwrap_or_default();
         let mut ledger = JobLedger {
             enqueued,
-            rows: count(conn, "SELECT count(*) AS n FROM jobs").await,
-            completed: count(conn, COMPLETED).await,
-            running: count(conn, "SELECT count(*) AS n FROM jobs WHERE state = 'running'").await,
+            rows: jobs.len() as i64,
+            completed: count(&|j| j.state == JobState::Completed),
+            running: count(&|j| j.state == JobState::Running),
             duplicates: 0,
             missing_final_run: 0,
             runs_after_final: 0,
-            unexplained_attempts: count(
-                conn,
-                "SELECT count(*) AS n FROM jobs j, generate_series(1, j.attempt - 1) AS a \
-                 WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.errors) e \
-                                   WHERE (e->>'attempt')::int = a)",
-            )
-            .await,
-            retried_jobs: count(conn, "SELECT count(*) AS n FROM jobs WHERE attempt > 1").await,
-            rescued_jobs: count(
-                conn,
-                "SELECT count(*) AS n FROM jobs WHERE EXISTS \
-                 (SELECT 1 FROM jsonb_array_elements(errors) e WHERE e->>'error_type' LIKE 'rescued_%')",
-            )
-            .await,
-            invalid_rows: invalid_rows(pool).await,
+            unexplained_attempts: jobs
+                .iter()
+                .map(|j| {
+                    let explained: Vec<i64> = error_entries(j)
+                        .iter()
+                        .filter_map(|e| e.get("attempt").and_then(|a| a.as_i64()))
+                        .collect();
+                    (1..i64::from(j.attempt)).filter(|a| !explained.contains(a)).count() as i64
+                })
+                .sum(),
+            retried_jobs: count(&|j| j.attempt > 1),
+            rescued_jobs: count(&|j| {
+                error_entries(j).iter().any(|e| {
+                    e.get("error_type").and_then(|t| t.as_str()).is_some_and(|t| t.starts_with("rescued_"))
+                })
+            }),
+            invalid_rows: jobs.iter().filter(|j| !j.invariant_violations().is_empty()).count() as i64,
         };
-        if has_runs {
-            ledger.duplicates = count(
-                conn,
-                "SELECT count(*) AS n FROM (SELECT job_id, attempt FROM runs GROUP BY 1, 2 HAVING count(*) > 1) d",
-            )
-            .await;
-            ledger.missing_final_run = count(
-                conn,
-                "SELECT count(*) AS n FROM jobs j WHERE j.state = 'completed' AND NOT EXISTS \
-                 (SELECT 1 FROM runs r WHERE r.job_id = j.id AND r.attempt = j.attempt)",
-            )
-            .await;
-            ledger.runs_after_final = count(
-                conn,
-                "SELECT count(*) AS n FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.attempt > j.attempt",
-            )
-            .await;
+        if let Some(runs) = AnyDb::of(&*driver).runs().await {
+            let final_attempt: HashMap<i64, (JobState, i32)> =
+                jobs.iter().map(|j| (j.id, (j.state, j.attempt))).collect();
+            let mut seen: HashMap<(i64, i32), i64> = HashMap::new();
+            for run in &runs {
+                *seen.entry((run.job_id, run.attempt)).or_default() += 1;
+                if final_attempt.get(&run.job_id).is_some_and(|(_, attempt)| run.attempt > *attempt) {
+                    ledger.runs_after_final += 1;
+                }
+            }
+            ledger.duplicates = seen.values().filter(|n| **n > 1).count() as i64;
+            ledger.missing_final_run = jobs
+                .iter()
+                .filter(|j| j.state == JobState::Completed && !seen.contains_key(&(j.id, j.attempt)))
+                .count() as i64;
         }
         ledger
     }
-
     /// Jobs enqueued and not completed.
     pub fn lost(&self) -> i64 {
         self.enqueued - self.completed

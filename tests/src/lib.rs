@@ -1,6 +1,7 @@
 //! Shared helpers for the end-to-end tests: the conformance suite every backend runs, and
 //! the jobs of the fault-injection tests.
 
+pub mod any_db;
 pub mod conformance;
 pub mod fault_jobs;
 pub mod faults;

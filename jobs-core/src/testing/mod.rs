@@ -35,5 +35,8 @@ pub use context::job_context;
 pub use inline::{InlineDriver, inline};
 #[cfg(feature = "postgres")]
 pub use jobs_postgres::testing::{PgCluster, Server, TestDatabase, cluster, replace_database};
+/// A migrated SQLite database file per test (feature `sqlite`).
+#[cfg(feature = "sqlite")]
+pub use jobs_sqlite::testing::TestDatabase as SqliteTestDatabase;
 pub use running::{drain_queue, perform_job};
 pub use waiting::wait_for;

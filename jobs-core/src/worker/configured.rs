@@ -19,6 +19,7 @@ use crate::maintenance::{
     CronEnqueuer, LeaderConfig, LeaderElector, Pruner, PrunerConfig, Rescuer, RescuerConfig, Scheduler,
     SchedulerConfig, ServiceContext,
 };
+use crate::retry_pause::RetryPause;
 
 /// The maintenance services a worker runs while it leads.
 pub(super) struct Maintenance {
@@ -38,6 +39,40 @@ pub struct Worker {
     pub(super) listen: bool,
 }
 
+/// How long a starting worker retries a database that is unreachable or busy (SQLite's
+/// write lock held by another process) before `start` fails with its error.
+pub(crate) const START_RETRY_FOR: Duration = Duration::from_secs(30);
+
+/// Registers the node before it claims anything (so the rescuer never mistakes its jobs
+/// for orphans) and reads the pause flags (so a paused queue is not fetched even once).
+/// A transient error is retried for [`START_RETRY_FOR`].
+async fn register(shared: &Shared) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + START_RETRY_FOR;
+    let mut pause = RetryPause::new(Duration::from_millis(50), Duration::from_secs(2));
+    loop {
+        let registered = async {
+            heartbeat::beat(shared).await?;
+            Ok::<_, crate::error::Error>(shared.driver.queue_list_paused(QueueListPausedParams {}).await?)
+        }
+        .await;
+        match registered {
+            Ok(paused) => {
+                for name in paused {
+                    if let Some(q) = shared.queues.get(&name) {
+                        q.paused.store(true, Ordering::Release);
+                    }
+                }
+                return Ok(());
+            }
+            Err(e) if e.is_connection_error() && tokio::time::Instant::now() < deadline => {
+                tracing::warn!(error = %e, "registering the node failed; retrying");
+                tokio::time::sleep(pause.failed()).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 impl Worker {
     /// The node's name.
     pub fn node(&self) -> &str {
@@ -50,14 +85,7 @@ impl Worker {
     pub async fn start(self) -> Result<WorkerHandle> {
         panic_capture::install_hook();
         let shared = self.shared;
-        // Register before claiming anything, so the rescuer never mistakes our jobs for
-        // orphans; read pause flags so a paused queue is not fetched even once.
-        heartbeat::beat(&shared).await?;
-        for name in shared.driver.queue_list_paused(QueueListPausedParams {}).await? {
-            if let Some(q) = shared.queues.get(&name) {
-                q.paused.store(true, Ordering::Release);
-            }
-        }
+        register(&shared).await?;
         let stop_fetch = CancellationToken::new();
         let stop_completer = CancellationToken::new();
         let give_up = CancellationToken::new();

@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use jobs_driver::{DriverError as Error, Result};
 
+pub use super::server_binaries::{BIN_DIR_VAR, find_server_binaries};
+
 /// Server settings for a cluster that only tests use: durability off, room for many
 /// connections, a short autovacuum naptime.
 pub const TEST_SETTINGS: &[(&str, &str)] = &[
@@ -46,37 +48,6 @@ fn cluster_error(what: impl Into<String>) -> Error {
 /// Whether this process runs as root (the owner of `/proc/self` is the effective uid).
 fn running_as_root() -> bool {
     fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
-}
-
-/// Finds the directory holding `initdb`, `pg_ctl` and `postgres`: first on `PATH`, then
-/// the newest `/usr/lib/postgresql/*/bin`.
-pub fn find_server_binaries() -> Result<PathBuf> {
-    let has_all = |dir: &Path| ["initdb", "pg_ctl", "postgres"].iter().all(|b| dir.join(b).is_file());
-    if let Some(path) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&path) {
-            if has_all(&dir) {
-                return Ok(dir);
-            }
-        }
-    }
-    let mut versions: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok())
-                .filter_map(|e| {
-                    let version = e.file_name().to_str()?.parse::<u32>().ok()?;
-                    Some((version, e.path().join("bin")))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    versions.sort();
-    versions.into_iter().rev().map(|(_, dir)| dir).find(|dir| has_all(dir)).ok_or_else(|| {
-        cluster_error(
-            "no Postgres server binaries (initdb, pg_ctl, postgres) on PATH or in \
-                 /usr/lib/postgresql/*/bin; install them (apt-get install postgresql) or set DATABASE_URL",
-        )
-    })
 }
 
 impl PgCluster {

@@ -7,6 +7,7 @@ pub mod cluster;
 mod database;
 #[cfg(test)]
 pub(crate) mod explain;
+mod server_binaries;
 
 pub use cluster::PgCluster;
 pub use database::{Server, TestDatabase, replace_database};

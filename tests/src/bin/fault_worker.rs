@@ -1,5 +1,6 @@
 //! A worker process for the fault-injection tests: runs the `faults` queue of the
-//! database at `--url` until SIGTERM (graceful shutdown, exit 0) or SIGKILL.
+//! database at `--url` (`postgres://` or `sqlite://`) until SIGTERM (graceful shutdown,
+//! exit 0) or SIGKILL.
 //!
 //! Timings are short so that a killed node's jobs are rescued within seconds. Logs go to
 //! stderr (warnings and up); the tests read them for panics.
@@ -33,7 +34,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
         .with_writer(std::io::stderr)
         .init();
-    let pool = jobs_core::postgres::pool(&args.url, args.concurrency + 6)?;
+    let driver = jobs_core::driver_for_url(&args.url, args.concurrency + 6)?;
     // Naming the jobs also keeps the library's registrations linked into the binary.
     let registry = Registry::from_inventory()?;
     for kind in [step::KIND, noop::KIND] {
@@ -41,7 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             return Err(format!("job kind {kind} is not registered").into());
         }
     }
-    let handle = Worker::builder(pool)
+    let handle = Worker::builder(driver)
         .registry(registry)
         .queue("faults", args.concurrency)
         .node_name(&args.node)

@@ -1,7 +1,7 @@
 //! Enqueueing from synchronous diesel: an r2d2 pool of `PgConnection`s, as in an app that
 //! does not use async diesel. The job commits or rolls back with the transaction.
 //!
-//!     cargo run -p jobs-examples --bin sync-enqueue
+//!     cargo run -p jobs-example-sync --bin sync-enqueue
 //!
 //! Without `DATABASE_URL` it starts a throwaway Postgres. It signs up one user (user row +
 //! welcome mail in one transaction), attempts a second sign-up that rolls back (no user,
@@ -40,7 +40,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     jobs_core::migrate(jobs_core::postgres::connect(&url).await?).await?;
     let sync_pool = Pool::builder().max_size(4).build(ConnectionManager::<PgConnection>::new(&url))?;
     let mut conn = sync_pool.get()?;
-    conn.batch_execute(schema::CREATE)?;
+    conn.batch_execute(schema::CREATE_POSTGRES)?;
 
     println!("signing up ada@example.com:");
     let user = sign_up(&mut conn, "ada@example.com", false)?;

@@ -1,0 +1,125 @@
+//! [`SqliteDriver`]: the [`Driver`] on a SQLite database file. Each operation runs on a
+//! pooled connection's blocking thread (see `exec`); writes take this process's turn at
+//! the file's one write lock.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobs_driver::{Capabilities, Capability, DriverError, Notification, Result};
+
+use crate::exec::write;
+use crate::local::{self, Local};
+use crate::pool::{self, ConnectionSettings, Pool, PooledConnection};
+
+/// What SQLite can do: notifications (through `job_notifications`, read every
+/// [`notification_poll`](SqliteDriver::notification_poll)), JSON containment search (an
+/// SQL function on each connection), and `RETURNING`. It has no `SKIP LOCKED` (one writer
+/// at a time: claims take turns) and no statistics to estimate counts from.
+pub const CAPABILITIES: Capabilities = Capabilities::NONE
+    .with(Capability::ListenNotify)
+    .with(Capability::JsonContainment)
+    .with(Capability::Returning);
+
+/// The default of [`SqliteDriver::notification_poll`].
+pub const DEFAULT_NOTIFICATION_POLL: Duration = Duration::from_millis(25);
+
+/// The SQLite driver. Cheap to clone (the pool is shared).
+///
+/// Several processes can share one database file on one host; SQLite serves one writer
+/// at a time, which the driver's writes (claims, completions, inserts) take in turn.
+#[derive(Clone)]
+pub struct SqliteDriver {
+    pub(crate) pool: Pool,
+    path: PathBuf,
+    pub(crate) local: Arc<Local>,
+    pub(crate) notification_poll: Duration,
+}
+
+impl std::fmt::Debug for SqliteDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let status = self.pool.status();
+        f.debug_struct("SqliteDriver")
+            .field("path", &self.path)
+            .field("pool_size", &status.size)
+            .field("max_size", &status.max_size)
+            .finish()
+    }
+}
+
+impl SqliteDriver {
+    /// The driver on the database `url` names (`sqlite://path/to/jobs.db`; the file is
+    /// created when missing), with a pool of at most `max_connections`.
+    pub fn open(url: &str, max_connections: usize) -> Result<SqliteDriver> {
+        SqliteDriver::open_with(url, max_connections, ConnectionSettings::default())
+    }
+
+    /// [`open`](Self::open) with `settings` for each connection.
+    pub fn open_with(
+        url: &str,
+        max_connections: usize,
+        settings: ConnectionSettings,
+    ) -> Result<SqliteDriver> {
+        let path = pool::database_path(url)?;
+        Ok(SqliteDriver::new(pool::pool_with(url, max_connections, settings)?, &path))
+    }
+
+    /// The driver on `pool`, a pool of connections to the file at `path`.
+    pub fn new(pool: Pool, path: &Path) -> SqliteDriver {
+        SqliteDriver {
+            pool,
+            path: path.to_path_buf(),
+            local: local::for_file(path),
+            notification_poll: DEFAULT_NOTIFICATION_POLL,
+        }
+    }
+
+    /// How often a listener reads the notifications other processes committed (default
+    /// 25 ms; this process's own reach its listeners at once). Between 1 ms and 10 s.
+    pub fn notification_poll(mut self, every: Duration) -> Result<SqliteDriver> {
+        if every < Duration::from_millis(1) || every > Duration::from_secs(10) {
+            return Err(DriverError::Runtime(format!(
+                "notification_poll: {every:?} is outside 1 ms to 10 s"
+            )));
+        }
+        self.notification_poll = every;
+        Ok(self)
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `op` (sync, on the connection's thread) as a write, then delivers the
+    /// notifications it added to this process's listeners.
+    pub(crate) async fn write_notifying<R, F>(&self, op: F) -> Result<R>
+    where
+        F: FnOnce(&mut diesel::SqliteConnection) -> Result<(R, Vec<Notification>)> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (result, told) = write(&self.pool, &self.local, op).await?;
+        self.deliver(told);
+        Ok(result)
+    }
+
+    /// This process's turn at the write lock, and a pooled connection to write with: for
+    /// the async operations an application may also run on its own connection (see
+    /// `operations::in_transaction!`).
+    pub(crate) async fn write_turn(&self) -> Result<(tokio::sync::MutexGuard<'_, ()>, PooledConnection)> {
+        let turn = self.local.write_gate.lock().await;
+        Ok((turn, pool::get(&self.pool).await?))
+    }
+
+    pub(crate) fn deliver(&self, told: Vec<Notification>) {
+        for notification in told {
+            // No listener in this process is not an error.
+            let _ = self.local.wake.send(notification);
+        }
+    }
+}

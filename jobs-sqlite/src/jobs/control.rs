@@ -1,0 +1,113 @@
+//! Actions on jobs, one or many in one statement: cancel, retry, delete. They run on any
+//! async connection, in its transaction if it is in one: the application's (through
+//! `connection`), or the driver's own. Their notifications are added to
+//! `job_notifications` in the same transaction and returned, so that the driver can also
+//! deliver them in this process once it commits.
+
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Text};
+use diesel::sqlite::Sqlite;
+use diesel_async::{AsyncConnectionCore, RunQueryDsl};
+use jobs_driver::{JobState, Notification, Result};
+
+use super::read::ids_json;
+use crate::notifications;
+
+#[derive(QueryableByName)]
+struct Changed {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Text)]
+    state: String,
+    #[diesel(sql_type = Text)]
+    queue: String,
+}
+
+// A running job is only marked; its node hears `{"cancel": id}`.
+const CANCEL: &str = "\
+UPDATE jobs
+SET state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
+    finalized_at = CASE WHEN state = 'running' THEN NULL ELSE ?2 END,
+    cancel_requested_at = ?2
+WHERE id IN (SELECT value FROM json_each(?1)) AND state IN ('available', 'scheduled', 'running', 'retryable')
+RETURNING id, state, queue";
+
+const RETRY: &str = "\
+UPDATE jobs
+SET state = 'available', scheduled_at = ?2, finalized_at = NULL, cancel_requested_at = NULL,
+    max_attempts = max(max_attempts, attempt + 1)
+WHERE id IN (SELECT value FROM json_each(?1)) AND state <> 'running'
+RETURNING id, state, queue";
+
+async fn change<C>(conn: &mut C, sql: &'static str, ids: &[i64], now_ms: i64) -> Result<Vec<Changed>>
+where
+    C: AsyncConnectionCore<Backend = Sqlite> + Send,
+{
+    Ok(diesel::sql_query(sql).bind::<Text, _>(ids_json(ids)).bind::<BigInt, _>(now_ms).load(conn).await?)
+}
+
+async fn tell<C>(conn: &mut C, notifications: &[Notification], now_ms: i64) -> Result<()>
+where
+    C: AsyncConnectionCore<Backend = Sqlite> + Send,
+{
+    for n in notifications {
+        notifications::add_async(conn, n, now_ms).await?;
+    }
+    Ok(())
+}
+
+/// Cancels the jobs of `ids` that are not finished: one that is not running at once
+/// (`cancelled`); a running one is marked and its node told (`running`). Returns the
+/// state each changed job is in, and the notifications added.
+pub(crate) async fn cancel_many<C>(
+    conn: &mut C,
+    ids: &[i64],
+    now_ms: i64,
+) -> Result<(Vec<JobState>, Vec<Notification>)>
+where
+    C: AsyncConnectionCore<Backend = Sqlite> + Send,
+{
+    let changed = change(conn, CANCEL, ids, now_ms).await?;
+    let states = changed
+        .iter()
+        .map(|c| c.state.parse::<JobState>().map_err(|e| jobs_driver::DriverError::unexpected(e.to_string())))
+        .collect::<Result<Vec<_>>>()?;
+    let told: Vec<Notification> = changed
+        .iter()
+        .zip(&states)
+        .filter(|(_, state)| **state == JobState::Running)
+        .map(|(c, _)| Notification::CancelJob { id: c.id })
+        .collect();
+    tell(conn, &told, now_ms).await?;
+    Ok((states, told))
+}
+
+/// Makes the jobs of `ids` that are not running available now, granting one more attempt
+/// to those that used them all. Returns how many changed, and the wake-ups added.
+pub(crate) async fn retry_many<C>(conn: &mut C, ids: &[i64], now_ms: i64) -> Result<(i64, Vec<Notification>)>
+where
+    C: AsyncConnectionCore<Backend = Sqlite> + Send,
+{
+    let changed = change(conn, RETRY, ids, now_ms).await?;
+    let mut queues: Vec<&str> = changed.iter().map(|c| c.queue.as_str()).collect();
+    queues.sort_unstable();
+    queues.dedup();
+    let woken: Vec<Notification> =
+        queues.into_iter().map(|queue| Notification::JobsAvailable { queue: queue.to_owned() }).collect();
+    tell(conn, &woken, now_ms).await?;
+    Ok((changed.len() as i64, woken))
+}
+
+/// Deletes the jobs of `ids` that are not running (cancel them first). Returns how many went.
+pub(crate) async fn delete_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+where
+    C: AsyncConnectionCore<Backend = Sqlite> + Send,
+{
+    let n = diesel::sql_query(
+        "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?)) AND state <> 'running'",
+    )
+    .bind::<Text, _>(ids_json(ids))
+    .execute(conn)
+    .await?;
+    Ok(n as i64)
+}

@@ -1,0 +1,204 @@
+//! Inserting jobs: one prepared statement per row, in input order, in whatever transaction
+//! the connection is in, plus one `job_notifications` row per queue that received
+//! available jobs (see `notifications`).
+//!
+//! SQLite runs in this process: a statement costs a few microseconds, so a batch is a loop
+//! over one cached statement rather than one large statement whose text changes with the
+//! batch size. A uniqueness key is checked first (`jobs_unique_idx` finds the row holding
+//! it); SQLite's one writer means nothing can take the key between the check and the
+//! insert.
+
+use diesel::connection::LoadConnection;
+use diesel::query_builder::{BoxedSqlQuery, SqlQuery};
+use diesel::sql_types::{BigInt, Binary, Integer, Nullable, SmallInt, Text};
+use diesel::sqlite::Sqlite;
+use diesel_async::AsyncConnectionCore;
+use jobs_driver::{Inserted, JobState, NewJob, Notification, Result};
+
+use crate::notifications;
+use crate::rows::Id;
+use crate::time::to_ms;
+
+const INSERT: &str = "\
+INSERT INTO jobs (state, kind, queue, args, meta, tags, priority, max_attempts, timeout_ms,
+                  created_at, scheduled_at, unique_key, unique_states)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING id";
+
+// The terms of `jobs_unique_idx`'s predicate, repeated so that SQLite uses it.
+const HELD: &str = "\
+SELECT id FROM jobs
+WHERE unique_key = ? AND unique_key IS NOT NULL AND instr(unique_states, '\"' || state || '\"') > 0";
+
+type Query<'a> = BoxedSqlQuery<'a, Sqlite, SqlQuery>;
+
+/// One input row as its statement binds it.
+struct Planned<'a> {
+    job: &'a NewJob,
+    state: JobState,
+    scheduled_at: i64,
+    tags: String,
+    unique_states: Option<String>,
+    /// The key to look for first: set when the row, in its state, would hold its key.
+    check_key: Option<&'a [u8]>,
+}
+
+/// The rows to insert (in-batch duplicates of a uniqueness key go once: `slot[i]` says
+/// which row input `i` maps to).
+pub(crate) struct Plan<'a> {
+    rows: Vec<Planned<'a>>,
+    slot: Vec<usize>,
+}
+
+/// Plans the insert of `jobs` at `now_ms`: due times, states, and the keys to check.
+pub(crate) fn plan(jobs: &[NewJob], now_ms: i64) -> Plan<'_> {
+    let mut rows: Vec<Planned<'_>> = Vec::with_capacity(jobs.len());
+    let mut slot = Vec::with_capacity(jobs.len());
+    let mut first_with_key: std::collections::HashMap<&[u8], usize> = Default::default();
+    for job in jobs {
+        if let Some((key, _)) = &job.unique {
+            if let Some(&first) = first_with_key.get(key.as_slice()) {
+                slot.push(first);
+                continue;
+            }
+            first_with_key.insert(key.as_slice(), rows.len());
+        }
+        let scheduled_at = job.run_at.map(to_ms).unwrap_or(now_ms.saturating_add(job.delay_ms.unwrap_or(0)));
+        let state = if scheduled_at > now_ms { JobState::Scheduled } else { JobState::Available };
+        let unique_states = job.unique.as_ref().map(|(_, states)| states_json(states));
+        let check_key =
+            job.unique.as_ref().filter(|(_, states)| states.contains(&state)).map(|(k, _)| k.as_slice());
+        slot.push(rows.len());
+        rows.push(Planned {
+            job,
+            state,
+            scheduled_at,
+            tags: strings_json(&job.tags),
+            unique_states,
+            check_key,
+        });
+    }
+    Plan { rows, slot }
+}
+
+impl Plan<'_> {
+    /// The inserts' results in input order, given each planned row's: a later copy of a
+    /// key in the batch maps to the first copy's job, as existing.
+    fn results(&self, per_row: &[Inserted]) -> Vec<Inserted> {
+        let mut used = vec![false; per_row.len()];
+        self.slot
+            .iter()
+            .map(|&row| {
+                let first_use = !std::mem::replace(&mut used[row], true);
+                Inserted { id: per_row[row].id, existing: per_row[row].existing || !first_use }
+            })
+            .collect()
+    }
+
+    /// One wake-up per queue that received available jobs.
+    fn wake_ups(&self, per_row: &[Inserted]) -> Vec<Notification> {
+        let mut queues: Vec<&str> = Vec::new();
+        for (row, inserted) in self.rows.iter().zip(per_row) {
+            if !inserted.existing && row.state == JobState::Available && !queues.contains(&&*row.job.queue) {
+                queues.push(&row.job.queue);
+            }
+        }
+        queues.into_iter().map(|queue| Notification::JobsAvailable { queue: queue.to_owned() }).collect()
+    }
+}
+
+/// State names as the JSON array `unique_states` stores.
+pub(crate) fn states_json(states: &[JobState]) -> String {
+    serde_json::Value::from(states.iter().map(|s| s.as_str()).collect::<Vec<_>>()).to_string()
+}
+
+/// Strings as the JSON array `tags` and `attempted_by` store.
+pub(crate) fn strings_json(tags: &[String]) -> String {
+    if tags.is_empty() { "[]".to_owned() } else { serde_json::Value::from(tags).to_string() }
+}
+
+fn insert_query<'a>(row: &'a Planned<'a>, now_ms: i64) -> Query<'a> {
+    let job = row.job;
+    diesel::sql_query(INSERT)
+        .into_boxed()
+        .bind::<Text, _>(row.state.as_str())
+        .bind::<Text, _>(&*job.kind)
+        .bind::<Text, _>(&*job.queue)
+        .bind::<Text, _>(job.args.as_str())
+        .bind::<Text, _>(&*job.meta)
+        .bind::<Text, _>(row.tags.as_str())
+        .bind::<SmallInt, _>(job.priority)
+        .bind::<Integer, _>(job.max_attempts)
+        .bind::<Nullable<BigInt>, _>(job.timeout_ms)
+        .bind::<BigInt, _>(now_ms)
+        .bind::<BigInt, _>(row.scheduled_at)
+        .bind::<Nullable<Binary>, _>(job.unique.as_ref().map(|(key, _)| key.as_slice()))
+        .bind::<Nullable<Text>, _>(row.unique_states.as_deref())
+}
+
+fn held_query(key: &[u8]) -> Query<'_> {
+    diesel::sql_query(HELD).into_boxed().bind::<Binary, _>(key)
+}
+
+/// Inserts `jobs` at `now_ms` on a synchronous connection (the driver's own, or an
+/// application's), in whatever transaction it is in. Returns each input's result and
+/// the wake-ups it added to `job_notifications`.
+pub(crate) fn insert_many_sync<C>(
+    conn: &mut C,
+    jobs: &[NewJob],
+    now_ms: i64,
+) -> Result<(Vec<Inserted>, Vec<Notification>)>
+where
+    C: LoadConnection<Backend = Sqlite>,
+{
+    use diesel::RunQueryDsl;
+    let plan = plan(jobs, now_ms);
+    let mut per_row = Vec::with_capacity(plan.rows.len());
+    for row in &plan.rows {
+        let held: Option<Id> = match row.check_key {
+            Some(key) => held_query(key).load::<Id>(conn)?.into_iter().next(),
+            None => None,
+        };
+        per_row.push(match held {
+            Some(held) => Inserted { id: held.id, existing: true },
+            None => Inserted { id: insert_query(row, now_ms).get_result::<Id>(conn)?.id, existing: false },
+        });
+    }
+    let wake_ups = plan.wake_ups(&per_row);
+    for wake_up in &wake_ups {
+        notifications::add(conn, wake_up, now_ms)?;
+    }
+    Ok((plan.results(&per_row), wake_ups))
+}
+
+/// [`insert_many_sync`] on an async connection of the application's (each statement is
+/// one trip to the connection's blocking thread).
+pub(crate) async fn insert_many_async<C>(
+    conn: &mut C,
+    jobs: &[NewJob],
+    now_ms: i64,
+) -> Result<(Vec<Inserted>, Vec<Notification>)>
+where
+    C: AsyncConnectionCore<Backend = Sqlite> + Send,
+{
+    use diesel_async::RunQueryDsl;
+    let plan = plan(jobs, now_ms);
+    let mut per_row = Vec::with_capacity(plan.rows.len());
+    for row in &plan.rows {
+        let held: Option<Id> = match row.check_key {
+            Some(key) => held_query(key).load::<Id>(conn).await?.into_iter().next(),
+            None => None,
+        };
+        per_row.push(match held {
+            Some(held) => Inserted { id: held.id, existing: true },
+            None => {
+                Inserted { id: insert_query(row, now_ms).get_result::<Id>(conn).await?.id, existing: false }
+            }
+        });
+    }
+    let wake_ups = plan.wake_ups(&per_row);
+    for wake_up in &wake_ups {
+        notifications::add_async(conn, wake_up, now_ms).await?;
+    }
+    Ok((plan.results(&per_row), wake_ups))
+}

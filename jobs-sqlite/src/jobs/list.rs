@@ -1,0 +1,120 @@
+//! Selections of jobs for the dashboard and the CLI: filtered lists with keyset pages, and
+//! counts, exact up to a cap (SQLite keeps no statistics to estimate from).
+
+use diesel::sql_types::{BigInt, Text};
+use diesel::sqlite::Sqlite;
+use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
+use jobs_driver::{Count, JobFilter, JobRow, JobState, Result};
+
+use super::read::{JOB_COLUMNS, StoredJob, into_rows};
+use crate::rows::{Count as CountRow, Id};
+use crate::time::to_ms;
+
+type Query = diesel::query_builder::BoxedSqlQuery<'static, Sqlite, diesel::query_builder::SqlQuery>;
+
+/// `{head} SELECT {what} FROM jobs WHERE …` for `filter`, with its values bound. State names
+/// are written as literals (they come from the closed `JobState` enum), so that SQLite
+/// can match the partial indexes whose predicates name them.
+fn filtered(head: &str, what: &str, filter: &JobFilter) -> Query {
+    let mut q = diesel::sql_query(format!("{head}SELECT {what} FROM jobs WHERE true")).into_boxed::<Sqlite>();
+    if !filter.states.is_empty() {
+        let names: Vec<String> = filter.states.iter().map(|s| format!("'{}'", s.as_str())).collect();
+        q = q.sql(format!(" AND state IN ({})", names.join(", ")));
+    }
+    if let Some(queue) = &filter.queue {
+        q = q.sql(" AND queue = ?").bind::<Text, _>(queue.clone());
+    }
+    if let Some(kind) = &filter.kind {
+        q = q.sql(" AND kind = ?").bind::<Text, _>(kind.clone());
+    }
+    if let Some(tag) = &filter.tag {
+        q = q
+            .sql(" AND EXISTS (SELECT 1 FROM json_each(jobs.tags) WHERE value = ?)")
+            .bind::<Text, _>(tag.clone());
+    }
+    if let Some(search) = &filter.search {
+        let search = search.to_string();
+        q = q
+            .sql(" AND (jobs_json_contains(args, ?) OR jobs_json_contains(meta, ?))")
+            .bind::<Text, _>(search.clone())
+            .bind::<Text, _>(search);
+    }
+    if let Some(from) = filter.from {
+        q = q.sql(" AND created_at >= ?").bind::<BigInt, _>(to_ms(from));
+    }
+    if let Some(to) = filter.to {
+        q = q.sql(" AND created_at < ?").bind::<BigInt, _>(to_ms(to));
+    }
+    q
+}
+
+/// The filter's rows older than `before`, newest first, at most `limit`.
+fn page(what: &str, filter: &JobFilter, before: Option<i64>, limit: i64) -> Query {
+    let mut q = filtered("", what, filter);
+    if let Some(before) = before {
+        q = q.sql(" AND id < ?").bind::<BigInt, _>(before);
+    }
+    q.sql(" ORDER BY id DESC LIMIT ?").bind::<BigInt, _>(limit)
+}
+
+/// A page of jobs, newest first, strictly older than `before` (an id) when given.
+pub(crate) fn list(
+    conn: &mut SqliteConnection,
+    filter: &JobFilter,
+    before: Option<i64>,
+    limit: i64,
+) -> Result<Vec<JobRow>> {
+    let rows: Vec<StoredJob> = page(JOB_COLUMNS, filter, before, limit).load(conn)?;
+    into_rows(rows)
+}
+
+/// The ids of up to `limit` jobs matching `filter` with id below `before` (for bulk
+/// actions, which walk the filter in bounded batches).
+pub(crate) fn list_ids(
+    conn: &mut SqliteConnection,
+    filter: &JobFilter,
+    before: Option<i64>,
+    limit: i64,
+) -> Result<Vec<i64>> {
+    let rows: Vec<Id> = page("id", filter, before, limit).load(conn)?;
+    Ok(rows.into_iter().map(|r| r.id).collect())
+}
+
+/// Counts the jobs matching `filter`: exactly up to `cap`; past it, only that there are
+/// more (`AtLeast`).
+pub(crate) fn count(conn: &mut SqliteConnection, filter: &JobFilter, cap: i64) -> Result<Count> {
+    let row: CountRow = filtered("SELECT count(*) AS n FROM (", "1", filter)
+        .sql(" LIMIT ?)")
+        .bind::<BigInt, _>(cap.saturating_add(1))
+        .get_result(conn)?;
+    Ok(if row.n > cap { Count::AtLeast(cap) } else { Count::Exact(row.n) })
+}
+
+#[derive(QueryableByName)]
+struct PairRow {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Text)]
+    state: String,
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+/// The number of jobs in each (queue, state) pair, by queue then state (in the order of
+/// [`JobState::ALL`]). Counts every row: for the CLI's `stats`.
+pub(crate) fn counts_by_queue_and_state(conn: &mut SqliteConnection) -> Result<Vec<(String, JobState, i64)>> {
+    let rows: Vec<PairRow> =
+        diesel::sql_query("SELECT queue, state, count(*) AS n FROM jobs GROUP BY queue, state").load(conn)?;
+    let mut counts = rows
+        .into_iter()
+        .map(|r| {
+            let state = r
+                .state
+                .parse::<JobState>()
+                .map_err(|e| jobs_driver::DriverError::unexpected(e.to_string()))?;
+            Ok((r.queue, state, r.n))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    counts.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    Ok(counts)
+}

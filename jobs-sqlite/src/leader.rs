@@ -1,0 +1,53 @@
+//! The leader lease: one row per election name, held by one node until it expires.
+
+use diesel::sql_types::{BigInt, Text};
+use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
+use jobs_driver::{LeaderGetParams, LeaderReleaseParams, LeaderTryAcquireParams, Result};
+
+use crate::time::{millis, now_ms};
+
+#[derive(QueryableByName)]
+struct Holder {
+    #[diesel(sql_type = Text)]
+    leader_id: String,
+}
+
+const ACQUIRE: &str = "\
+INSERT INTO job_leaders (name, leader_id, elected_at, expires_at) VALUES (?1, ?2, ?3, ?3 + ?4)
+ON CONFLICT (name) DO UPDATE
+SET leader_id = excluded.leader_id,
+    elected_at = CASE WHEN job_leaders.leader_id = excluded.leader_id THEN job_leaders.elected_at
+                      ELSE excluded.elected_at END,
+    expires_at = excluded.expires_at
+WHERE job_leaders.leader_id = excluded.leader_id OR job_leaders.expires_at < excluded.elected_at
+RETURNING leader_id";
+
+/// See [`LeaderTryAcquireParams`].
+pub(crate) fn try_acquire(conn: &mut SqliteConnection, params: &LeaderTryAcquireParams<'_>) -> Result<bool> {
+    let rows: Vec<Holder> = diesel::sql_query(ACQUIRE)
+        .bind::<Text, _>(params.name)
+        .bind::<Text, _>(params.node)
+        .bind::<BigInt, _>(now_ms(params.now))
+        .bind::<BigInt, _>(millis(params.ttl))
+        .load(conn)?;
+    Ok(rows.iter().any(|r| r.leader_id == params.node))
+}
+
+/// See [`LeaderReleaseParams`].
+pub(crate) fn release(conn: &mut SqliteConnection, params: &LeaderReleaseParams<'_>) -> Result<()> {
+    diesel::sql_query("DELETE FROM job_leaders WHERE name = ? AND leader_id = ?")
+        .bind::<Text, _>(params.name)
+        .bind::<Text, _>(params.node)
+        .execute(conn)?;
+    Ok(())
+}
+
+/// See [`LeaderGetParams`].
+pub(crate) fn get(conn: &mut SqliteConnection, params: &LeaderGetParams<'_>) -> Result<Option<String>> {
+    let rows: Vec<Holder> =
+        diesel::sql_query("SELECT leader_id FROM job_leaders WHERE name = ? AND expires_at > ?")
+            .bind::<Text, _>(params.name)
+            .bind::<BigInt, _>(now_ms(params.now))
+            .load(conn)?;
+    Ok(rows.into_iter().next().map(|r| r.leader_id))
+}

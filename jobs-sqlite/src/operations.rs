@@ -1,0 +1,256 @@
+//! `impl Driver for SqliteDriver`: each operation hands its parameters, owned, to the
+//! module that owns its SQL, run on a pooled connection's thread (`exec`).
+
+use std::any::Any;
+
+use async_trait::async_trait;
+use jobs_driver::*;
+
+use crate::driver::{CAPABILITIES, SqliteDriver};
+use crate::exec::{read, write};
+use crate::jobs::{claim, complete, control, insert, insert_full, list, maintenance, read as jobs_read};
+use crate::time::{millis, now_ms};
+use crate::{leader, listener, migrate, nodes, queues, schedules, stats};
+
+/// Runs `$body` (async, on `$conn`, returning the result and the notifications it added)
+/// in an immediate transaction on a pooled connection, in this process's turn to write;
+/// delivers the notifications once it commits.
+macro_rules! in_transaction {
+    ($driver:expr, |$conn:ident| $body:expr) => {{
+        let (_turn, mut conn) = $driver.write_turn().await?;
+        let (result, told) = conn.immediate_transaction::<_, DriverError, _>(async |$conn| $body).await?;
+        $driver.deliver(told);
+        Ok(result)
+    }};
+}
+
+#[async_trait]
+impl Driver for SqliteDriver {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    fn pool(&self) -> &(dyn Any + Send + Sync) {
+        &self.pool
+    }
+
+    async fn migrate(&self) -> Result<Vec<String>> {
+        write(&self.pool, &self.local, migrate::run_pending).await
+    }
+
+    async fn listen(&self) -> Result<Option<Box<dyn Listener>>> {
+        let listener = listener::listen(&self.pool, self.local.clone(), self.notification_poll).await?;
+        Ok(Some(Box::new(listener)))
+    }
+
+    async fn job_insert_many(&self, params: JobInsertManyParams<'_>) -> Result<Vec<Inserted>> {
+        let jobs = params.jobs.to_vec();
+        let now = now_ms(params.now);
+        self.write_notifying(move |c| insert::insert_many_sync(c, &jobs, now)).await
+    }
+
+    async fn job_insert_full_many(&self, params: JobInsertFullManyParams<'_>) -> Result<Vec<i64>> {
+        let jobs = params.jobs.to_vec();
+        write(&self.pool, &self.local, move |c| insert_full::insert_full_many(c, &jobs)).await
+    }
+
+    async fn job_claim(&self, params: JobClaimParams<'_>) -> Result<Vec<ClaimedJob>> {
+        let (queue, node) = (params.queue.to_owned(), params.node.to_owned());
+        let (limit, now) = (params.limit, now_ms(params.now));
+        write(&self.pool, &self.local, move |c| claim::claim(c, &queue, limit, &node, now)).await
+    }
+
+    async fn job_complete_many(&self, params: JobCompleteManyParams<'_>) -> Result<Vec<i64>> {
+        let completions = params.completions.to_vec();
+        let now = now_ms(params.now);
+        write(&self.pool, &self.local, move |c| complete::complete_many(c, &completions, now)).await
+    }
+
+    async fn job_schedule_due(&self, params: JobScheduleDueParams) -> Result<i64> {
+        let now = now_ms(params.now);
+        self.write_notifying(move |c| maintenance::schedule_due(c, params.limit, now)).await
+    }
+
+    async fn job_rescue_stuck(&self, params: JobRescueStuckParams<'_>) -> Result<Vec<i64>> {
+        let JobRescueStuckParams { node_stale_after, timeout_grace, limit, rescuer, now } = params;
+        let rescuer = rescuer.to_owned();
+        write(&self.pool, &self.local, move |c| {
+            let params =
+                JobRescueStuckParams { node_stale_after, timeout_grace, limit, rescuer: &rescuer, now };
+            maintenance::rescue_stuck(c, &params)
+        })
+        .await
+    }
+
+    async fn job_release_orphans(&self, params: JobReleaseOrphansParams<'_>) -> Result<Vec<i64>> {
+        let JobReleaseOrphansParams { node, held, grace, now } = params;
+        let (node, held) = (node.to_owned(), held.to_vec());
+        write(&self.pool, &self.local, move |c| {
+            let params = JobReleaseOrphansParams { node: &node, held: &held, grace, now };
+            maintenance::release_orphans(c, &params)
+        })
+        .await
+    }
+
+    async fn job_prune(&self, params: JobPruneParams) -> Result<i64> {
+        write(&self.pool, &self.local, move |c| maintenance::prune(c, &params)).await
+    }
+
+    async fn job_cancel_many(&self, params: JobCancelManyParams<'_>) -> Result<Vec<JobState>> {
+        let now = now_ms(None);
+        in_transaction!(self, |c| control::cancel_many(c, params.ids, now).await)
+    }
+
+    async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<i64> {
+        let now = now_ms(None);
+        in_transaction!(self, |c| control::retry_many(c, params.ids, now).await)
+    }
+
+    async fn job_delete_many(&self, params: JobDeleteManyParams<'_>) -> Result<i64> {
+        in_transaction!(self, |c| Ok((control::delete_many(c, params.ids).await?, Vec::new())))
+    }
+
+    async fn job_get(&self, params: JobGetParams) -> Result<Option<JobRow>> {
+        read(&self.pool, move |c| jobs_read::get(c, params.id)).await
+    }
+
+    async fn job_list(&self, params: JobListParams<'_>) -> Result<Vec<JobRow>> {
+        let (filter, before, limit) = (params.filter.clone(), params.before, params.limit);
+        read(&self.pool, move |c| list::list(c, &filter, before, limit)).await
+    }
+
+    async fn job_list_ids(&self, params: JobListParams<'_>) -> Result<Vec<i64>> {
+        let (filter, before, limit) = (params.filter.clone(), params.before, params.limit);
+        read(&self.pool, move |c| list::list_ids(c, &filter, before, limit)).await
+    }
+
+    async fn job_count(&self, params: JobCountParams<'_>) -> Result<Count> {
+        let (filter, cap) = (params.filter.clone(), params.cap);
+        read(&self.pool, move |c| list::count(c, &filter, cap)).await
+    }
+
+    async fn job_count_by_queue_and_state(
+        &self,
+        _params: JobCountByQueueAndStateParams,
+    ) -> Result<Vec<(String, JobState, i64)>> {
+        read(&self.pool, list::counts_by_queue_and_state).await
+    }
+
+    async fn job_list_waiting(&self, params: JobListWaitingParams<'_>) -> Result<Vec<JobRow>> {
+        let (kind, queue, args) = jobs_read::waiting_params(&params);
+        read(&self.pool, move |c| jobs_read::list_waiting(c, kind, queue, args)).await
+    }
+
+    async fn job_list_cancel_requested(&self, params: JobListCancelRequestedParams<'_>) -> Result<Vec<i64>> {
+        let ids = params.ids.to_vec();
+        read(&self.pool, move |c| jobs_read::list_cancel_requested(c, &ids)).await
+    }
+
+    async fn queue_set_paused(&self, params: QueueSetPausedParams<'_>) -> Result<()> {
+        let now = now_ms(None);
+        in_transaction!(self, |c| {
+            let told = queues::set_paused(c, params.queue, params.paused, now).await?;
+            Ok(((), vec![told]))
+        })
+    }
+
+    async fn queue_is_paused(&self, params: QueueIsPausedParams<'_>) -> Result<bool> {
+        let queue = params.queue.to_owned();
+        read(&self.pool, move |c| queues::is_paused(c, &queue)).await
+    }
+
+    async fn queue_list_paused(&self, _params: QueueListPausedParams) -> Result<Vec<String>> {
+        read(&self.pool, queues::list_paused).await
+    }
+
+    async fn queue_list_depths(&self, _params: QueueListDepthsParams) -> Result<Vec<QueueDepth>> {
+        let now = now_ms(None);
+        read(&self.pool, move |c| queues::list_depths(c, now)).await
+    }
+
+    async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()> {
+        let NodeHeartbeatParams { node, host, pid, queues, now } = params;
+        let (node, host, queues) = (node.to_owned(), host.to_owned(), queues.clone());
+        write(&self.pool, &self.local, move |c| {
+            nodes::heartbeat(c, &NodeHeartbeatParams { node: &node, host: &host, pid, queues: &queues, now })
+        })
+        .await
+    }
+
+    async fn node_delete(&self, params: NodeDeleteParams<'_>) -> Result<()> {
+        let node = params.node.to_owned();
+        write(&self.pool, &self.local, move |c| nodes::delete(c, &node)).await
+    }
+
+    async fn node_list(&self, _params: NodeListParams) -> Result<Vec<NodeRow>> {
+        read(&self.pool, nodes::list).await
+    }
+
+    async fn leader_try_acquire(&self, params: LeaderTryAcquireParams<'_>) -> Result<bool> {
+        let LeaderTryAcquireParams { name, node, ttl, now } = params;
+        let (name, node) = (name.to_owned(), node.to_owned());
+        write(&self.pool, &self.local, move |c| {
+            leader::try_acquire(c, &LeaderTryAcquireParams { name: &name, node: &node, ttl, now })
+        })
+        .await
+    }
+
+    async fn leader_release(&self, params: LeaderReleaseParams<'_>) -> Result<()> {
+        let (name, node) = (params.name.to_owned(), params.node.to_owned());
+        write(&self.pool, &self.local, move |c| {
+            leader::release(c, &LeaderReleaseParams { name: &name, node: &node })
+        })
+        .await
+    }
+
+    async fn leader_get(&self, params: LeaderGetParams<'_>) -> Result<Option<String>> {
+        let (name, now) = (params.name.to_owned(), params.now);
+        read(&self.pool, move |c| leader::get(c, &LeaderGetParams { name: &name, now })).await
+    }
+
+    async fn schedule_sync(&self, params: ScheduleSyncParams<'_>) -> Result<i64> {
+        let (defs, retire_others) = (params.defs.to_vec(), params.retire_others);
+        let now = now_ms(None);
+        write(&self.pool, &self.local, move |c| schedules::sync(c, &defs, retire_others, now)).await
+    }
+
+    async fn schedule_fire_due(&self, params: ScheduleFireDueParams<'_>) -> Result<Vec<Fired>> {
+        // `decide` is borrowed, so the pass runs statement by statement on the async
+        // connection rather than as one closure on its thread (a pass is rare and short).
+        let now = now_ms(params.now);
+        in_transaction!(self, |c| schedules::fire_due(c, now, params.decide).await)
+    }
+
+    async fn schedule_set_enabled(&self, params: ScheduleSetEnabledParams<'_>) -> Result<bool> {
+        let (name, enabled) = (params.name.to_owned(), params.enabled);
+        let now = now_ms(None);
+        write(&self.pool, &self.local, move |c| schedules::set_enabled(c, &name, enabled, now)).await
+    }
+
+    async fn schedule_get(&self, params: ScheduleGetParams<'_>) -> Result<Option<ScheduleRow>> {
+        let name = params.name.to_owned();
+        read(&self.pool, move |c| schedules::get(c, &name)).await
+    }
+
+    async fn schedule_list(&self, _params: ScheduleListParams) -> Result<Vec<ScheduleRow>> {
+        read(&self.pool, schedules::list).await
+    }
+
+    async fn stats_record(&self, params: StatsRecordParams<'_>) -> Result<()> {
+        let counts = stats::counted(params.counts);
+        write(&self.pool, &self.local, move |c| stats::record(c, &counts)).await
+    }
+
+    async fn stats_prune(&self, params: StatsPruneParams) -> Result<i64> {
+        let (keep, now) = (millis(params.keep), now_ms(params.now));
+        write(&self.pool, &self.local, move |c| stats::prune(c, keep, now)).await
+    }
+
+    async fn stats_throughput(&self, _params: StatsThroughputParams) -> Result<Vec<Throughput>> {
+        read(&self.pool, |c| stats::throughput(c, chrono::Utc::now())).await
+    }
+}

@@ -1,0 +1,107 @@
+//! Per-minute outcome counters (`job_stats`), written by each worker's completer about once
+//! a second and read by the dashboard's throughput chart. Approximate by design: written
+//! after the outcomes, not in their transaction, and lost if the worker dies first.
+
+use chrono::{DateTime, Utc};
+use diesel::sql_types::{BigInt, Text};
+use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
+use jobs_driver::{Result, StatsCount, Throughput};
+
+use crate::time::{from_ms, to_ms};
+
+const MINUTE_MS: i64 = 60_000;
+
+const RECORD: &str = "\
+INSERT INTO job_stats (bucket, queue, state, count) VALUES (?, ?, ?, ?)
+ON CONFLICT (bucket, queue, state) DO UPDATE SET count = job_stats.count + excluded.count";
+
+/// One counter to add, owned (to move onto the connection's thread).
+pub(crate) struct Counted {
+    minute_ms: i64,
+    queue: String,
+    state: &'static str,
+    count: i64,
+}
+
+/// The counters of `counts`, each time truncated to its minute.
+pub(crate) fn counted(counts: &[StatsCount<'_>]) -> Vec<Counted> {
+    counts
+        .iter()
+        .map(|c| {
+            let ms = to_ms(c.minute);
+            Counted {
+                minute_ms: ms - ms.rem_euclid(MINUTE_MS),
+                queue: c.queue.to_owned(),
+                state: c.state.as_str(),
+                count: c.count,
+            }
+        })
+        .collect()
+}
+
+/// Adds `counts` to the counters, in the caller's transaction.
+pub(crate) fn record(conn: &mut SqliteConnection, counts: &[Counted]) -> Result<()> {
+    for c in counts {
+        diesel::sql_query(RECORD)
+            .bind::<BigInt, _>(c.minute_ms)
+            .bind::<Text, _>(&c.queue)
+            .bind::<Text, _>(c.state)
+            .bind::<BigInt, _>(c.count)
+            .execute(conn)?;
+    }
+    Ok(())
+}
+
+/// Deletes counters older than `keep_ms` before `now_ms`. Returns how many rows went.
+pub(crate) fn prune(conn: &mut SqliteConnection, keep_ms: i64, now_ms: i64) -> Result<i64> {
+    let n = diesel::sql_query("DELETE FROM job_stats WHERE bucket < ?")
+        .bind::<BigInt, _>(now_ms.saturating_sub(keep_ms))
+        .execute(conn)?;
+    Ok(n as i64)
+}
+
+#[derive(QueryableByName)]
+struct MinuteRow {
+    #[diesel(sql_type = BigInt)]
+    bucket: i64,
+    #[diesel(sql_type = Text)]
+    state: String,
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+/// Outcomes per minute over the hour before `now`: 60 entries, oldest first.
+pub(crate) fn throughput(conn: &mut SqliteConnection, now: DateTime<Utc>) -> Result<Vec<Throughput>> {
+    let now_ms = to_ms(now);
+    let last = now_ms - now_ms.rem_euclid(MINUTE_MS);
+    let first = last - 59 * MINUTE_MS;
+    let rows: Vec<MinuteRow> = diesel::sql_query(
+        "SELECT bucket, state, sum(count) AS n FROM job_stats WHERE bucket >= ? GROUP BY bucket, state",
+    )
+    .bind::<BigInt, _>(first)
+    .load(conn)?;
+    let mut minutes: Vec<Throughput> = (0..60)
+        .map(|i| Throughput {
+            minute: from_ms(first + i * MINUTE_MS),
+            completed: 0,
+            retried: 0,
+            discarded: 0,
+            cancelled: 0,
+        })
+        .collect();
+    for row in rows {
+        let Some(minute) =
+            usize::try_from((row.bucket - first) / MINUTE_MS).ok().and_then(|i| minutes.get_mut(i))
+        else {
+            continue;
+        };
+        match row.state.as_str() {
+            "completed" => minute.completed += row.n,
+            "retryable" => minute.retried += row.n,
+            "discarded" => minute.discarded += row.n,
+            "cancelled" => minute.cancelled += row.n,
+            _ => {}
+        }
+    }
+    Ok(minutes)
+}

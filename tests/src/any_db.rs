@@ -1,0 +1,126 @@
+//! The tests' own statements on a job database of either backend: counts in the SQL both
+//! share, and the `runs` table the fault jobs write (placeholders differ: `$1` on
+//! Postgres, `?` on SQLite).
+
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Integer, Text};
+use diesel_async::RunQueryDsl;
+use jobs_core::driver::Driver;
+
+/// A pool on the database a driver runs on.
+#[derive(Clone)]
+pub enum AnyDb {
+    /// Postgres.
+    Postgres(jobs_core::Pool),
+    /// SQLite.
+    Sqlite(jobs_core::sqlite::Pool),
+}
+
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+/// One attempt the `fault.step` job recorded.
+#[derive(Debug, Clone, QueryableByName)]
+pub struct Run {
+    /// The job.
+    #[diesel(sql_type = BigInt)]
+    pub job_id: i64,
+    /// Its attempt.
+    #[diesel(sql_type = Integer)]
+    pub attempt: i32,
+    /// The node that ran it.
+    #[diesel(sql_type = Text)]
+    pub node: String,
+}
+
+/// The `runs` table, in SQL both backends take.
+pub const RUNS_TABLE: &str =
+    "CREATE TABLE runs (job_id bigint NOT NULL, attempt int NOT NULL, node text NOT NULL)";
+
+/// Runs `$body` with `$conn`, a connection of `$db`, whichever backend it is.
+macro_rules! with_connection {
+    ($db:expr, |$conn:ident| $body:expr) => {
+        match $db {
+            AnyDb::Postgres(pool) => {
+                let mut $conn = pool.get().await.map_err(|e| e.to_string())?;
+                $body
+            }
+            AnyDb::Sqlite(pool) => {
+                let mut $conn = pool.get().await.map_err(|e| e.to_string())?;
+                $body
+            }
+        }
+    };
+}
+
+impl AnyDb {
+    /// The database `driver` runs on.
+    pub fn of(driver: &dyn Driver) -> AnyDb {
+        if let Some(pool) = driver.pool().downcast_ref::<jobs_core::Pool>() {
+            return AnyDb::Postgres(pool.clone());
+        }
+        if let Some(pool) = driver.pool().downcast_ref::<jobs_core::sqlite::Pool>() {
+            return AnyDb::Sqlite(pool.clone());
+        }
+        panic!("no test support for the {} driver", driver.name())
+    }
+
+    /// Runs a statement.
+    pub async fn execute(&self, sql: &str) -> Result<usize, String> {
+        with_connection!(self, |conn| diesel::sql_query(sql)
+            .execute(&mut conn)
+            .await
+            .map_err(|e| e.to_string()))
+    }
+
+    /// Runs a query returning one `bigint` column named `n`; `None` while the database
+    /// cannot answer.
+    pub async fn try_count(&self, sql: &str) -> Option<i64> {
+        let counted: Result<i64, String> = async {
+            with_connection!(self, |conn| {
+                diesel::sql_query(sql)
+                    .get_result::<Count>(&mut conn)
+                    .await
+                    .map(|c| c.n)
+                    .map_err(|e| e.to_string())
+            })
+        }
+        .await;
+        counted.ok()
+    }
+
+    /// Records a run of `job_id` at `attempt` on `node` in the `runs` table.
+    pub async fn record_run(&self, job_id: i64, attempt: i32, node: &str) -> Result<(), String> {
+        let sql = match self {
+            AnyDb::Postgres(_) => "INSERT INTO runs (job_id, attempt, node) VALUES ($1, $2, $3)",
+            AnyDb::Sqlite(_) => "INSERT INTO runs (job_id, attempt, node) VALUES (?, ?, ?)",
+        };
+        with_connection!(self, |conn| {
+            diesel::sql_query(sql)
+                .bind::<BigInt, _>(job_id)
+                .bind::<Integer, _>(attempt)
+                .bind::<Text, _>(node)
+                .execute(&mut conn)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    /// Every recorded run, or `None` when there is no `runs` table.
+    pub async fn runs(&self) -> Option<Vec<Run>> {
+        let runs: Result<Vec<Run>, String> = async {
+            with_connection!(self, |conn| {
+                diesel::sql_query("SELECT job_id, attempt, node FROM runs")
+                    .load(&mut conn)
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+        }
+        .await;
+        runs.ok()
+    }
+}

@@ -1,0 +1,230 @@
+//! What is particular to SQLite: enqueueing inside the application's transaction on its
+//! async (`SyncConnectionWrapper`) and sync (`SqliteConnection`) connections; wake-ups
+//! that reach another process's workers through `job_notifications`; a busy database
+//! waited on, never a failed job; refused in-memory URLs. The behaviour every backend
+//! shares is in the conformance suite (`conformance_sqlite.rs`).
+
+use std::time::Duration;
+
+use diesel::connection::SimpleConnection;
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, SimpleAsyncConnection};
+use jobs_core::driver::{Driver, JobGetParams, Notification};
+use jobs_core::sqlite::{ConnectionSettings, SqliteDriver, connect_sync};
+use jobs_core::testing::{SqliteTestDatabase, wait_for};
+use jobs_core::{IntoDriver, JobContext, JobState, Worker, job};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Note {
+    text: String,
+}
+
+#[job(kind = "sqlite.note", queue = "notes")]
+async fn note(_ctx: JobContext, args: Note) -> Result<String, std::io::Error> {
+    Ok(format!("noted {}", args.text))
+}
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn note_args(text: &str) -> Note {
+    Note { text: text.into() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_connection_enqueues_inside_its_transaction() {
+    let db = SqliteTestDatabase::new().await.expect("database");
+    let driver = db.driver(4).expect("driver");
+    let mut conn = db.connect().await.expect("connect");
+    conn.batch_execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+        .await
+        .expect("table");
+
+    // Rolled back: neither the row nor the job.
+    let rolled_back: Result<(), jobs_core::Error> = conn
+        .transaction(async |tx| {
+            tx.batch_execute("INSERT INTO notes (text) VALUES ('lost')").await?;
+            note::enqueue(&mut *tx, note_args("lost")).await?;
+            Err(jobs_core::Error::Pool("the request failed later".into()))
+        })
+        .await;
+    assert!(rolled_back.is_err());
+    // Committed: both.
+    let kept = conn
+        .transaction(async |tx| {
+            tx.batch_execute("INSERT INTO notes (text) VALUES ('kept')").await?;
+            note::enqueue(&mut *tx, note_args("kept")).await
+        })
+        .await
+        .expect("commit");
+    let rows = jobs_core::driver::JobFilter::default();
+    let all = driver
+        .job_list(jobs_core::driver::JobListParams { filter: &rows, before: None, limit: 10 })
+        .await
+        .expect("list");
+    assert_eq!(all.iter().map(|j| j.id).collect::<Vec<_>>(), vec![kept.id], "only the committed job exists");
+    assert_eq!(all[0].args["text"], "kept");
+    let row = jobs_core::get_job(&mut conn, kept.id).await.expect("get").expect("the job");
+    assert_eq!(row.state, JobState::Available);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_connection_enqueues_inside_its_transaction() {
+    let db = SqliteTestDatabase::new().await.expect("database");
+    let driver = db.driver(4).expect("driver");
+    let path = db.path().to_path_buf();
+    let ids = tokio::task::spawn_blocking(move || {
+        let mut conn = SqliteConnection::establish(&path.to_string_lossy()).expect("connect");
+        conn.batch_execute("PRAGMA busy_timeout = 5000").expect("busy timeout");
+        let rolled_back: Result<(), jobs_core::Error> = conn.transaction(|tx| {
+            note::enqueue_sync(tx, note_args("lost"))?;
+            Err(jobs_core::Error::Pool("rejected later".into()))
+        });
+        assert!(rolled_back.is_err());
+        conn.transaction(|tx| -> Result<Vec<i64>, jobs_core::Error> {
+            let a = note::enqueue_sync(tx, note_args("a"))?;
+            let b = note::enqueue_sync(tx, note_args("b"))?;
+            Ok(vec![a.id, b.id])
+        })
+        .expect("commit")
+    })
+    .await
+    .expect("thread");
+    assert_eq!(ids.len(), 2);
+    for id in &ids {
+        let row = driver.job_get(JobGetParams { id: *id }).await.expect("get").expect("the job");
+        assert_eq!(row.state, JobState::Available);
+    }
+    let waiting = driver
+        .job_list_waiting(jobs_core::driver::JobListWaitingParams {
+            kind: Some("sqlite.note"),
+            ..Default::default()
+        })
+        .await
+        .expect("waiting");
+    assert_eq!(waiting.len(), 2, "the rolled-back job never existed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enqueue_from_another_process_wakes_an_idle_worker_within_the_notification_poll() {
+    let db = SqliteTestDatabase::new().await.expect("database");
+    // The worker polls once an hour: only a notification can wake it.
+    let worker = Worker::builder(db.driver(4).expect("driver"))
+        .queue("notes", 2)
+        .poll_interval(Duration::from_secs(3600))
+        .build()
+        .expect("build")
+        .start()
+        .await
+        .expect("start");
+    // Its first claim (at start) found nothing; from now on only a notification wakes it.
+    wait_for("the first claim", DEADLINE, || async { (worker.fetch_count("notes") >= 1).then_some(()) })
+        .await;
+    // Another process's connection: a plain sync connection, not the worker's driver, so
+    // nothing reaches the worker in-process.
+    let path = db.path().to_path_buf();
+    let committed = std::time::Instant::now();
+    let id = tokio::task::spawn_blocking(move || {
+        let mut conn = connect_sync(&path).expect("connect");
+        note::enqueue_sync(&mut conn, note_args("across")).expect("enqueue").id
+    })
+    .await
+    .expect("thread");
+    let driver = db.driver(2).expect("driver");
+    wait_for("the job to complete", DEADLINE, || async {
+        let row = driver.job_get(JobGetParams { id }).await.ok()??;
+        (row.state == JobState::Completed).then_some(())
+    })
+    .await;
+    println!("picked up {:?} after the other process committed", committed.elapsed());
+    worker.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_reach_a_listener_in_this_process_at_once_and_from_others_through_the_table() {
+    let db = SqliteTestDatabase::new().await.expect("database");
+    let driver = db.driver(4).expect("driver").notification_poll(Duration::from_millis(10)).expect("poll");
+    let mut listener = driver.listen().await.expect("listen").expect("a listener");
+    // This process, through the driver.
+    driver
+        .queue_set_paused(jobs_core::driver::QueueSetPausedParams { queue: "notes", paused: true })
+        .await
+        .expect("pause");
+    let heard =
+        tokio::time::timeout(DEADLINE, listener.next()).await.expect("in time").expect("a notification");
+    assert_eq!(heard, Notification::QueuePaused { queue: "notes".into(), paused: true });
+    // Another connection, as another process would: only the table carries it.
+    let path = db.path().to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let mut conn = connect_sync(&path).expect("connect");
+        note::enqueue_sync(&mut conn, note_args("x")).expect("enqueue");
+    })
+    .await
+    .expect("thread");
+    let heard = loop {
+        let n =
+            tokio::time::timeout(DEADLINE, listener.next()).await.expect("in time").expect("a notification");
+        // The pause may be read back from the table too.
+        if !matches!(n, Notification::QueuePaused { .. }) {
+            break n;
+        }
+    };
+    assert_eq!(heard, Notification::JobsAvailable { queue: "notes".into() });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_held_by_another_writer_past_the_busy_timeout_is_retried_and_no_job_fails() {
+    let db = SqliteTestDatabase::new().await.expect("database");
+    // Claims and completions give up waiting for the lock after 50 ms ("database is
+    // locked"), far sooner than the other writer lets go.
+    let settings =
+        ConnectionSettings { busy_timeout: Duration::from_millis(50), ..ConnectionSettings::default() };
+    let driver = SqliteDriver::open_with(&db.url(), 4, settings).expect("driver").into_driver();
+    let ids: Vec<i64> =
+        jobs_core::enqueue_many(&driver, (0..20).map(|i| note::build(note_args(&i.to_string()))))
+            .await
+            .expect("enqueue")
+            .iter()
+            .map(|e| e.id)
+            .collect();
+    // Another process takes the write lock and holds it for a second, twenty times the
+    // busy timeout.
+    let path = db.path().to_path_buf();
+    let (locked_tx, locked_rx) = tokio::sync::oneshot::channel();
+    let holder = tokio::task::spawn_blocking(move || {
+        let mut conn = connect_sync(&path).expect("connect");
+        conn.batch_execute("BEGIN IMMEDIATE").expect("lock");
+        let _ = locked_tx.send(());
+        std::thread::sleep(Duration::from_secs(1));
+        conn.batch_execute("COMMIT").expect("unlock");
+    });
+    locked_rx.await.expect("locked");
+    let worker = Worker::builder(driver.clone())
+        .queue("notes", 5)
+        .poll_interval(Duration::from_millis(50))
+        .build()
+        .expect("build")
+        .start()
+        .await
+        .expect("start");
+    holder.await.expect("holder");
+    for id in ids {
+        wait_for(&format!("job {id} to complete"), DEADLINE, || async {
+            let row = driver.job_get(JobGetParams { id }).await.ok()??;
+            assert!(row.errors.as_array().is_some_and(|e| e.is_empty()), "no attempt failed: {row:?}");
+            (row.state == JobState::Completed && row.attempt == 1).then_some(())
+        })
+        .await;
+    }
+    worker.shutdown().await.expect("shutdown");
+}
+
+#[test]
+fn an_in_memory_database_is_refused_with_the_reason() {
+    for url in ["sqlite://:memory:", ":memory:", "sqlite://"] {
+        let err = SqliteDriver::open(url, 2).expect_err("refused");
+        assert!(err.to_string().contains("in-memory database is one per connection"), "{url}: {err}");
+    }
+    let err = jobs_core::driver_for_url("sqlite://:memory:", 2).expect_err("refused");
+    assert!(err.to_string().contains("give SQLite a file"), "{err}");
+}
