@@ -73,7 +73,8 @@ RETURNING id, args";
 
 const COMPLETE: &str = "UPDATE jobs SET state = 'completed', finished_at = ?2 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running'";
 
-const DELETE: &str = "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))";
+// ?2 (the time the completion binds) is unused: both finishing statements take the same binds.
+const DELETE: &str = "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1)) AND ?2 IS NOT NULL";
 
 #[derive(QueryableByName)]
 struct Claimed {

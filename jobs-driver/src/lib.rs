@@ -27,6 +27,7 @@
 //! # Ok::<(), jobs_driver::validation::InvalidJob>(())
 //! ```
 
+pub mod cached;
 mod capability;
 mod driver;
 mod error;

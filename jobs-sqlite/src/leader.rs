@@ -4,6 +4,7 @@ use diesel::sql_types::{BigInt, Text};
 use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
 use jobs_driver::{LeaderGetParams, LeaderReleaseParams, LeaderTryAcquireParams, Result};
 
+use crate::cached::CachedQuery;
 use crate::time::{millis, now_ms};
 
 #[derive(QueryableByName)]
@@ -13,7 +14,7 @@ struct Holder {
 }
 
 const ACQUIRE: &str = "\
-INSERT INTO job_leaders (name, leader_id, elected_at, expires_at) VALUES (?1, ?2, ?3, ?3 + ?4)
+INSERT INTO job_leaders (name, leader_id, elected_at, expires_at) VALUES ($1, $2, $3, $3 + $4)
 ON CONFLICT (name) DO UPDATE
 SET leader_id = excluded.leader_id,
     elected_at = CASE WHEN job_leaders.leader_id = excluded.leader_id THEN job_leaders.elected_at
@@ -24,7 +25,7 @@ RETURNING leader_id";
 
 /// See [`LeaderTryAcquireParams`].
 pub(crate) fn try_acquire(conn: &mut SqliteConnection, params: &LeaderTryAcquireParams<'_>) -> Result<bool> {
-    let rows: Vec<Holder> = diesel::sql_query(ACQUIRE)
+    let rows: Vec<Holder> = CachedQuery::new(ACQUIRE)
         .bind::<Text, _>(params.name)
         .bind::<Text, _>(params.node)
         .bind::<BigInt, _>(now_ms(params.now))
@@ -35,7 +36,7 @@ pub(crate) fn try_acquire(conn: &mut SqliteConnection, params: &LeaderTryAcquire
 
 /// See [`LeaderReleaseParams`].
 pub(crate) fn release(conn: &mut SqliteConnection, params: &LeaderReleaseParams<'_>) -> Result<()> {
-    diesel::sql_query("DELETE FROM job_leaders WHERE name = ? AND leader_id = ?")
+    CachedQuery::new("DELETE FROM job_leaders WHERE name = $1 AND leader_id = $2")
         .bind::<Text, _>(params.name)
         .bind::<Text, _>(params.node)
         .execute(conn)?;
@@ -45,7 +46,7 @@ pub(crate) fn release(conn: &mut SqliteConnection, params: &LeaderReleaseParams<
 /// See [`LeaderGetParams`].
 pub(crate) fn get(conn: &mut SqliteConnection, params: &LeaderGetParams<'_>) -> Result<Option<String>> {
     let rows: Vec<Holder> =
-        diesel::sql_query("SELECT leader_id FROM job_leaders WHERE name = ? AND expires_at > ?")
+        CachedQuery::new("SELECT leader_id FROM job_leaders WHERE name = $1 AND expires_at > $2")
             .bind::<Text, _>(params.name)
             .bind::<BigInt, _>(now_ms(params.now))
             .load(conn)?;

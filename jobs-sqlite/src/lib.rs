@@ -31,6 +31,7 @@
 //! # }
 //! ```
 
+mod cached;
 pub mod connection;
 mod driver;
 mod exec;
@@ -42,6 +43,8 @@ pub mod migrate;
 mod nodes;
 mod notifications;
 mod operations;
+#[cfg(test)]
+mod plans;
 mod pool;
 mod queues;
 mod rows;

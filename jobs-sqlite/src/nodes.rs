@@ -5,16 +5,17 @@ use diesel::sql_types::{BigInt, Integer, Text};
 use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
 use jobs_driver::{NodeHeartbeatParams, NodeRow, Result};
 
+use crate::cached::CachedQuery;
 use crate::rows::json;
 use crate::time::{from_ms, now_ms};
 
 const HEARTBEAT: &str = "\
-INSERT INTO job_nodes (name, host, pid, started_at, heartbeat_at, queues) VALUES (?1, ?2, ?3, ?5, ?5, ?4)
+INSERT INTO job_nodes (name, host, pid, started_at, heartbeat_at, queues) VALUES ($1, $2, $3, $5, $5, $4)
 ON CONFLICT (name) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, queues = excluded.queues";
 
 /// See [`NodeHeartbeatParams`].
 pub(crate) fn heartbeat(conn: &mut SqliteConnection, params: &NodeHeartbeatParams<'_>) -> Result<()> {
-    diesel::sql_query(HEARTBEAT)
+    CachedQuery::new(HEARTBEAT)
         .bind::<Text, _>(params.node)
         .bind::<Text, _>(params.host)
         .bind::<Integer, _>(params.pid)
@@ -26,7 +27,7 @@ pub(crate) fn heartbeat(conn: &mut SqliteConnection, params: &NodeHeartbeatParam
 
 /// Removes a node's row.
 pub(crate) fn delete(conn: &mut SqliteConnection, node: &str) -> Result<()> {
-    diesel::sql_query("DELETE FROM job_nodes WHERE name = ?").bind::<Text, _>(node).execute(conn)?;
+    CachedQuery::new("DELETE FROM job_nodes WHERE name = $1").bind::<Text, _>(node).execute(conn)?;
     Ok(())
 }
 
@@ -48,7 +49,7 @@ struct Row {
 
 /// Every registered node, most recently seen first.
 pub(crate) fn list(conn: &mut SqliteConnection) -> Result<Vec<NodeRow>> {
-    let rows: Vec<Row> = diesel::sql_query(
+    let rows: Vec<Row> = CachedQuery::new(
         "SELECT name, host, pid, started_at, heartbeat_at, queues FROM job_nodes ORDER BY heartbeat_at DESC, name",
     )
     .load(conn)?;

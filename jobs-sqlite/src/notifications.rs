@@ -15,10 +15,12 @@ use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
 use diesel_async::AsyncConnectionCore;
 use jobs_driver::{Notification, Result};
 
+use crate::cached::CachedQuery;
+
 /// How long rows stay for listeners that read late (a process paused by its host, say).
 pub(crate) const KEEP: Duration = Duration::from_secs(60);
 
-const INSERT: &str = "INSERT INTO job_notifications (channel, payload, created_at) VALUES (?, ?, ?)";
+const INSERT: &str = "INSERT INTO job_notifications (channel, payload, created_at) VALUES ($1, $2, $3)";
 
 /// Adds `notification` to the table, in `conn`'s transaction.
 pub(crate) fn add<C: diesel::Connection<Backend = Sqlite>>(
@@ -27,7 +29,7 @@ pub(crate) fn add<C: diesel::Connection<Backend = Sqlite>>(
     now_ms: i64,
 ) -> Result<()> {
     let (channel, payload) = notification.encode();
-    diesel::sql_query(INSERT)
+    CachedQuery::new(INSERT)
         .bind::<Text, _>(channel)
         .bind::<Text, _>(payload)
         .bind::<BigInt, _>(now_ms)
@@ -42,7 +44,7 @@ where
 {
     let (channel, payload) = notification.encode();
     diesel_async::RunQueryDsl::execute(
-        diesel::sql_query(INSERT).bind::<Text, _>(channel).bind::<Text, _>(payload).bind::<BigInt, _>(now_ms),
+        CachedQuery::new(INSERT).bind::<Text, _>(channel).bind::<Text, _>(payload).bind::<BigInt, _>(now_ms),
         conn,
     )
     .await?;
@@ -61,8 +63,8 @@ struct Row {
 
 /// The notifications after id `after`, oldest first, at most 1,000, with the last id read.
 pub(crate) fn read_after(conn: &mut SqliteConnection, after: i64) -> Result<(Vec<Notification>, i64)> {
-    let rows: Vec<Row> = diesel::sql_query(
-        "SELECT id, channel, payload FROM job_notifications WHERE id > ? ORDER BY id LIMIT 1000",
+    let rows: Vec<Row> = CachedQuery::new(
+        "SELECT id, channel, payload FROM job_notifications WHERE id > $1 ORDER BY id LIMIT 1000",
     )
     .bind::<BigInt, _>(after)
     .load(conn)?;
@@ -88,14 +90,14 @@ pub(crate) fn last_id(conn: &mut SqliteConnection) -> Result<i64> {
         id: i64,
     }
     let row: Last =
-        diesel::sql_query("SELECT COALESCE(max(id), 0) AS id FROM job_notifications").get_result(conn)?;
+        CachedQuery::new("SELECT COALESCE(max(id), 0) AS id FROM job_notifications").get_result(conn)?;
     Ok(row.id)
 }
 
 /// Deletes the notifications older than [`KEEP`]. Returns how many went.
 pub(crate) fn trim(conn: &mut SqliteConnection, now_ms: i64) -> Result<usize> {
     let cutoff = now_ms - crate::time::millis(KEEP);
-    Ok(diesel::sql_query("DELETE FROM job_notifications WHERE created_at < ?")
+    Ok(CachedQuery::new("DELETE FROM job_notifications WHERE created_at < $1")
         .bind::<BigInt, _>(cutoff)
         .execute(conn)?)
 }

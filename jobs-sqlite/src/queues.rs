@@ -7,12 +7,13 @@ use diesel::{RunQueryDsl, SqliteConnection};
 use diesel_async::AsyncConnectionCore;
 use jobs_driver::{Notification, QueueDepth, Result};
 
+use crate::cached::CachedQuery;
 use crate::notifications;
 use crate::rows::{Flag, Name};
 
 const SET_PAUSED: &str = "\
 INSERT INTO job_queues (name, paused, paused_at, created_at, updated_at)
-VALUES (?1, ?2, CASE WHEN ?2 THEN ?3 END, ?3, ?3)
+VALUES ($1, $2, CASE WHEN $2 THEN $3 END, $3, $3)
 ON CONFLICT (name) DO UPDATE
 SET paused = excluded.paused, paused_at = excluded.paused_at, updated_at = excluded.updated_at";
 
@@ -29,10 +30,7 @@ where
     C: AsyncConnectionCore<Backend = Sqlite> + Send,
 {
     diesel_async::RunQueryDsl::execute(
-        diesel::sql_query(SET_PAUSED)
-            .bind::<Text, _>(queue)
-            .bind::<Bool, _>(paused)
-            .bind::<BigInt, _>(now_ms),
+        CachedQuery::new(SET_PAUSED).bind::<Text, _>(queue).bind::<Bool, _>(paused).bind::<BigInt, _>(now_ms),
         conn,
     )
     .await?;
@@ -43,7 +41,7 @@ where
 
 /// Whether `queue` is paused.
 pub(crate) fn is_paused(conn: &mut SqliteConnection, queue: &str) -> Result<bool> {
-    let rows: Vec<Flag> = diesel::sql_query("SELECT paused AS flag FROM job_queues WHERE name = ?")
+    let rows: Vec<Flag> = CachedQuery::new("SELECT paused AS flag FROM job_queues WHERE name = $1")
         .bind::<Text, _>(queue)
         .load(conn)?;
     Ok(rows.iter().any(|r| r.flag))
@@ -52,7 +50,7 @@ pub(crate) fn is_paused(conn: &mut SqliteConnection, queue: &str) -> Result<bool
 /// The names of every paused queue.
 pub(crate) fn list_paused(conn: &mut SqliteConnection) -> Result<Vec<String>> {
     let rows: Vec<Name> =
-        diesel::sql_query("SELECT name FROM job_queues WHERE paused ORDER BY name").load(conn)?;
+        CachedQuery::new("SELECT name FROM job_queues WHERE paused ORDER BY name").load(conn)?;
     Ok(rows.into_iter().map(|r| r.name).collect())
 }
 
@@ -75,7 +73,7 @@ SELECT names.queue AS queue,
        COALESCE(sum(CASE WHEN state = 'scheduled' THEN n END), 0) AS scheduled,
        COALESCE(sum(CASE WHEN state = 'running' THEN n END), 0) AS running,
        COALESCE(sum(CASE WHEN state = 'retryable' THEN n END), 0) AS retryable,
-       (?1 - min(oldest)) / 1000.0 AS oldest_available_secs,
+       ($1 - min(oldest)) / 1000.0 AS oldest_available_secs,
        COALESCE(max(q.paused), 0) AS paused
 FROM names
 LEFT JOIN pending ON pending.queue = names.queue
@@ -86,5 +84,5 @@ ORDER BY names.queue";
 /// Every queue with pending jobs, a stored setting, or a node running it: its pending
 /// jobs per state, the age of its oldest available job at `now_ms`, and its pause flag.
 pub(crate) fn list_depths(conn: &mut SqliteConnection, now_ms: i64) -> Result<Vec<QueueDepth>> {
-    Ok(diesel::sql_query(QUEUE_DEPTHS).bind::<BigInt, _>(now_ms).load(conn)?)
+    Ok(CachedQuery::new(QUEUE_DEPTHS).bind::<BigInt, _>(now_ms).load(conn)?)
 }

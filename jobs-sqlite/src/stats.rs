@@ -7,12 +7,13 @@ use diesel::sql_types::{BigInt, Text};
 use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
 use jobs_driver::{Result, StatsCount, Throughput};
 
+use crate::cached::CachedQuery;
 use crate::time::{from_ms, to_ms};
 
 const MINUTE_MS: i64 = 60_000;
 
 const RECORD: &str = "\
-INSERT INTO job_stats (bucket, queue, state, count) VALUES (?, ?, ?, ?)
+INSERT INTO job_stats (bucket, queue, state, count) VALUES ($1, $2, $3, $4)
 ON CONFLICT (bucket, queue, state) DO UPDATE SET count = job_stats.count + excluded.count";
 
 /// One counter to add, owned (to move onto the connection's thread).
@@ -42,7 +43,7 @@ pub(crate) fn counted(counts: &[StatsCount<'_>]) -> Vec<Counted> {
 /// Adds `counts` to the counters, in the caller's transaction.
 pub(crate) fn record(conn: &mut SqliteConnection, counts: &[Counted]) -> Result<()> {
     for c in counts {
-        diesel::sql_query(RECORD)
+        CachedQuery::new(RECORD)
             .bind::<BigInt, _>(c.minute_ms)
             .bind::<Text, _>(&c.queue)
             .bind::<Text, _>(c.state)
@@ -54,7 +55,7 @@ pub(crate) fn record(conn: &mut SqliteConnection, counts: &[Counted]) -> Result<
 
 /// Deletes counters older than `keep_ms` before `now_ms`. Returns how many rows went.
 pub(crate) fn prune(conn: &mut SqliteConnection, keep_ms: i64, now_ms: i64) -> Result<i64> {
-    let n = diesel::sql_query("DELETE FROM job_stats WHERE bucket < ?")
+    let n = CachedQuery::new("DELETE FROM job_stats WHERE bucket < $1")
         .bind::<BigInt, _>(now_ms.saturating_sub(keep_ms))
         .execute(conn)?;
     Ok(n as i64)
@@ -75,8 +76,8 @@ pub(crate) fn throughput(conn: &mut SqliteConnection, now: DateTime<Utc>) -> Res
     let now_ms = to_ms(now);
     let last = now_ms - now_ms.rem_euclid(MINUTE_MS);
     let first = last - 59 * MINUTE_MS;
-    let rows: Vec<MinuteRow> = diesel::sql_query(
-        "SELECT bucket, state, sum(count) AS n FROM job_stats WHERE bucket >= ? GROUP BY bucket, state",
+    let rows: Vec<MinuteRow> = CachedQuery::new(
+        "SELECT bucket, state, sum(count) AS n FROM job_stats WHERE bucket >= $1 GROUP BY bucket, state",
     )
     .bind::<BigInt, _>(first)
     .load(conn)?;

@@ -219,6 +219,49 @@ async fn a_database_held_by_another_writer_past_the_busy_timeout_is_retried_and_
     worker.shutdown().await.expect("shutdown");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uniform_and_mixed_batches_store_the_same_rows() {
+    let db = SqliteTestDatabase::new().await.expect("database");
+    let driver = db.driver(2).expect("driver");
+    let args = [
+        r#"{"a": 1, "b": [1, 2]}"#,
+        r#"[1, "x"]"#,
+        r#""text with \"quotes\"""#,
+        "7",
+        "-9223372036854775808",
+        "2.5",
+        "1e300",
+        "true",
+        "false",
+        "null",
+    ];
+    let job = |args: &str| jobs_core::NewJob::new("sqlite.shape", "shapes", args);
+    // One kind, queue and options: the batch goes as one statement.
+    let uniform: Vec<_> = args.iter().map(|a| job(a)).collect();
+    // The same rows with one that differs: every row goes on its own.
+    let mut mixed = uniform.clone();
+    mixed.push(jobs_core::NewJob { priority: 3, ..job("{}") });
+    let mut stored = Vec::new();
+    for batch in [&uniform, &mixed] {
+        let inserted = driver
+            .job_insert_many(jobs_core::driver::JobInsertManyParams { jobs: batch, now: None })
+            .await
+            .expect("insert");
+        let ids: Vec<i64> = inserted.iter().map(|i| i.id).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids ascend with the input: {ids:?}");
+        let mut rows = Vec::new();
+        for id in ids {
+            rows.push(driver.job_get(JobGetParams { id }).await.expect("get").expect("the job"));
+        }
+        stored.push(rows);
+    }
+    for (i, (u, m)) in stored[0].iter().zip(&stored[1]).enumerate() {
+        let expected: serde_json::Value = serde_json::from_str(args[i]).expect("json");
+        assert_eq!((&u.args, &m.args), (&expected, &expected), "arguments {}", args[i]);
+        assert_eq!((u.state, u.priority, &u.queue), (m.state, m.priority, &m.queue));
+    }
+}
+
 #[test]
 fn an_in_memory_database_is_refused_with_the_reason() {
     for url in ["sqlite://:memory:", ":memory:", "sqlite://"] {

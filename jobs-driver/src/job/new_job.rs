@@ -59,6 +59,38 @@ impl NewJob {
         }
     }
 
+    /// Whether every job of `jobs` differs from the first only in its arguments, and none
+    /// carries a uniqueness key: such a batch can be inserted with its shared columns sent
+    /// once (both drivers do). `false` for an empty batch.
+    ///
+    /// ```
+    /// use jobs_driver::NewJob;
+    ///
+    /// let a = NewJob::new("k", "q", "1");
+    /// let b = NewJob::new("k", "q", "2");
+    /// assert!(NewJob::all_differ_only_in_args([&a, &b]));
+    /// let mut c = NewJob::new("k", "q", "3");
+    /// c.priority = 1;
+    /// assert!(!NewJob::all_differ_only_in_args([&a, &c]));
+    /// ```
+    pub fn all_differ_only_in_args<'a>(jobs: impl IntoIterator<Item = &'a NewJob>) -> bool {
+        let mut jobs = jobs.into_iter();
+        let Some(first) = jobs.next() else { return false };
+        first.unique.is_none()
+            && jobs.all(|job| {
+                job.unique.is_none()
+                    && job.kind == first.kind
+                    && job.queue == first.queue
+                    && job.meta == first.meta
+                    && job.tags == first.tags
+                    && job.priority == first.priority
+                    && job.max_attempts == first.max_attempts
+                    && job.timeout_ms == first.timeout_ms
+                    && job.run_at == first.run_at
+                    && job.delay_ms == first.delay_ms
+            })
+    }
+
     /// Checks the row against the rules of [`validation`]: names, tags, attempts,
     /// timeout, payloads, and a uniqueness key with at least one state.
     pub fn validate(&self) -> Result<(), InvalidJob> {

@@ -133,28 +133,9 @@ pub(crate) fn states_literal(states: &[JobState]) -> String {
     format!("{{{}}}", names.join(","))
 }
 
-/// Whether `rows` differ only in their arguments and carry no uniqueness key (see
-/// [`INSERT_SHARED`]).
-fn shares_all_but_args(rows: &[&NewJob]) -> bool {
-    let Some((first, rest)) = rows.split_first() else { return false };
-    first.unique.is_none()
-        && rest.iter().all(|job| {
-            job.unique.is_none()
-                && job.kind == first.kind
-                && job.queue == first.queue
-                && job.meta == first.meta
-                && job.tags == first.tags
-                && job.priority == first.priority
-                && job.max_attempts == first.max_attempts
-                && job.timeout_ms == first.timeout_ms
-                && job.run_at == first.run_at
-                && job.delay_ms == first.delay_ms
-        })
-}
-
 /// The insert statement for `rows`, its parameters borrowed from them (no per-job copies).
 fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>, notify: bool) -> CachedQuery<'a> {
-    if let (true, Some(&first)) = (shares_all_but_args(rows), rows.first()) {
+    if let (true, Some(&first)) = (NewJob::all_differ_only_in_args(rows.iter().copied()), rows.first()) {
         let args: Vec<&str> = rows.iter().map(|job| job.args.as_str()).collect();
         return CachedQuery::new(INSERT_SHARED)
             .bind::<Array<Text>, _>(args)

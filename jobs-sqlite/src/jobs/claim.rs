@@ -8,21 +8,22 @@ use diesel::sql_types::{BigInt, Integer, Nullable, SmallInt, Text};
 use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
 use jobs_driver::{ClaimedJob, Result};
 
+use crate::cached::CachedQuery;
 use crate::rows::json;
 use crate::time::from_ms;
 
-const CLAIM: &str = "\
+pub(crate) const CLAIM: &str = "\
 UPDATE jobs
 SET state = 'running',
     attempt = attempt + 1,
-    attempted_at = ?4,
-    attempted_by = json_insert(attempted_by, '$[#]', ?3)
+    attempted_at = $4,
+    attempted_by = json_insert(attempted_by, '$[#]', $3)
 WHERE id IN (
     SELECT id FROM jobs
-    WHERE state = 'available' AND queue = ?1
-      AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = ?1 AND q.paused)
+    WHERE state = 'available' AND queue = $1
+      AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = $1 AND q.paused)
     ORDER BY priority, scheduled_at, id
-    LIMIT ?2
+    LIMIT $2
 )
 RETURNING id, kind, queue, args, meta, tags, priority, attempt, max_attempts, timeout_ms,
           created_at, scheduled_at, attempted_at";
@@ -67,7 +68,7 @@ pub(crate) fn claim(
     node: &str,
     now_ms: i64,
 ) -> Result<Vec<ClaimedJob>> {
-    let rows: Vec<ClaimedRow> = diesel::sql_query(CLAIM)
+    let rows: Vec<ClaimedRow> = CachedQuery::new(CLAIM)
         .bind::<Text, _>(queue)
         .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX))
         .bind::<Text, _>(node)

@@ -11,6 +11,7 @@ use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::{JobState, Notification, Result};
 
 use super::read::ids_json;
+use crate::cached::CachedQuery;
 use crate::notifications;
 
 #[derive(QueryableByName)]
@@ -27,23 +28,23 @@ struct Changed {
 const CANCEL: &str = "\
 UPDATE jobs
 SET state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
-    finalized_at = CASE WHEN state = 'running' THEN NULL ELSE ?2 END,
-    cancel_requested_at = ?2
-WHERE id IN (SELECT value FROM json_each(?1)) AND state IN ('available', 'scheduled', 'running', 'retryable')
+    finalized_at = CASE WHEN state = 'running' THEN NULL ELSE $2 END,
+    cancel_requested_at = $2
+WHERE id IN (SELECT value FROM json_each($1)) AND state IN ('available', 'scheduled', 'running', 'retryable')
 RETURNING id, state, queue";
 
 const RETRY: &str = "\
 UPDATE jobs
-SET state = 'available', scheduled_at = ?2, finalized_at = NULL, cancel_requested_at = NULL,
+SET state = 'available', scheduled_at = $2, finalized_at = NULL, cancel_requested_at = NULL,
     max_attempts = max(max_attempts, attempt + 1)
-WHERE id IN (SELECT value FROM json_each(?1)) AND state <> 'running'
+WHERE id IN (SELECT value FROM json_each($1)) AND state <> 'running'
 RETURNING id, state, queue";
 
 async fn change<C>(conn: &mut C, sql: &'static str, ids: &[i64], now_ms: i64) -> Result<Vec<Changed>>
 where
     C: AsyncConnectionCore<Backend = Sqlite> + Send,
 {
-    Ok(diesel::sql_query(sql).bind::<Text, _>(ids_json(ids)).bind::<BigInt, _>(now_ms).load(conn).await?)
+    Ok(CachedQuery::new(sql).bind::<Text, _>(ids_json(ids)).bind::<BigInt, _>(now_ms).load(conn).await?)
 }
 
 async fn tell<C>(conn: &mut C, notifications: &[Notification], now_ms: i64) -> Result<()>
@@ -103,8 +104,8 @@ pub(crate) async fn delete_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
 where
     C: AsyncConnectionCore<Backend = Sqlite> + Send,
 {
-    let n = diesel::sql_query(
-        "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?)) AND state <> 'running'",
+    let n = CachedQuery::new(
+        "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each($1)) AND state <> 'running'",
     )
     .bind::<Text, _>(ids_json(ids))
     .execute(conn)

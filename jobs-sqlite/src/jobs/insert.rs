@@ -1,20 +1,21 @@
-//! Inserting jobs: one prepared statement per row, in input order, in whatever transaction
-//! the connection is in, plus one `job_notifications` row per queue that received
-//! available jobs (see `notifications`).
+//! Inserting jobs, in input order, in whatever transaction the connection is in, plus one
+//! `job_notifications` row per queue that received available jobs (see `notifications`).
 //!
-//! SQLite runs in this process: a statement costs a few microseconds, so a batch is a loop
-//! over one cached statement rather than one large statement whose text changes with the
-//! batch size. A uniqueness key is checked first (`jobs_unique_idx` finds the row holding
-//! it); SQLite's one writer means nothing can take the key between the check and the
-//! insert.
+//! A batch whose jobs differ only in their arguments (every one-kind enqueue, most
+//! batches) is one statement: the shared columns bound once, the arguments as one JSON
+//! array that `json_each` walks ([`INSERT_SHARED`]). Any other batch is a loop over one
+//! cached single-row statement (SQLite runs in this process: a statement costs
+//! microseconds). A uniqueness key is checked first (`jobs_unique_idx` finds the row
+//! holding it); SQLite's one writer means nothing can take the key between the check and
+//! the insert.
 
 use diesel::connection::LoadConnection;
-use diesel::query_builder::{BoxedSqlQuery, SqlQuery};
 use diesel::sql_types::{BigInt, Binary, Integer, Nullable, SmallInt, Text};
 use diesel::sqlite::Sqlite;
 use diesel_async::AsyncConnectionCore;
 use jobs_driver::{Inserted, JobState, NewJob, Notification, Result};
 
+use crate::cached::CachedQuery;
 use crate::notifications;
 use crate::rows::Id;
 use crate::time::to_ms;
@@ -22,15 +23,33 @@ use crate::time::to_ms;
 const INSERT: &str = "\
 INSERT INTO jobs (state, kind, queue, args, meta, tags, priority, max_attempts, timeout_ms,
                   created_at, scheduled_at, unique_key, unique_states)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+RETURNING id";
+
+/// A batch differing only in its arguments: `$4` is a JSON array of them, inserted in its
+/// order (ids ascend with it). An element's JSON text is `json_each`'s `value` for an
+/// object or array (the usual arguments); for a bare value, whose `value` is the SQL value
+/// and not its JSON, it is written back as JSON by type (a real number is re-extracted as
+/// JSON, so that one too large for a double keeps its text).
+const INSERT_SHARED: &str = "\
+INSERT INTO jobs (state, kind, queue, args, meta, tags, priority, max_attempts, timeout_ms,
+                  created_at, scheduled_at)
+SELECT $1, $2, $3,
+       CASE a.type WHEN 'object' THEN a.value WHEN 'array' THEN a.value
+                   WHEN 'text' THEN json_quote(a.value) WHEN 'integer' THEN CAST(a.value AS TEXT)
+                   WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN 'null'
+                   ELSE $4 -> a.fullkey END,
+       $5, $6, $7, $8, $9, $10, $11
+FROM json_each($4) AS a
+ORDER BY a.key
 RETURNING id";
 
 // The terms of `jobs_unique_idx`'s predicate, repeated so that SQLite uses it.
 const HELD: &str = "\
 SELECT id FROM jobs
-WHERE unique_key = ? AND unique_key IS NOT NULL AND instr(unique_states, '\"' || state || '\"') > 0";
+WHERE unique_key = $1 AND unique_key IS NOT NULL AND instr(unique_states, '\"' || state || '\"') > 0";
 
-type Query<'a> = BoxedSqlQuery<'a, Sqlite, SqlQuery>;
+type Query<'a> = CachedQuery<'a>;
 
 /// One input row as its statement binds it.
 struct Planned<'a> {
@@ -119,8 +138,7 @@ pub(crate) fn strings_json(tags: &[String]) -> String {
 
 fn insert_query<'a>(row: &'a Planned<'a>, now_ms: i64) -> Query<'a> {
     let job = row.job;
-    diesel::sql_query(INSERT)
-        .into_boxed()
+    CachedQuery::new(INSERT)
         .bind::<Text, _>(row.state.as_str())
         .bind::<Text, _>(&*job.kind)
         .bind::<Text, _>(&*job.queue)
@@ -136,8 +154,52 @@ fn insert_query<'a>(row: &'a Planned<'a>, now_ms: i64) -> Query<'a> {
         .bind::<Nullable<Text>, _>(row.unique_states.as_deref())
 }
 
+/// The one statement of a batch that differs only in its arguments (see [`INSERT_SHARED`]),
+/// or `None` for any other batch.
+fn shared_query<'a>(plan: &'a Plan<'a>, now_ms: i64) -> Option<Query<'a>> {
+    let rows = &plan.rows;
+    let first = rows.first()?;
+    if rows.len() < 2 || !NewJob::all_differ_only_in_args(rows.iter().map(|r| r.job)) {
+        return None;
+    }
+    let mut args = String::with_capacity(rows.iter().map(|r| r.job.args.len() + 1).sum::<usize>() + 2);
+    args.push('[');
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            args.push(',');
+        }
+        args.push_str(&row.job.args);
+    }
+    args.push(']');
+    let job = first.job;
+    Some(
+        CachedQuery::new(INSERT_SHARED)
+            .bind::<Text, _>(first.state.as_str())
+            .bind::<Text, _>(&*job.kind)
+            .bind::<Text, _>(&*job.queue)
+            .bind::<Text, _>(args)
+            .bind::<Text, _>(&*job.meta)
+            .bind::<Text, _>(first.tags.as_str())
+            .bind::<SmallInt, _>(job.priority)
+            .bind::<Integer, _>(job.max_attempts)
+            .bind::<Nullable<BigInt>, _>(job.timeout_ms)
+            .bind::<BigInt, _>(now_ms)
+            .bind::<BigInt, _>(first.scheduled_at),
+    )
+}
+
+/// The new ids a shared insert of `rows` returned (in no particular order), as the
+/// batch's results: ids ascend with the input.
+fn shared_results(rows: usize, mut ids: Vec<Id>) -> Result<Vec<Inserted>> {
+    if ids.len() != rows {
+        return Err(jobs_driver::DriverError::unexpected(format!("{rows} jobs inserted as {}", ids.len())));
+    }
+    ids.sort_unstable_by_key(|r| r.id);
+    Ok(ids.into_iter().map(|r| Inserted { id: r.id, existing: false }).collect())
+}
+
 fn held_query(key: &[u8]) -> Query<'_> {
-    diesel::sql_query(HELD).into_boxed().bind::<Binary, _>(key)
+    CachedQuery::new(HELD).bind::<Binary, _>(key)
 }
 
 /// Inserts `jobs` at `now_ms` on a synchronous connection (the driver's own, or an
@@ -154,7 +216,10 @@ where
     use diesel::RunQueryDsl;
     let plan = plan(jobs, now_ms);
     let mut per_row = Vec::with_capacity(plan.rows.len());
-    for row in &plan.rows {
+    if let Some(shared) = shared_query(&plan, now_ms) {
+        per_row = shared_results(plan.rows.len(), shared.load::<Id>(conn)?)?;
+    }
+    for row in plan.rows.iter().skip(per_row.len()) {
         let held: Option<Id> = match row.check_key {
             Some(key) => held_query(key).load::<Id>(conn)?.into_iter().next(),
             None => None,
@@ -184,7 +249,10 @@ where
     use diesel_async::RunQueryDsl;
     let plan = plan(jobs, now_ms);
     let mut per_row = Vec::with_capacity(plan.rows.len());
-    for row in &plan.rows {
+    if let Some(shared) = shared_query(&plan, now_ms) {
+        per_row = shared_results(plan.rows.len(), shared.load::<Id>(conn).await?)?;
+    }
+    for row in plan.rows.iter().skip(per_row.len()) {
         let held: Option<Id> = match row.check_key {
             Some(key) => held_query(key).load::<Id>(conn).await?.into_iter().next(),
             None => None,

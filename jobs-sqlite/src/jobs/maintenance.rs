@@ -6,6 +6,7 @@ use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
 use jobs_driver::{JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams, Notification, Result};
 
 use super::read::ids_json;
+use crate::cached::CachedQuery;
 use crate::rows::Id;
 use crate::time::{millis, now_ms};
 
@@ -19,9 +20,9 @@ const SCHEDULE_DUE: &str = "\
 UPDATE jobs SET state = 'available'
 WHERE id IN (
     SELECT id FROM jobs
-    WHERE state IN ('scheduled', 'retryable') AND scheduled_at <= ?1
+    WHERE state IN ('scheduled', 'retryable') AND scheduled_at <= $1
     ORDER BY scheduled_at
-    LIMIT ?2
+    LIMIT $2
 )
 RETURNING queue";
 
@@ -33,7 +34,7 @@ pub(crate) fn schedule_due(
     now_ms: i64,
 ) -> Result<(i64, Vec<Notification>)> {
     let rows: Vec<QueueRow> =
-        diesel::sql_query(SCHEDULE_DUE).bind::<BigInt, _>(now_ms).bind::<BigInt, _>(limit).load(conn)?;
+        CachedQuery::new(SCHEDULE_DUE).bind::<BigInt, _>(now_ms).bind::<BigInt, _>(limit).load(conn)?;
     let mut queues: Vec<&str> = rows.iter().map(|r| r.queue.as_str()).collect();
     queues.sort_unstable();
     queues.dedup();
@@ -46,7 +47,7 @@ pub(crate) fn schedule_due(
 }
 
 /// Returns the jobs selected by `stuck` (a query over `jobs` giving `id`, `why` and
-/// `message`, with `?1` the time in milliseconds and `?2` the same time as JSON) to the
+/// `message`, with `$1` the time in milliseconds and `$2` the same time as JSON) to the
 /// queue: retryable and due now, discarded when out of attempts, cancelled when a cancel
 /// was requested, with an error entry `rescued_<why>`. The attempt is unchanged, so a
 /// late outcome is fenced out.
@@ -59,11 +60,11 @@ SET state = CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'
                  WHEN jobs.attempt >= jobs.max_attempts THEN 'discarded'
                  ELSE 'retryable' END,
     finalized_at = CASE WHEN jobs.cancel_requested_at IS NOT NULL OR jobs.attempt >= jobs.max_attempts
-                        THEN ?1 END,
-    scheduled_at = ?1,
+                        THEN $1 END,
+    scheduled_at = $1,
     errors = json_insert(jobs.errors, '$[#]', json_object(
         'attempt', jobs.attempt,
-        'at', json(?2),
+        'at', json($2),
         'node', jobs.attempted_by ->> '$[#-1]',
         'error_type', 'rescued_' || stuck.why,
         'message', stuck.message))
@@ -76,32 +77,32 @@ RETURNING jobs.id"
     };
 }
 
-// ?3 node staleness (ms), ?4 timeout grace (ms), ?5 limit, ?6 the rescuer.
+// $3 node staleness (ms), $4 timeout grace (ms), $5 limit, $6 the rescuer.
 const RESCUE_STUCK: &str = rescue_sql!(
     "
     SELECT id,
            CASE WHEN timed_out THEN 'timeout' ELSE 'node_lost' END AS why,
-           CASE WHEN timed_out THEN 'still running ' || ?4 || ' ms past its timeout; rescued by ' || ?6
-                ELSE 'its node stopped heartbeating; rescued by ' || ?6 END AS message
-    FROM (SELECT id, (timeout_ms IS NOT NULL AND attempted_at + timeout_ms + ?4 < ?1) AS timed_out,
+           CASE WHEN timed_out THEN 'still running ' || $4 || ' ms past its timeout; rescued by ' || $6
+                ELSE 'its node stopped heartbeating; rescued by ' || $6 END AS message
+    FROM (SELECT id, (timeout_ms IS NOT NULL AND attempted_at + timeout_ms + $4 < $1) AS timed_out,
                  attempted_by ->> '$[#-1]' AS node
           FROM jobs WHERE state = 'running') AS running
     WHERE timed_out
-       OR NOT EXISTS (SELECT 1 FROM job_nodes n WHERE n.name = running.node AND n.heartbeat_at > ?1 - ?3)
-    LIMIT ?5
+       OR NOT EXISTS (SELECT 1 FROM job_nodes n WHERE n.name = running.node AND n.heartbeat_at > $1 - $3)
+    LIMIT $5
 "
 );
 
-// ?3 the node, ?4 grace (ms), ?5 the ids it holds (a JSON array).
+// $3 the node, $4 grace (ms), $5 the ids it holds (a JSON array).
 const RELEASE_ORPHANS: &str = rescue_sql!(
     "
     SELECT id, 'orphaned' AS why,
-           'claimed by ' || ?3 || ', which never received the claim (its connection was lost); released by the same node' AS message
+           'claimed by ' || $3 || ', which never received the claim (its connection was lost); released by the same node' AS message
     FROM jobs
     WHERE state = 'running'
-      AND attempted_by ->> '$[#-1]' = ?3
-      AND attempted_at < ?1 - ?4
-      AND id NOT IN (SELECT value FROM json_each(?5))
+      AND attempted_by ->> '$[#-1]' = $3
+      AND attempted_at < $1 - $4
+      AND id NOT IN (SELECT value FROM json_each($5))
     LIMIT 1000
 "
 );
@@ -117,7 +118,7 @@ pub(crate) fn rescue_stuck(
     params: &JobRescueStuckParams<'_>,
 ) -> Result<Vec<i64>> {
     let now = now_ms(params.now);
-    let rows: Vec<Id> = diesel::sql_query(RESCUE_STUCK)
+    let rows: Vec<Id> = CachedQuery::new(RESCUE_STUCK)
         .bind::<BigInt, _>(now)
         .bind::<Text, _>(at_json(now))
         .bind::<BigInt, _>(millis(params.node_stale_after))
@@ -134,7 +135,7 @@ pub(crate) fn release_orphans(
     params: &JobReleaseOrphansParams<'_>,
 ) -> Result<Vec<i64>> {
     let now = now_ms(params.now);
-    let rows: Vec<Id> = diesel::sql_query(RELEASE_ORPHANS)
+    let rows: Vec<Id> = CachedQuery::new(RELEASE_ORPHANS)
         .bind::<BigInt, _>(now)
         .bind::<Text, _>(at_json(now))
         .bind::<Text, _>(params.node)
@@ -147,15 +148,15 @@ pub(crate) fn release_orphans(
 const PRUNE: &str = "\
 DELETE FROM jobs WHERE id IN (
     SELECT id FROM jobs
-    WHERE state = ?1 AND finalized_at IS NOT NULL AND finalized_at < ?2
+    WHERE state = $1 AND finalized_at IS NOT NULL AND finalized_at < $2
     ORDER BY finalized_at
-    LIMIT ?3
+    LIMIT $3
 )";
 
 /// See [`JobPruneParams`].
 pub(crate) fn prune(conn: &mut SqliteConnection, params: &JobPruneParams) -> Result<i64> {
     let cutoff = now_ms(params.now).saturating_sub(millis(params.retention));
-    let n = diesel::sql_query(PRUNE)
+    let n = CachedQuery::new(PRUNE)
         .bind::<Text, _>(params.state.as_str())
         .bind::<BigInt, _>(cutoff)
         .bind::<BigInt, _>(params.limit)

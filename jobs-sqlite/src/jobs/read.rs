@@ -7,13 +7,23 @@ use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
 use diesel_async::AsyncConnectionCore;
 use jobs_driver::{JobListWaitingParams, JobRow, JobState, Result};
 
+use crate::cached::CachedQuery;
 use crate::rows::{Id, json};
 use crate::time::{from_ms, from_ms_opt};
 
+/// Every column of `jobs`, in the order of [`StoredJob`] (a macro, for `concat!`).
+macro_rules! job_columns {
+    () => {
+        "id, state, queue, kind, args, meta, tags, priority, attempt, max_attempts, timeout_ms, created_at, \
+         scheduled_at, attempted_at, finalized_at, attempted_by, errors, result, cancel_requested_at, unique_key, \
+         unique_states"
+    };
+}
+
 /// Every column of `jobs`, in the order of [`StoredJob`].
-pub(crate) const JOB_COLUMNS: &str = "id, state, queue, kind, args, meta, tags, priority, attempt, max_attempts, \
-     timeout_ms, created_at, scheduled_at, attempted_at, finalized_at, attempted_by, errors, result, \
-     cancel_requested_at, unique_key, unique_states";
+pub(crate) const JOB_COLUMNS: &str = job_columns!();
+
+const GET: &str = concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = $1");
 
 /// A job row as SQLite stores it; [`JobRow`] is the driver-neutral copy.
 #[derive(QueryableByName)]
@@ -99,13 +109,8 @@ pub(crate) fn into_rows(rows: Vec<StoredJob>) -> Result<Vec<JobRow>> {
     rows.into_iter().map(StoredJob::into_row).collect()
 }
 
-fn get_query(
-    id: i64,
-) -> diesel::query_builder::BoxedSqlQuery<'static, Sqlite, diesel::query_builder::SqlQuery> {
-    diesel::sql_query(format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = "))
-        .into_boxed()
-        .sql("?")
-        .bind::<BigInt, _>(id)
+fn get_query(id: i64) -> CachedQuery<'static> {
+    CachedQuery::new(GET).bind::<BigInt, _>(id)
 }
 
 /// Loads one job.

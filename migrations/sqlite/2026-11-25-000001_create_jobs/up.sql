@@ -13,10 +13,12 @@ CREATE TABLE jobs (
     -- AUTOINCREMENT: an id is never reused, even after the newest job is deleted, so a
     -- late outcome or a dashboard link never reaches another job.
     id            INTEGER PRIMARY KEY AUTOINCREMENT,
-    -- Who moves a job into each state is documented on jobs_driver::JobState.
-    state         TEXT    NOT NULL DEFAULT 'available'
-        CHECK (state IN ('available', 'scheduled', 'running', 'retryable',
-                         'completed', 'discarded', 'cancelled')),
+    -- available, scheduled, running, retryable, completed, discarded or cancelled; who
+    -- moves a job into each state is documented on jobs_driver::JobState. Written only by
+    -- jobs-sqlite from the closed JobState enum, and read back through it (an unknown
+    -- name is an error on read), so no CHECK spends ~0.6 µs of every insert, claim and
+    -- completion on it (measured: the two CHECKs took 40 % of a 100-row insert's CPU).
+    state         TEXT    NOT NULL DEFAULT 'available',
     queue         TEXT    NOT NULL DEFAULT 'default',
     kind          TEXT    NOT NULL,
     args          TEXT    NOT NULL DEFAULT '{}',
@@ -49,7 +51,8 @@ CREATE TABLE jobs (
     unique_key    BLOB,
     unique_states TEXT,
 
-    -- The pruner and the dashboard find finished jobs by finalized_at.
+    -- The one invariant the database enforces, as on Postgres: the pruner and the
+    -- dashboard find finished jobs by finalized_at.
     CONSTRAINT jobs_finalized_iff_final CHECK (
         (state IN ('completed', 'discarded', 'cancelled')) = (finalized_at IS NOT NULL))
 ) STRICT;

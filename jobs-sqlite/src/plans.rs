@@ -1,0 +1,59 @@
+//! Plan tests: the hot statements must find their rows through the primary key or the
+//! index made for them, whatever the statistics say, never by scanning the table or by
+//! re-walking a batch per row.
+
+use diesel::sql_types::Text;
+use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
+use jobs_driver::NewJob;
+
+use crate::jobs::claim::CLAIM;
+use crate::jobs::complete::{COMPLETE_SUCCEEDED, DELETE_COMPLETED};
+use crate::jobs::insert::insert_many_sync;
+use crate::pool::connect_sync;
+use crate::testing::TestDatabase;
+
+#[derive(QueryableByName)]
+struct Step {
+    #[diesel(sql_type = Text)]
+    detail: String,
+}
+
+/// The plan of `sql` (with `$n` parameters, left unbound), one step per line.
+fn explain(conn: &mut SqliteConnection, sql: &str) -> String {
+    let numbered = sql.replace('$', "?").replace("'?[", "'$[");
+    let steps: Vec<Step> =
+        diesel::sql_query(format!("EXPLAIN QUERY PLAN {numbered}")).load(conn).expect("explain");
+    steps.into_iter().map(|s| s.detail).collect::<Vec<_>>().join("\n")
+}
+
+/// A database of 20,000 available jobs, its statistics gathered then (when no job ran:
+/// they say `jobs_running_idx` is empty), and 400 running ones since.
+async fn busy_queue() -> (TestDatabase, SqliteConnection) {
+    let db = TestDatabase::new().await.expect("database");
+    let mut conn = connect_sync(db.path()).expect("connect");
+    let batch: Vec<NewJob> = (0..5_000).map(|_| NewJob::new("plan.job", "plans", "{}")).collect();
+    for _ in 0..4 {
+        insert_many_sync(&mut conn, &batch, 0).expect("insert");
+    }
+    diesel::sql_query("ANALYZE").execute(&mut conn).expect("analyze");
+    crate::jobs::claim::claim(&mut conn, "plans", 400, "planner", 1).expect("claim");
+    (db, conn)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_claim_reads_the_claim_index() {
+    let (_db, mut conn) = busy_queue().await;
+    let plan = explain(&mut conn, CLAIM);
+    assert!(plan.contains("jobs_claim_idx"), "{plan}");
+    assert!(!plan.lines().any(|l| l.starts_with("SCAN jobs")), "{plan}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_find_each_row_by_its_id() {
+    let (_db, mut conn) = busy_queue().await;
+    for sql in [COMPLETE_SUCCEEDED, DELETE_COMPLETED] {
+        let plan = explain(&mut conn, sql);
+        assert!(plan.contains("USING INTEGER PRIMARY KEY"), "{plan}");
+        assert!(!plan.contains("jobs_running_idx") && !plan.lines().any(|l| l.contains("SCAN j")), "{plan}");
+    }
+}
