@@ -1,5 +1,8 @@
 //! Pickup latency: a producer enqueues at a fixed rate; each job records how long after
-//! its insert it started.
+//! its insert it started. The producer enqueues through the worker's own driver
+//! (`latency`: on SQLite its wake-up reaches the worker in-process), or on a connection of
+//! its own, as another process would (`latency-other-process`: on SQLite the worker learns
+//! of it from `job_notifications`; on Postgres, NOTIFY either way).
 
 use std::time::Duration;
 
@@ -9,9 +12,37 @@ use crate::jobs::{LATENCIES, pickup, registry};
 use crate::measure::{BenchResult, Figures, percentile};
 use crate::target::Admin;
 
-/// Enqueues `rate` jobs a second for `seconds`, one statement each, and reports the
-/// enqueue → handler start latency.
-pub(crate) async fn run(url: &str, rate: u64, seconds: u64, figures: &mut Figures) -> BenchResult {
+/// Where the producer enqueues.
+enum Producer {
+    /// The worker's driver.
+    Driver(std::sync::Arc<dyn jobs_core::driver::Driver>),
+    /// A Postgres connection of its own.
+    Postgres(diesel_async::AsyncPgConnection),
+    /// A SQLite connection of its own.
+    Sqlite(jobs_core::sqlite::AsyncSqliteConnection),
+}
+
+impl Producer {
+    async fn enqueue(&mut self) -> BenchResult {
+        match self {
+            Producer::Driver(driver) => pickup::enqueue(&*driver, ()).await?,
+            Producer::Postgres(conn) => pickup::enqueue(conn, ()).await?,
+            Producer::Sqlite(conn) => pickup::enqueue(conn, ()).await?,
+        };
+        Ok(())
+    }
+}
+
+/// Enqueues `rate` jobs a second for `seconds`, one statement each (through the worker's
+/// driver, or on a connection of the producer's own when `own_connection`), and reports
+/// the enqueue → handler start latency.
+pub(crate) async fn run(
+    url: &str,
+    rate: u64,
+    seconds: u64,
+    own_connection: bool,
+    figures: &mut Figures,
+) -> BenchResult {
     let admin = Admin::open(url, 8)?;
     admin.reset().await?;
     LATENCIES.lock().unwrap_or_else(|e| e.into_inner()).clear();
@@ -24,11 +55,16 @@ pub(crate) async fn run(url: &str, rate: u64, seconds: u64, figures: &mut Figure
     while !worker.is_listening() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    let mut producer = match (own_connection, url.starts_with("sqlite:")) {
+        (false, _) => Producer::Driver(admin.driver.clone()),
+        (true, true) => Producer::Sqlite(jobs_core::sqlite::connect(url).await?),
+        (true, false) => Producer::Postgres(jobs_core::postgres::connect(url).await?),
+    };
     let total = rate * seconds;
     let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
     for _ in 0..total {
         ticker.tick().await;
-        pickup::enqueue(&admin.driver, ()).await?;
+        producer.enqueue().await?;
     }
     while (LATENCIES.lock().unwrap_or_else(|e| e.into_inner()).len() as u64) < total {
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -38,12 +74,10 @@ pub(crate) async fn run(url: &str, rate: u64, seconds: u64, figures: &mut Figure
     samples.sort_by(f64::total_cmp);
     let (p50, p99, max) =
         (percentile(&samples, 0.5), percentile(&samples, 0.99), samples.last().copied().unwrap_or(0.0));
-    println!(
-        "{:<22} p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms   ({} jobs/s for {} s)",
-        "pickup_latency", rate, seconds
-    );
+    let name = if own_connection { "pickup_latency_other_process" } else { "pickup_latency" };
+    println!("{name:<22} p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms   ({rate} jobs/s for {seconds} s)");
     figures.insert(
-        "framework_pickup_latency".into(),
+        format!("framework_{name}"),
         serde_json::json!({ "rate": rate, "p50_ms": p50, "p99_ms": p99, "max_ms": max }),
     );
     Ok(())

@@ -48,7 +48,7 @@ struct Args {
     #[arg(long, default_value = "postgres", value_parser = ["postgres", "sqlite"])]
     backend: String,
     /// Scenarios to run, in order: ceiling, enqueue, burndown, burndown-delete, latency,
-    /// memory, sustained, dashboard. By default the ceiling runs between the framework's
+    /// latency-other-process, memory, sustained, dashboard. By default the ceiling runs between the framework's
     /// scenarios: each ratio divides by the mean of the ceiling runs just before and just
     /// after its scenario, because the machine's speed drifts over minutes.
     #[arg(
@@ -218,7 +218,8 @@ async fn main() -> BenchResult {
                     ratios.push((name, ceiling.to_owned(), ceilings_run));
                 }
             }
-            "latency" => latency::run(&url, args.rate, args.seconds, &mut figures).await?,
+            "latency" => latency::run(&url, args.rate, args.seconds, false, &mut figures).await?,
+            "latency-other-process" => latency::run(&url, args.rate, args.seconds, true, &mut figures).await?,
             "memory" => memory::run(&url, &mut figures).await?,
             "sustained" => {
                 postgres_only("sustained")?;

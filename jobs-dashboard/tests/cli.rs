@@ -199,3 +199,37 @@ async fn serve_prints_its_address_and_serves_the_dashboard() {
     assert!(response.contains("<h1>Overview</h1>"));
     assert!(response.contains(r#"id="read-only""#), "served read-only");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_command_works_on_a_sqlite_file() {
+    let dir = std::env::temp_dir().join(format!("jobs-cli-sqlite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let url = format!("sqlite://{}", dir.join("jobs.db").display());
+    let url = Some(url.as_str());
+    let (ok, out, err) = cli(url, &["migrate"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("applied 20261125000001"), "{out}");
+    let (ok, out, _) = cli(url, &["migrate"]);
+    assert!(ok);
+    assert_eq!(out.trim(), "the jobs schema is up to date");
+    for args in [r#"{"user_id": 7}"#, r#"{"user_id": 8}"#] {
+        let (ok, out, err) = cli(url, &["enqueue", "--kind", "mail", "--queue", "mailers", "--args", args]);
+        assert!(ok && out.starts_with("enqueued job "), "{out}{err}");
+    }
+    let (ok, out, _) = cli(url, &["stats"]);
+    assert!(ok);
+    let mailers: Vec<&str> =
+        out.lines().find(|l| l.starts_with("mailers")).expect("mailers").split_whitespace().collect();
+    assert_eq!(mailers, ["mailers", "2", "0", "0", "0", "0", "0", "0"], "{out}");
+    // Search by argument works on SQLite too (its JSON functions).
+    let (ok, out, err) = cli(url, &["cancel", "--search", r#"{"user_id": 7}"#, "--yes"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "1 jobs cancelled");
+    let (ok, out, _) = cli(url, &["delete", "--state", "cancelled", "--yes"]);
+    assert!(ok);
+    assert_eq!(out.trim(), "1 jobs deleted");
+    let (ok, _, err) = cli(Some("sqlite://:memory:"), &["stats"]);
+    assert!(!ok);
+    assert!(err.contains("give SQLite a file"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
