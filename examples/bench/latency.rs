@@ -17,7 +17,7 @@ enum Producer {
     /// The worker's driver.
     Driver(std::sync::Arc<dyn jobs_core::driver::Driver>),
     /// A Postgres connection of its own.
-    Postgres(diesel_async::AsyncPgConnection),
+    Postgres(Box<diesel_async::AsyncPgConnection>),
     /// A SQLite connection of its own.
     Sqlite(jobs_core::sqlite::AsyncSqliteConnection),
 }
@@ -26,7 +26,7 @@ impl Producer {
     async fn enqueue(&mut self) -> BenchResult {
         match self {
             Producer::Driver(driver) => pickup::enqueue(&*driver, ()).await?,
-            Producer::Postgres(conn) => pickup::enqueue(conn, ()).await?,
+            Producer::Postgres(conn) => pickup::enqueue(&mut **conn, ()).await?,
             Producer::Sqlite(conn) => pickup::enqueue(conn, ()).await?,
         };
         Ok(())
@@ -58,7 +58,7 @@ pub(crate) async fn run(
     let mut producer = match (own_connection, url.starts_with("sqlite:")) {
         (false, _) => Producer::Driver(admin.driver.clone()),
         (true, true) => Producer::Sqlite(jobs_core::sqlite::connect(url).await?),
-        (true, false) => Producer::Postgres(jobs_core::postgres::connect(url).await?),
+        (true, false) => Producer::Postgres(Box::new(jobs_core::postgres::connect(url).await?)),
     };
     let total = rate * seconds;
     let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
@@ -75,7 +75,9 @@ pub(crate) async fn run(
     let (p50, p99, max) =
         (percentile(&samples, 0.5), percentile(&samples, 0.99), samples.last().copied().unwrap_or(0.0));
     let name = if own_connection { "pickup_latency_other_process" } else { "pickup_latency" };
-    println!("{name:<22} p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms   ({rate} jobs/s for {seconds} s)");
+    println!(
+        "{name:<22} p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms   ({rate} jobs/s for {seconds} s)"
+    );
     figures.insert(
         format!("framework_{name}"),
         serde_json::json!({ "rate": rate, "p50_ms": p50, "p99_ms": p99, "max_ms": max }),

@@ -219,7 +219,9 @@ async fn main() -> BenchResult {
                 }
             }
             "latency" => latency::run(&url, args.rate, args.seconds, false, &mut figures).await?,
-            "latency-other-process" => latency::run(&url, args.rate, args.seconds, true, &mut figures).await?,
+            "latency-other-process" => {
+                latency::run(&url, args.rate, args.seconds, true, &mut figures).await?
+            }
             "memory" => memory::run(&url, &mut figures).await?,
             "sustained" => {
                 postgres_only("sustained")?;

@@ -76,6 +76,22 @@ pub enum Error {
         second: String,
     },
 
+    /// A worker would serve a queue that no registered job names as its queue: every job it
+    /// claimed there would be of a kind it does not know. Usually the binary does not link
+    /// the crate that defines the jobs.
+    #[error(
+        "the worker serves queue `{queue}`, but no registered job runs on it ({registered}); \
+         link the crate that defines its jobs into this binary (the `#[job]` functions register \
+         themselves only when linked), or call `.allow_queues_without_jobs()` if its jobs reach \
+         it by a per-call `.queue(\"{queue}\")`"
+    )]
+    NoJobsForQueue {
+        /// The queue.
+        queue: String,
+        /// What is registered, per queue (or "no job at all").
+        registered: String,
+    },
+
     /// A job kind is not registered in this binary.
     #[error("no job is registered with the kind `{0}`")]
     UnknownKind(String),

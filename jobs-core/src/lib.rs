@@ -76,6 +76,7 @@ mod registry;
 mod retry_pause;
 pub mod settings;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 mod unique;
 mod worker;

@@ -183,6 +183,18 @@ impl Registry {
         self.by_kind.values()
     }
 
+    /// The registered kinds by the queue they name (their default queue), each sorted.
+    pub fn kinds_by_queue(&self) -> std::collections::BTreeMap<String, Vec<&'static str>> {
+        let mut by_queue: std::collections::BTreeMap<String, Vec<&'static str>> = Default::default();
+        for descriptor in self.descriptors() {
+            by_queue.entry((descriptor.options)().queue.into_owned()).or_default().push(descriptor.kind);
+        }
+        for kinds in by_queue.values_mut() {
+            kinds.sort_unstable();
+        }
+        by_queue
+    }
+
     /// Whether no job is registered.
     pub fn is_empty(&self) -> bool {
         self.by_kind.is_empty()

@@ -108,6 +108,8 @@ pub trait Driver: Send + Sync + std::fmt::Debug + 'static {
     async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()>;
     /// See [`NodeDeleteParams`].
     async fn node_delete(&self, params: NodeDeleteParams<'_>) -> Result<()>;
+    /// See [`NodeDeleteStaleParams`].
+    async fn node_delete_stale(&self, params: NodeDeleteStaleParams) -> Result<i64>;
     /// See [`NodeListParams`].
     async fn node_list(&self, params: NodeListParams) -> Result<Vec<NodeRow>>;
 

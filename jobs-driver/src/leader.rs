@@ -5,7 +5,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 /// `leader_try_acquire`: take lease `name` for `node` for `ttl`, or extend it if `node`
-/// holds it. Returns whether `node` leads now.
+/// holds it. The lease is free when it has expired, or when its holder's node row shows no
+/// heartbeat for `holder_stale_after` (the holder died: leadership follows liveness, not
+/// the lease's length; a holder with no node row keeps its lease until it expires).
+/// Returns whether `node` leads now.
 #[derive(Debug, Clone, Copy)]
 pub struct LeaderTryAcquireParams<'a> {
     /// The election.
@@ -14,6 +17,8 @@ pub struct LeaderTryAcquireParams<'a> {
     pub node: &'a str,
     /// How long the lease lasts without renewal.
     pub ttl: Duration,
+    /// A holder whose node has not heartbeated for this long is gone.
+    pub holder_stale_after: Duration,
     /// Now.
     pub now: Option<DateTime<Utc>>,
 }

@@ -14,12 +14,13 @@ use serde::{Deserialize, Serialize};
 ///      │                        │ scheduler (due)            │
 ///      │ insert (due now)       ▼                            │
 ///      └───────────────────► available ──claim──► running ───┼──► completed
-///                               ▲                   │  │     ├──► cancelled
-///                               │ scheduler (due)   │  │     └──► discarded
-///                           retryable ◄─── error, ──┘  │
-///                               ▲        shutdown      │
-///                               │ rescuer (node dead,  │
-///                               └─ timed out) ─────────┘
+///                             ▲    ▲                │  │     ├──► cancelled
+///                             │    │ scheduler      │  │     └──► discarded
+///                             │    │ (due)          │  │
+///                             │  retryable ◄─ error,┘  │
+///                             │               shutdown │
+///                             └─ rescuer (node dead, ──┘
+///                                timed out): in place
 /// ```
 ///
 /// People (the dashboard, the CLI, `jobs_core::cancel_job` and `retry_job`, each through
@@ -32,7 +33,9 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     /// Ready to run now. Set by enqueue (no future `run_at`), by the scheduler when a
-    /// `scheduled` or `retryable` job falls due, and by a manual retry.
+    /// `scheduled` or `retryable` job falls due, by a manual retry, and by the rescuer for
+    /// jobs whose node died or that ran past their timeout (in their place in line: priority
+    /// and `scheduled_at` unchanged, the attempt used).
     Available,
     /// Waiting for its `scheduled_at`. Set by enqueue with a future `run_at`, and by the
     /// completer for a handler that snoozes (the attempt is given back).
@@ -41,9 +44,8 @@ pub enum JobState {
     /// `attempted_by`. Set only by the worker's claim (the driver's `job_claim`).
     Running,
     /// Failed an attempt and will run again after its backoff. Set by the worker's
-    /// completer when a handler errs, panics or times out with attempts left, by graceful
-    /// shutdown when it hands back an unfinished job (attempt given back), and by the
-    /// rescuer for jobs whose node died or that ran past their timeout.
+    /// completer when a handler errs, panics or times out with attempts left, and by
+    /// graceful shutdown when it hands back an unfinished job (attempt given back).
     Retryable,
     /// Finished successfully; `result` holds the handler's output. Set by the completer.
     /// Queues configured to delete on completion remove the row instead.

@@ -372,6 +372,14 @@ impl JobFn {
                 ));
             }
         };
+        if !is_job_context(&ctx.1) {
+            return Err(syn::Error::new(
+                ctx.1.span(),
+                "the first parameter of a job is its context: add `ctx: JobContext` before the \
+                 arguments (`_ctx: JobContext` if the job does not use it), e.g. \
+                 `async fn send(_ctx: JobContext, args: Welcome)`",
+            ));
+        }
         let args = inputs.next().map(|a| typed_param(a, "the job's arguments")).transpose()?;
         if let Some(extra) = inputs.next() {
             return Err(syn::Error::new(
@@ -391,6 +399,11 @@ impl JobFn {
         };
         Ok(JobFn { item, ctx, args, ret })
     }
+}
+
+/// Whether `ty` names `JobContext` (by any path: `JobContext`, `jobs_core::JobContext`).
+fn is_job_context(ty: &Type) -> bool {
+    matches!(ty, Type::Path(p) if p.qself.is_none() && p.path.segments.last().is_some_and(|s| s.ident == "JobContext"))
 }
 
 #[cfg(test)]

@@ -208,6 +208,10 @@ impl Driver for PgDriver {
         nodes::delete(&mut self.conn().await?, params.node).await
     }
 
+    async fn node_delete_stale(&self, params: NodeDeleteStaleParams) -> Result<i64> {
+        nodes::delete_stale(&mut self.conn().await?, params).await
+    }
+
     async fn node_list(&self, _params: NodeListParams) -> Result<Vec<NodeRow>> {
         nodes::list(&mut self.conn().await?).await
     }

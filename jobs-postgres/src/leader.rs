@@ -23,6 +23,8 @@ SET leader_id = EXCLUDED.leader_id,
     elected_at = CASE WHEN l.leader_id = EXCLUDED.leader_id THEN l.elected_at ELSE EXCLUDED.elected_at END,
     expires_at = EXCLUDED.expires_at
 WHERE l.leader_id = EXCLUDED.leader_id OR l.expires_at < EXCLUDED.elected_at
+   OR EXISTS (SELECT 1 FROM job_nodes n
+              WHERE n.name = l.leader_id AND n.heartbeat_at < EXCLUDED.elected_at - $5 * interval '1 millisecond')
 RETURNING l.leader_id";
 
 /// See [`LeaderTryAcquireParams`].
@@ -35,6 +37,7 @@ where
         .bind::<Text, _>(params.node)
         .bind::<BigInt, _>(millis(params.ttl))
         .bind::<Nullable<Timestamptz>, _>(params.now)
+        .bind::<BigInt, _>(millis(params.holder_stale_after))
         .load(conn)
         .await?;
     Ok(rows.iter().any(|r| r.leader_id == params.node))

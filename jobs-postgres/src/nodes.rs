@@ -4,16 +4,18 @@
 use chrono::{DateTime, Utc};
 use diesel::QueryableByName;
 use diesel::pg::Pg;
-use diesel::sql_types::{Int4, Jsonb, Nullable, Text, Timestamptz};
+use diesel::sql_types::{BigInt, Int4, Jsonb, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
-use jobs_driver::{NodeHeartbeatParams, NodeRow, Result};
+use jobs_driver::{NodeDeleteStaleParams, NodeHeartbeatParams, NodeRow, Result};
+
+use crate::rows::millis;
 
 const HEARTBEAT: &str = "\
-INSERT INTO job_nodes AS n (name, host, pid, started_at, heartbeat_at, queues)
-SELECT $1, $2, $3, clock.now, clock.now, $4
+INSERT INTO job_nodes AS n (name, host, pid, started_at, heartbeat_at, queues, kinds)
+SELECT $1, $2, $3, clock.now, clock.now, $4, $6
 FROM (SELECT COALESCE($5::timestamptz, now()) AS now) AS clock
 ON CONFLICT (name) DO UPDATE
-SET heartbeat_at = EXCLUDED.heartbeat_at, queues = EXCLUDED.queues";
+SET heartbeat_at = EXCLUDED.heartbeat_at, queues = EXCLUDED.queues, kinds = EXCLUDED.kinds";
 
 /// See [`NodeHeartbeatParams`].
 pub(crate) async fn heartbeat<C>(conn: &mut C, params: NodeHeartbeatParams<'_>) -> Result<()>
@@ -26,9 +28,25 @@ where
         .bind::<Int4, _>(params.pid)
         .bind::<Jsonb, _>(params.queues)
         .bind::<Nullable<Timestamptz>, _>(params.now)
+        .bind::<Jsonb, _>(serde_json::Value::from(params.kinds))
         .execute(conn)
         .await?;
     Ok(())
+}
+
+/// See [`NodeDeleteStaleParams`].
+pub(crate) async fn delete_stale<C>(conn: &mut C, params: NodeDeleteStaleParams) -> Result<i64>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let n = diesel::sql_query(
+        "DELETE FROM job_nodes WHERE heartbeat_at < COALESCE($1::timestamptz, now()) - $2 * interval '1 millisecond'",
+    )
+    .bind::<Nullable<Timestamptz>, _>(params.now)
+    .bind::<BigInt, _>(millis(params.older_than))
+    .execute(conn)
+    .await?;
+    Ok(n as i64)
 }
 
 /// Removes a node's row.
@@ -54,6 +72,8 @@ struct Row {
     heartbeat_at: DateTime<Utc>,
     #[diesel(sql_type = Jsonb)]
     queues: serde_json::Value,
+    #[diesel(sql_type = Jsonb)]
+    kinds: serde_json::Value,
 }
 
 /// Every registered node, most recently seen first.
@@ -62,7 +82,7 @@ where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
     let rows: Vec<Row> = diesel::sql_query(
-        "SELECT name, host, pid, started_at, heartbeat_at, queues FROM job_nodes ORDER BY heartbeat_at DESC, name",
+        "SELECT name, host, pid, started_at, heartbeat_at, queues, kinds FROM job_nodes ORDER BY heartbeat_at DESC, name",
     )
     .load(conn)
     .await?;
@@ -75,6 +95,7 @@ where
             started_at: r.started_at,
             heartbeat_at: r.heartbeat_at,
             queues: r.queues,
+            kinds: serde_json::from_value(r.kinds).unwrap_or_default(),
         })
         .collect())
 }

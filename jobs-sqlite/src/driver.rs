@@ -111,15 +111,52 @@ impl SqliteDriver {
     /// This process's turn at the write lock, and a pooled connection to write with: for
     /// the async operations an application may also run on its own connection (see
     /// `operations::in_transaction!`).
-    pub(crate) async fn write_turn(&self) -> Result<(tokio::sync::MutexGuard<'_, ()>, PooledConnection)> {
+    pub(crate) async fn write_turn(&self) -> Result<(tokio::sync::MutexGuard<'_, ()>, WriteConnection)> {
         let turn = self.local.write_gate.lock().await;
-        Ok((turn, pool::get(&self.pool).await?))
+        Ok((turn, WriteConnection(Some(pool::get(&self.pool).await?))))
     }
 
     pub(crate) fn deliver(&self, told: Vec<Notification>) {
         for notification in told {
             // No listener in this process is not an error.
             let _ = self.local.wake.send(notification);
+        }
+    }
+}
+
+/// A pooled connection an async transaction runs on. Should the future driving the
+/// transaction be dropped before it ends (the caller went away: a dashboard request
+/// whose browser disconnected, say), the connection leaves the pool and closes, which
+/// rolls the transaction back and frees SQLite's write lock at once; back in the pool, it
+/// would hold the lock until its next checkout, and every writer of every process would
+/// wait for it.
+pub(crate) struct WriteConnection(Option<PooledConnection>);
+
+impl WriteConnection {
+    /// The transaction ended (committed or rolled back): back to the pool.
+    pub(crate) fn finish(mut self) {
+        self.0.take();
+    }
+}
+
+impl std::ops::Deref for WriteConnection {
+    type Target = crate::pool::AsyncSqliteConnection;
+    fn deref(&self) -> &Self::Target {
+        // Present until `finish` or `drop`, which consume it.
+        self.0.as_deref().unwrap_or_else(|| unreachable!("a finished write connection is not used"))
+    }
+}
+
+impl std::ops::DerefMut for WriteConnection {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.0.as_deref_mut().unwrap_or_else(|| unreachable!("a finished write connection is not used"))
+    }
+}
+
+impl Drop for WriteConnection {
+    fn drop(&mut self) {
+        if let Some(conn) = self.0.take() {
+            drop(diesel_async::pooled_connection::deadpool::Object::take(conn));
         }
     }
 }

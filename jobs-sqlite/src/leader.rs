@@ -21,6 +21,8 @@ SET leader_id = excluded.leader_id,
                       ELSE excluded.elected_at END,
     expires_at = excluded.expires_at
 WHERE job_leaders.leader_id = excluded.leader_id OR job_leaders.expires_at < excluded.elected_at
+   OR EXISTS (SELECT 1 FROM job_nodes n
+              WHERE n.name = job_leaders.leader_id AND n.heartbeat_at < excluded.elected_at - $5)
 RETURNING leader_id";
 
 /// See [`LeaderTryAcquireParams`].
@@ -30,6 +32,7 @@ pub(crate) fn try_acquire(conn: &mut SqliteConnection, params: &LeaderTryAcquire
         .bind::<Text, _>(params.node)
         .bind::<BigInt, _>(now_ms(params.now))
         .bind::<BigInt, _>(millis(params.ttl))
+        .bind::<BigInt, _>(millis(params.holder_stale_after))
         .load(conn)?;
     Ok(rows.iter().any(|r| r.leader_id == params.node))
 }

@@ -10,8 +10,8 @@ use crate::rows::json;
 use crate::time::{from_ms, now_ms};
 
 const HEARTBEAT: &str = "\
-INSERT INTO job_nodes (name, host, pid, started_at, heartbeat_at, queues) VALUES ($1, $2, $3, $5, $5, $4)
-ON CONFLICT (name) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, queues = excluded.queues";
+INSERT INTO job_nodes (name, host, pid, started_at, heartbeat_at, queues, kinds) VALUES ($1, $2, $3, $5, $5, $4, $6)
+ON CONFLICT (name) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, queues = excluded.queues, kinds = excluded.kinds";
 
 /// See [`NodeHeartbeatParams`].
 pub(crate) fn heartbeat(conn: &mut SqliteConnection, params: &NodeHeartbeatParams<'_>) -> Result<()> {
@@ -21,8 +21,17 @@ pub(crate) fn heartbeat(conn: &mut SqliteConnection, params: &NodeHeartbeatParam
         .bind::<Integer, _>(params.pid)
         .bind::<Text, _>(params.queues.to_string())
         .bind::<BigInt, _>(now_ms(params.now))
+        .bind::<Text, _>(serde_json::Value::from(params.kinds).to_string())
         .execute(conn)?;
     Ok(())
+}
+
+/// Forgets the nodes silent for `older_than_ms` before `now_ms`. Returns how many went.
+pub(crate) fn delete_stale(conn: &mut SqliteConnection, older_than_ms: i64, now_ms: i64) -> Result<i64> {
+    let n = CachedQuery::new("DELETE FROM job_nodes WHERE heartbeat_at < $1")
+        .bind::<BigInt, _>(now_ms.saturating_sub(older_than_ms))
+        .execute(conn)?;
+    Ok(n as i64)
 }
 
 /// Removes a node's row.
@@ -45,18 +54,21 @@ struct Row {
     heartbeat_at: i64,
     #[diesel(sql_type = Text)]
     queues: String,
+    #[diesel(sql_type = Text)]
+    kinds: String,
 }
 
 /// Every registered node, most recently seen first.
 pub(crate) fn list(conn: &mut SqliteConnection) -> Result<Vec<NodeRow>> {
     let rows: Vec<Row> = CachedQuery::new(
-        "SELECT name, host, pid, started_at, heartbeat_at, queues FROM job_nodes ORDER BY heartbeat_at DESC, name",
+        "SELECT name, host, pid, started_at, heartbeat_at, queues, kinds FROM job_nodes ORDER BY heartbeat_at DESC, name",
     )
     .load(conn)?;
     rows.into_iter()
         .map(|r| {
             Ok(NodeRow {
                 queues: json("queues", &r.queues)?,
+                kinds: json("kinds", &r.kinds)?,
                 name: r.name,
                 host: r.host,
                 pid: r.pid,

@@ -16,35 +16,39 @@ use diesel_async::AsyncConnectionCore;
 use jobs_driver::{Notification, Result};
 
 use crate::cached::CachedQuery;
+use crate::time::now_ms;
 
 /// How long rows stay for listeners that read late (a process paused by its host, say).
 pub(crate) const KEEP: Duration = Duration::from_secs(60);
 
 const INSERT: &str = "INSERT INTO job_notifications (channel, payload, created_at) VALUES ($1, $2, $3)";
 
-/// Adds `notification` to the table, in `conn`'s transaction.
+/// Adds `notification` to the table, in `conn`'s transaction. Its time is the wall
+/// clock's (not an operation's injected clock): listeners trim by it.
 pub(crate) fn add<C: diesel::Connection<Backend = Sqlite>>(
     conn: &mut C,
     notification: &Notification,
-    now_ms: i64,
 ) -> Result<()> {
     let (channel, payload) = notification.encode();
     CachedQuery::new(INSERT)
         .bind::<Text, _>(channel)
         .bind::<Text, _>(payload)
-        .bind::<BigInt, _>(now_ms)
+        .bind::<BigInt, _>(now_ms(None))
         .execute(conn)?;
     Ok(())
 }
 
 /// [`add`] on an async connection of the application's.
-pub(crate) async fn add_async<C>(conn: &mut C, notification: &Notification, now_ms: i64) -> Result<()>
+pub(crate) async fn add_async<C>(conn: &mut C, notification: &Notification) -> Result<()>
 where
     C: AsyncConnectionCore<Backend = Sqlite> + Send,
 {
     let (channel, payload) = notification.encode();
     diesel_async::RunQueryDsl::execute(
-        CachedQuery::new(INSERT).bind::<Text, _>(channel).bind::<Text, _>(payload).bind::<BigInt, _>(now_ms),
+        CachedQuery::new(INSERT)
+            .bind::<Text, _>(channel)
+            .bind::<Text, _>(payload)
+            .bind::<BigInt, _>(now_ms(None)),
         conn,
     )
     .await?;

@@ -18,7 +18,9 @@ use crate::{leader, listener, migrate, nodes, queues, schedules, stats};
 macro_rules! in_transaction {
     ($driver:expr, |$conn:ident| $body:expr) => {{
         let (_turn, mut conn) = $driver.write_turn().await?;
-        let (result, told) = conn.immediate_transaction::<_, DriverError, _>(async |$conn| $body).await?;
+        let ended = conn.immediate_transaction::<_, DriverError, _>(async |$conn| $body).await;
+        conn.finish();
+        let (result, told) = ended?;
         $driver.deliver(told);
         Ok(result)
     }};
@@ -76,11 +78,18 @@ impl Driver for SqliteDriver {
     }
 
     async fn job_rescue_stuck(&self, params: JobRescueStuckParams<'_>) -> Result<Vec<i64>> {
-        let JobRescueStuckParams { node_stale_after, timeout_grace, limit, rescuer, now } = params;
+        let JobRescueStuckParams { node_stale_after, timeout_grace, lost_nodes, limit, rescuer, now } =
+            params;
         let rescuer = rescuer.to_owned();
-        write(&self.pool, &self.local, move |c| {
-            let params =
-                JobRescueStuckParams { node_stale_after, timeout_grace, limit, rescuer: &rescuer, now };
+        self.write_notifying(move |c| {
+            let params = JobRescueStuckParams {
+                node_stale_after,
+                timeout_grace,
+                lost_nodes,
+                limit,
+                rescuer: &rescuer,
+                now,
+            };
             maintenance::rescue_stuck(c, &params)
         })
         .await
@@ -89,7 +98,7 @@ impl Driver for SqliteDriver {
     async fn job_release_orphans(&self, params: JobReleaseOrphansParams<'_>) -> Result<Vec<i64>> {
         let JobReleaseOrphansParams { node, held, grace, now } = params;
         let (node, held) = (node.to_owned(), held.to_vec());
-        write(&self.pool, &self.local, move |c| {
+        self.write_notifying(move |c| {
             let params = JobReleaseOrphansParams { node: &node, held: &held, grace, now };
             maintenance::release_orphans(c, &params)
         })
@@ -173,10 +182,15 @@ impl Driver for SqliteDriver {
     }
 
     async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()> {
-        let NodeHeartbeatParams { node, host, pid, queues, now } = params;
+        let NodeHeartbeatParams { node, host, pid, queues, kinds, now } = params;
         let (node, host, queues) = (node.to_owned(), host.to_owned(), queues.clone());
+        let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
         write(&self.pool, &self.local, move |c| {
-            nodes::heartbeat(c, &NodeHeartbeatParams { node: &node, host: &host, pid, queues: &queues, now })
+            let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
+            nodes::heartbeat(
+                c,
+                &NodeHeartbeatParams { node: &node, host: &host, pid, queues: &queues, kinds: &kinds, now },
+            )
         })
         .await
     }
@@ -186,15 +200,23 @@ impl Driver for SqliteDriver {
         write(&self.pool, &self.local, move |c| nodes::delete(c, &node)).await
     }
 
+    async fn node_delete_stale(&self, params: NodeDeleteStaleParams) -> Result<i64> {
+        let (older_than, now) = (millis(params.older_than), now_ms(params.now));
+        write(&self.pool, &self.local, move |c| nodes::delete_stale(c, older_than, now)).await
+    }
+
     async fn node_list(&self, _params: NodeListParams) -> Result<Vec<NodeRow>> {
         read(&self.pool, nodes::list).await
     }
 
     async fn leader_try_acquire(&self, params: LeaderTryAcquireParams<'_>) -> Result<bool> {
-        let LeaderTryAcquireParams { name, node, ttl, now } = params;
+        let LeaderTryAcquireParams { name, node, ttl, holder_stale_after, now } = params;
         let (name, node) = (name.to_owned(), node.to_owned());
         write(&self.pool, &self.local, move |c| {
-            leader::try_acquire(c, &LeaderTryAcquireParams { name: &name, node: &node, ttl, now })
+            leader::try_acquire(
+                c,
+                &LeaderTryAcquireParams { name: &name, node: &node, ttl, holder_stale_after, now },
+            )
         })
         .await
     }

@@ -9,6 +9,7 @@ use jobs_driver::NewJob;
 use crate::jobs::claim::CLAIM;
 use crate::jobs::complete::{COMPLETE_SUCCEEDED, DELETE_COMPLETED};
 use crate::jobs::insert::insert_many_sync;
+use crate::jobs::list::page_sql;
 use crate::pool::connect_sync;
 use crate::testing::TestDatabase;
 
@@ -55,5 +56,28 @@ async fn completions_find_each_row_by_its_id() {
         let plan = explain(&mut conn, sql);
         assert!(plan.contains("USING INTEGER PRIMARY KEY"), "{plan}");
         assert!(!plan.contains("jobs_running_idx") && !plan.lines().any(|l| l.contains("SCAN j")), "{plan}");
+    }
+}
+
+/// A page of one resting state, of a queue or of all queues, reads a partial index (they
+/// hold few rows), not the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_of_a_resting_state_read_its_partial_index() {
+    let (_db, mut conn) = busy_queue().await;
+    for (states, queue) in [
+        (vec![jobs_driver::JobState::Discarded], Some("plans")),
+        (vec![jobs_driver::JobState::Retryable, jobs_driver::JobState::Discarded], Some("plans")),
+        (vec![jobs_driver::JobState::Completed], None),
+    ] {
+        let filter = jobs_driver::JobFilter {
+            states: states.clone(),
+            queue: queue.map(str::to_owned),
+            ..Default::default()
+        };
+        let plan = explain(&mut conn, &page_sql(&filter));
+        assert!(
+            plan.contains("jobs_queue_state_idx") || plan.contains("jobs_finalized_idx"),
+            "{states:?} {queue:?}:\n{plan}"
+        );
     }
 }

@@ -61,9 +61,11 @@ impl ConnectionSettings {
 
     fn pragmas(&self) -> String {
         format!(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; PRAGMA busy_timeout = {};",
-            if self.durable_commits { "FULL" } else { "NORMAL" },
-            self.busy_timeout.as_millis()
+            // The busy timeout first: switching a new file to WAL takes a lock, which
+            // another connection opening at the same moment may hold.
+            "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = {};",
+            self.busy_timeout.as_millis(),
+            if self.durable_commits { "FULL" } else { "NORMAL" }
         )
     }
 }

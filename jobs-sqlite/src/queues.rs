@@ -35,7 +35,7 @@ where
     )
     .await?;
     let told = Notification::QueuePaused { queue: queue.to_owned(), paused };
-    notifications::add_async(conn, &told, now_ms).await?;
+    notifications::add_async(conn, &told).await?;
     Ok(told)
 }
 

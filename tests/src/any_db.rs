@@ -34,11 +34,13 @@ pub struct Run {
     /// The node that ran it.
     #[diesel(sql_type = Text)]
     pub node: String,
+    /// When it started, in milliseconds since the epoch (the worker's clock).
+    #[diesel(sql_type = BigInt)]
+    pub at_ms: i64,
 }
 
 /// The `runs` table, in SQL both backends take.
-pub const RUNS_TABLE: &str =
-    "CREATE TABLE runs (job_id bigint NOT NULL, attempt int NOT NULL, node text NOT NULL)";
+pub const RUNS_TABLE: &str = "CREATE TABLE runs (job_id bigint NOT NULL, attempt int NOT NULL, node text NOT NULL, at_ms bigint NOT NULL)";
 
 /// Runs `$body` with `$conn`, a connection of `$db`, whichever backend it is.
 macro_rules! with_connection {
@@ -95,14 +97,15 @@ impl AnyDb {
     /// Records a run of `job_id` at `attempt` on `node` in the `runs` table.
     pub async fn record_run(&self, job_id: i64, attempt: i32, node: &str) -> Result<(), String> {
         let sql = match self {
-            AnyDb::Postgres(_) => "INSERT INTO runs (job_id, attempt, node) VALUES ($1, $2, $3)",
-            AnyDb::Sqlite(_) => "INSERT INTO runs (job_id, attempt, node) VALUES (?, ?, ?)",
+            AnyDb::Postgres(_) => "INSERT INTO runs (job_id, attempt, node, at_ms) VALUES ($1, $2, $3, $4)",
+            AnyDb::Sqlite(_) => "INSERT INTO runs (job_id, attempt, node, at_ms) VALUES (?, ?, ?, ?)",
         };
         with_connection!(self, |conn| {
             diesel::sql_query(sql)
                 .bind::<BigInt, _>(job_id)
                 .bind::<Integer, _>(attempt)
                 .bind::<Text, _>(node)
+                .bind::<BigInt, _>(chrono::Utc::now().timestamp_millis())
                 .execute(&mut conn)
                 .await
                 .map(|_| ())
@@ -114,7 +117,7 @@ impl AnyDb {
     pub async fn runs(&self) -> Option<Vec<Run>> {
         let runs: Result<Vec<Run>, String> = async {
             with_connection!(self, |conn| {
-                diesel::sql_query("SELECT job_id, attempt, node FROM runs")
+                diesel::sql_query("SELECT job_id, attempt, node, at_ms FROM runs")
                     .load(&mut conn)
                     .await
                     .map_err(|e| e.to_string())

@@ -24,11 +24,24 @@ impl WorkerProcess {
     /// Starts `binary` (the test's `CARGO_BIN_EXE_fault_worker`) on `url` as `node`, its
     /// stdout and stderr going to a log file in `dir`.
     pub fn start(binary: &str, url: &str, node: &str, concurrency: usize, dir: &Path) -> WorkerProcess {
+        WorkerProcess::start_with(binary, url, node, concurrency, dir, &[])
+    }
+
+    /// [`start`](Self::start) with more arguments for the binary.
+    pub fn start_with(
+        binary: &str,
+        url: &str,
+        node: &str,
+        concurrency: usize,
+        dir: &Path,
+        extra: &[&str],
+    ) -> WorkerProcess {
         let log = dir.join(format!("{node}.log"));
         let out = File::create(&log).expect("create worker log");
         let err = out.try_clone().expect("clone worker log");
         let child = Command::new(binary)
             .args(["--url", url, "--node", node, "--concurrency", &concurrency.to_string()])
+            .args(extra)
             .env("RUST_BACKTRACE", "0")
             .stdin(Stdio::null())
             .stdout(out)

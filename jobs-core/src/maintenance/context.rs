@@ -1,17 +1,19 @@
 //! What every service runs with ([`ServiceContext`]), and the loop that runs a service
 //! while its node leads.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jobs_driver::Driver;
+use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, SystemClock};
 use crate::into_driver::IntoDriver;
 
-/// What every service needs: the driver, the clock, this node's name, and whether it leads.
+/// What every service needs: the driver, the clock, this node's name, whether it leads,
+/// and when its database calls last failed.
 #[derive(Clone)]
 pub struct ServiceContext {
     /// The driver.
@@ -20,7 +22,8 @@ pub struct ServiceContext {
     pub clock: Arc<dyn Clock>,
     /// This node's name.
     pub node: Arc<str>,
-    leader: Arc<AtomicBool>,
+    leader: Arc<watch::Sender<bool>>,
+    last_failure: Arc<Mutex<Option<Instant>>>,
 }
 
 impl ServiceContext {
@@ -31,7 +34,8 @@ impl ServiceContext {
             driver: driver.into_driver(),
             clock: Arc::new(SystemClock),
             node: node.into(),
-            leader: Arc::new(AtomicBool::new(false)),
+            leader: Arc::new(watch::Sender::new(false)),
+            last_failure: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -43,17 +47,38 @@ impl ServiceContext {
 
     /// Whether this node holds the leader lease.
     pub fn is_leader(&self) -> bool {
-        self.leader.load(Ordering::Acquire)
+        *self.leader.borrow()
     }
 
     pub(crate) fn set_leader(&self, leader: bool) {
-        self.leader.store(leader, Ordering::Release);
+        self.leader.send_if_modified(|held| std::mem::replace(held, leader) != leader);
+    }
+
+    /// A receiver that sees each change of leadership.
+    pub(crate) fn leadership(&self) -> watch::Receiver<bool> {
+        self.leader.subscribe()
+    }
+
+    /// Records that a database call of this node failed (the elector, the heartbeat and
+    /// the services call it).
+    pub(crate) fn note_database_failure(&self) {
+        *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+
+    /// Whether this node's database calls have all succeeded for at least `period`: until
+    /// then, other nodes' silence may be the database's, not theirs (a restart, say).
+    pub(crate) fn database_healthy_for(&self, period: Duration) -> bool {
+        match *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(failed) => failed.elapsed() >= period,
+            None => true,
+        }
     }
 }
 
-/// Calls `pass` every `interval` while the node leads, until `stop` fires. A service whose
-/// config is invalid (a zero interval, say: built without `WorkerBuilder::build`'s checks)
-/// logs why and does not run.
+/// Calls `pass` every `interval` while the node leads, and at once when it becomes leader
+/// (a new leader rescues and schedules without waiting a tick), until `stop` fires. A
+/// service whose config is invalid (a zero interval, say: built without
+/// `WorkerBuilder::build`'s checks) logs why and does not run.
 pub(crate) async fn leader_loop<F, Fut>(
     ctx: &ServiceContext,
     (service, config): (&'static str, crate::error::Result<()>),
@@ -70,12 +95,19 @@ pub(crate) async fn leader_loop<F, Fut>(
     }
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut leadership = ctx.leadership();
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = ticker.tick() => {
                 if ctx.is_leader() {
                     pass().await;
+                }
+            }
+            Ok(()) = leadership.changed() => {
+                if *leadership.borrow_and_update() {
+                    pass().await;
+                    ticker.reset();
                 }
             }
         }

@@ -21,6 +21,10 @@ pub struct LeaderConfig {
     pub ttl: Duration,
     /// How often to try to take or renew it.
     pub interval: Duration,
+    /// A leader whose node has not heartbeated for this long is gone: another node takes
+    /// the lease at its next try, before the lease runs out. Longer than the heartbeat
+    /// interval.
+    pub holder_stale_after: Duration,
 }
 
 impl Default for LeaderConfig {
@@ -28,7 +32,8 @@ impl Default for LeaderConfig {
         LeaderConfig {
             name: "default".into(),
             ttl: Duration::from_secs(15),
-            interval: Duration::from_secs(3),
+            interval: Duration::from_secs(1),
+            holder_stale_after: Duration::from_secs(6),
         }
     }
 }
@@ -42,6 +47,7 @@ impl LeaderConfig {
         }
         settings::period("leader.interval", self.interval)?;
         settings::period("leader.ttl", self.ttl)?;
+        settings::period("leader.holder_stale_after", self.holder_stale_after)?;
         settings::longer_than("leader.ttl", self.ttl, "leader.interval", self.interval)
     }
 }
@@ -65,9 +71,16 @@ impl LeaderElector {
             name: &self.config.name,
             node: &ctx.node,
             ttl: self.config.ttl,
+            holder_stale_after: self.config.holder_stale_after,
             now: ctx.clock.db_now(),
         };
-        let leader = ctx.driver.leader_try_acquire(params).await?;
+        let leader = match ctx.driver.leader_try_acquire(params).await {
+            Ok(leader) => leader,
+            Err(e) => {
+                ctx.note_database_failure();
+                return Err(e.into());
+            }
+        };
         if leader != ctx.is_leader() {
             tracing::info!(node = %ctx.node, leader, "leadership changed");
         }

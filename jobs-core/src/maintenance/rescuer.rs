@@ -1,12 +1,13 @@
 //! The rescuer: returns `running` jobs that nobody runs any more — their node stopped
-//! heartbeating, or they overran their timeout — to the queue (or discards them when out
-//! of attempts). Fenced on the attempt, so the original worker's late outcome is ignored.
+//! heartbeating, or they overran their timeout — to the queue in their place in line (or
+//! discards them when out of attempts), and forgets nodes long dead. Fenced on the
+//! attempt, so the original worker's late outcome is ignored.
 
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use jobs_driver::JobRescueStuckParams;
+use jobs_driver::{JobRescueStuckParams, NodeDeleteStaleParams};
 
 use super::context::{ServiceContext, leader_loop};
 use crate::error::Result;
@@ -17,8 +18,13 @@ use crate::settings;
 pub struct RescuerConfig {
     /// How often to look for stuck jobs.
     pub interval: Duration,
-    /// A node whose heartbeat is older than this is considered gone.
+    /// A node whose heartbeat is older than this is considered gone and its jobs are
+    /// rescued (only once this node's own database calls have succeeded for as long: after
+    /// a database outage every node is silent for a while).
     pub node_stale_after: Duration,
+    /// A node silent this long is forgotten (its row deleted; its name stays on its jobs'
+    /// attempts). At least `node_stale_after`.
+    pub forget_nodes_after: Duration,
     /// How long past its timeout a job may still be running before it is rescued (the
     /// worker enforces timeouts itself; this catches workers that cannot).
     pub timeout_grace: Duration,
@@ -29,8 +35,9 @@ pub struct RescuerConfig {
 impl Default for RescuerConfig {
     fn default() -> Self {
         RescuerConfig {
-            interval: Duration::from_secs(2),
-            node_stale_after: Duration::from_secs(10),
+            interval: Duration::from_secs(1),
+            node_stale_after: Duration::from_secs(8),
+            forget_nodes_after: Duration::from_secs(300),
             timeout_grace: Duration::from_secs(5),
             batch: 1_000,
         }
@@ -43,6 +50,16 @@ impl RescuerConfig {
     pub fn validate(&self) -> Result<()> {
         settings::period("rescuer.interval", self.interval)?;
         settings::period("rescuer.node_stale_after", self.node_stale_after)?;
+        settings::period("rescuer.forget_nodes_after", self.forget_nodes_after)?;
+        if self.forget_nodes_after < self.node_stale_after {
+            return Err(crate::error::Error::InvalidOption {
+                option: "rescuer.forget_nodes_after",
+                reason: format!(
+                    "{:?} is shorter than rescuer.node_stale_after ({:?}): a node would be forgotten before its jobs are rescued",
+                    self.forget_nodes_after, self.node_stale_after
+                ),
+            });
+        }
         settings::at_most_max_period("rescuer.timeout_grace", self.timeout_grace)?;
         settings::count("rescuer.batch", self.batch, settings::MAX_BATCH)
     }
@@ -60,14 +77,25 @@ impl Rescuer {
         Rescuer { config }
     }
 
-    /// One pass. Returns the ids of the rescued jobs.
+    /// One pass: rescues abandoned jobs, then forgets long-dead nodes. Returns the ids of
+    /// the rescued jobs.
     pub async fn run_once(&self, ctx: &ServiceContext) -> Result<Vec<i64>> {
         self.config.validate()?;
+        let passed = self.pass(ctx).await;
+        if passed.is_err() {
+            ctx.note_database_failure();
+        }
+        passed
+    }
+
+    async fn pass(&self, ctx: &ServiceContext) -> Result<Vec<i64>> {
+        let lost_nodes = ctx.database_healthy_for(self.config.node_stale_after);
         let mut rescued = Vec::new();
         loop {
             let params = JobRescueStuckParams {
                 node_stale_after: self.config.node_stale_after,
                 timeout_grace: self.config.timeout_grace,
+                lost_nodes,
                 limit: self.config.batch,
                 rescuer: &ctx.node,
                 now: ctx.clock.db_now(),
@@ -76,9 +104,16 @@ impl Rescuer {
             let done = (ids.len() as i64) < self.config.batch;
             rescued.extend(ids);
             if done {
-                return Ok(rescued);
+                break;
             }
         }
+        let forget =
+            NodeDeleteStaleParams { older_than: self.config.forget_nodes_after, now: ctx.clock.db_now() };
+        let forgotten = ctx.driver.node_delete_stale(forget).await?;
+        if forgotten > 0 {
+            tracing::info!(count = forgotten, "forgot nodes silent for {:?}", self.config.forget_nodes_after);
+        }
+        Ok(rescued)
     }
 
     /// Runs every interval while the node leads, until `stop` fires.

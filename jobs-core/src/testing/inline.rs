@@ -212,6 +212,9 @@ impl Driver for InlineDriver {
     async fn node_delete(&self, _: NodeDeleteParams<'_>) -> Result<()> {
         self.unsupported("record nodes")
     }
+    async fn node_delete_stale(&self, _: NodeDeleteStaleParams) -> Result<i64> {
+        self.unsupported("forget nodes")
+    }
     async fn node_list(&self, _: NodeListParams) -> Result<Vec<NodeRow>> {
         self.unsupported("list nodes")
     }

@@ -51,6 +51,7 @@ pub struct WorkerBuilder {
     orphan_grace: Duration,
     unknown_kinds: UnknownKindPolicy,
     registry: Option<Registry>,
+    allow_queues_without_jobs: bool,
     clock: Arc<dyn Clock>,
     maintenance: bool,
     listen: bool,
@@ -87,8 +88,9 @@ impl WorkerBuilder {
             claims_in_flight: 1,
             fetch_cooldown: Duration::from_millis(2),
             orphan_grace: Duration::from_secs(30),
-            unknown_kinds: UnknownKindPolicy::Fail,
+            unknown_kinds: UnknownKindPolicy::default(),
             registry: None,
+            allow_queues_without_jobs: false,
             clock: Arc::new(SystemClock),
             maintenance: true,
             listen: true,
@@ -177,9 +179,18 @@ impl WorkerBuilder {
     }
 
     /// What to do with a claimed job of a kind this worker does not know (default
-    /// [`UnknownKindPolicy::Fail`]).
+    /// [`UnknownKindPolicy::HandBack`]: back to the queue for 5 s, for up to an hour).
     pub fn unknown_kinds(mut self, policy: UnknownKindPolicy) -> Self {
         self.unknown_kinds = policy;
+        self
+    }
+
+    /// Serve queues that no registered job names as its queue (their jobs arrive by a
+    /// per-call `.queue(..)`). Without it, `build()` refuses such a queue with
+    /// [`Error::NoJobsForQueue`](crate::Error::NoJobsForQueue): a worker binary that does not
+    /// link the crate defining the jobs would otherwise claim them and not know them.
+    pub fn allow_queues_without_jobs(mut self) -> Self {
+        self.allow_queues_without_jobs = true;
         self
     }
 
@@ -255,6 +266,8 @@ impl WorkerBuilder {
             Some(r) => r,
             None => Registry::from_inventory()?,
         };
+        let served: Vec<&str> = self.queues.iter().map(|q| q.name.as_str()).collect();
+        check_queues_have_jobs(&registry, &served, self.allow_queues_without_jobs)?;
         let mut schedules: Vec<Periodic> =
             registry.descriptors().filter_map(Periodic::from_descriptor).collect();
         schedules.sort_by(|a, b| a.name().cmp(b.name()));
@@ -350,8 +363,13 @@ impl WorkerBuilder {
         settings::at_most_max_period("orphan_grace", self.orphan_grace)?;
         settings::count("max_fetch", i64::try_from(self.max_fetch).unwrap_or(i64::MAX), settings::MAX_BATCH)?;
         settings::count("claims_in_flight", i64::try_from(self.claims_in_flight).unwrap_or(i64::MAX), 64)?;
-        if let UnknownKindPolicy::Postpone(delay) = self.unknown_kinds {
-            settings::period("unknown_kinds.postpone", delay)?;
+        match self.unknown_kinds {
+            UnknownKindPolicy::Postpone(delay) => settings::period("unknown_kinds.postpone", delay)?,
+            UnknownKindPolicy::HandBack { retry_in, give_up_after } => {
+                settings::period("unknown_kinds.retry_in", retry_in)?;
+                settings::period("unknown_kinds.give_up_after", give_up_after)?;
+            }
+            _ => {}
         }
         if self.maintenance {
             self.leader.validate()?;
@@ -367,9 +385,37 @@ impl WorkerBuilder {
                 "heartbeat_interval",
                 self.heartbeat_interval,
             )?;
+            // Likewise a live leader would lose its lease between two of its heartbeats.
+            settings::longer_than(
+                "leader.holder_stale_after",
+                self.leader.holder_stale_after,
+                "heartbeat_interval",
+                self.heartbeat_interval,
+            )?;
         }
         Ok(())
     }
+}
+
+/// Refuses a served queue that no registered job names as its queue (unless `allow`).
+fn check_queues_have_jobs(registry: &Registry, served: &[&str], allow: bool) -> Result<()> {
+    if allow {
+        return Ok(());
+    }
+    let by_queue = registry.kinds_by_queue();
+    for queue in served {
+        if !by_queue.contains_key(*queue) {
+            let registered = if by_queue.is_empty() {
+                "no job is registered at all".to_owned()
+            } else {
+                let per_queue: Vec<String> =
+                    by_queue.iter().map(|(q, kinds)| format!("`{q}`: {}", kinds.join(", "))).collect();
+                format!("registered: {}", per_queue.join("; "))
+            };
+            return Err(Error::NoJobsForQueue { queue: (*queue).to_owned(), registered });
+        }
+    }
+    Ok(())
 }
 
 impl std::fmt::Debug for WorkerBuilder {

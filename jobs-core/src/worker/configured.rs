@@ -97,7 +97,10 @@ impl Worker {
             stop_completer.clone(),
             give_up.clone(),
         ));
-        let mut services = vec![tokio::spawn(heartbeat::run(shared.clone(), stop_services.clone()))];
+        let service_ctx =
+            ServiceContext::new(shared.driver.clone(), shared.node.clone()).with_clock(shared.clock.clone());
+        let mut services =
+            vec![tokio::spawn(heartbeat::run(shared.clone(), service_ctx.clone(), stop_services.clone()))];
         if self.listen {
             services.push(tokio::spawn(listener::run(shared.clone(), stop_services.clone())));
         }
@@ -105,8 +108,6 @@ impl Worker {
         for queue in shared.queues.values() {
             producers.push(tokio::spawn(producer::run(shared.clone(), queue.clone(), stop_fetch.clone())));
         }
-        let service_ctx =
-            ServiceContext::new(shared.driver.clone(), shared.node.clone()).with_clock(shared.clock.clone());
         if let Some(Maintenance { leader, scheduler, rescuer, pruner, cron }) = self.maintenance {
             let elector = LeaderElector::new(leader);
             // Try once now so a single node starts its services without waiting a tick.
@@ -123,6 +124,11 @@ impl Worker {
             if !cron.is_empty() {
                 services.push(tokio::spawn(cron.run(service_ctx.clone(), stop_services.clone())));
             }
+        }
+        let by_queue = shared.registry.kinds_by_queue();
+        for queue in shared.queues.keys() {
+            let kinds = by_queue.get(queue).map(|k| k.join(", ")).unwrap_or_default();
+            tracing::info!(node = %shared.node, queue = %queue, kinds = %kinds, "serving queue (and any registered kind enqueued to it)");
         }
         tracing::info!(node = %shared.node, queues = ?shared.queues.keys().collect::<Vec<_>>(), "worker started");
         Ok(WorkerHandle {

@@ -90,7 +90,15 @@ fn completion(
                 format!("no job of kind `{}` is registered on node {}", job.kind, shared.node),
             );
             match shared.config.unknown_kinds {
-                UnknownKindPolicy::Fail => failed(&mut c, unknown),
+                UnknownKindPolicy::HandBack { retry_in, give_up_after }
+                    if shared.clock.now() - job.created_at
+                        < chrono::TimeDelta::from_std(give_up_after).unwrap_or(chrono::TimeDelta::MAX) =>
+                {
+                    c.state = JobState::Scheduled;
+                    c.delay_ms = Some(i64::try_from(retry_in.as_millis()).unwrap_or(i64::MAX));
+                    c.give_back_attempt = true;
+                }
+                UnknownKindPolicy::HandBack { .. } | UnknownKindPolicy::Fail => failed(&mut c, unknown),
                 UnknownKindPolicy::Postpone(delay) => {
                     c.state = JobState::Scheduled;
                     c.delay_ms = Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));

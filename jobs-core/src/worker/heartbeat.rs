@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::listener::cancel_running;
 use super::runtime::Shared;
 use crate::error::Result;
+use crate::maintenance::ServiceContext;
 
 /// Writes one heartbeat.
 pub(crate) async fn beat(shared: &Shared) -> Result<()> {
@@ -24,11 +25,13 @@ pub(crate) async fn beat(shared: &Shared) -> Result<()> {
         })
         .collect();
     let queues = serde_json::Value::Object(queues);
+    let kinds = shared.registry.kinds();
     let params = NodeHeartbeatParams {
         node: &shared.node,
         host: &shared.host,
         pid: shared.pid,
         queues: &queues,
+        kinds: &kinds,
         now: shared.clock.db_now(),
     };
     Ok(shared.driver.node_heartbeat(params).await?)
@@ -61,8 +64,10 @@ async fn poll_cancellations(shared: &Shared) -> Result<()> {
     Ok(())
 }
 
-/// Beats every heartbeat interval until `stop` fires.
-pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
+/// Beats every heartbeat interval until `stop` fires. A failed beat is noted on `ctx` (the
+/// rescuer waits for the database to have been reachable a while before it judges other
+/// nodes by their silence).
+pub(crate) async fn run(shared: Arc<Shared>, ctx: ServiceContext, stop: CancellationToken) {
     let mut ticker = tokio::time::interval(shared.config.heartbeat_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -70,6 +75,7 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
             _ = stop.cancelled() => return,
             _ = ticker.tick() => {
                 if let Err(e) = beat(&shared).await {
+                    ctx.note_database_failure();
                     tracing::warn!(error = %e, "heartbeat failed");
                 }
                 match release_orphans(&shared).await {

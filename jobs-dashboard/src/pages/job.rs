@@ -41,6 +41,22 @@ struct JobPage {
     retryable: bool,
     cancellable: bool,
     deletable: bool,
+    /// The live nodes that run the job's queue and know its kind (for waiting jobs).
+    runnable_on: Option<Vec<String>>,
+}
+
+/// How long a node may be silent and still count as live on this page.
+const LIVE_NODE: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
+
+/// The live nodes that can run `job`: they serve its queue and registered its kind.
+async fn runnable_on(d: &Dashboard, job: &JobRow) -> Result<Vec<String>, DashboardError> {
+    let nodes = d.config.driver.node_list(jobs_core::driver::NodeListParams {}).await?;
+    let now = Utc::now();
+    Ok(nodes
+        .into_iter()
+        .filter(|n| now - n.heartbeat_at < LIVE_NODE && n.can_run(&job.queue, &job.kind))
+        .map(|n| n.name)
+        .collect())
 }
 
 fn pretty(value: &serde_json::Value) -> String {
@@ -139,6 +155,11 @@ pub(crate) async fn page(
                 .collect()
         })
         .unwrap_or_default();
+    let waiting = matches!(
+        job.state,
+        jobs_core::JobState::Available | jobs_core::JobState::Scheduled | jobs_core::JobState::Retryable
+    );
+    let runnable_on = if waiting { Some(runnable_on(&d, &job).await?) } else { None };
     let cookie = c.take_cookie();
     let running = job.state == jobs_core::JobState::Running;
     let page = JobPage {
@@ -150,6 +171,7 @@ pub(crate) async fn page(
         retryable: !running,
         cancellable: !job.state.is_final(),
         deletable: !running,
+        runnable_on,
         job,
         c,
     };

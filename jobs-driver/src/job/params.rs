@@ -121,16 +121,22 @@ pub struct JobScheduleDueParams {
 
 /// `job_rescue_stuck`: return to the queue the `running` jobs that nobody runs any more —
 /// their node has not heartbeated within `node_stale_after` (or has no row), or they are
-/// still running `timeout_grace` past their timeout. They become retryable (due now),
-/// discarded when out of attempts, cancelled when a cancel was requested, with an error
-/// entry `rescued_node_lost` or `rescued_timeout`; the attempt is unchanged (fencing out
-/// a late outcome). Returns the rescued ids.
+/// still running `timeout_grace` past their timeout. They become `available` in their
+/// place in line (priority and `scheduled_at` unchanged, so they run before work enqueued
+/// after them) and their queues are woken; discarded when out of attempts, cancelled when a
+/// cancel was requested; each with an error entry `rescued_node_lost` or
+/// `rescued_timeout`. The attempt is unchanged (fencing out a late outcome). Returns the
+/// rescued ids.
 #[derive(Debug, Clone, Copy)]
 pub struct JobRescueStuckParams<'a> {
     /// A node silent this long is gone.
     pub node_stale_after: Duration,
     /// How long past its timeout a job may run before it is rescued.
     pub timeout_grace: Duration,
+    /// Rescue the jobs of lost nodes (`false`: only overrun timeouts; the rescuer's own
+    /// database connection was failing lately, so other nodes' silence may be the
+    /// database's, not theirs).
+    pub lost_nodes: bool,
     /// The most jobs to rescue.
     pub limit: i64,
     /// The rescuing node (named in the error entry).
@@ -139,7 +145,7 @@ pub struct JobRescueStuckParams<'a> {
     pub now: Option<DateTime<Utc>>,
 }
 
-/// `job_release_orphans`: return to the queue, as a rescue would (`rescued_orphaned`),
+/// `job_release_orphans`: return to the queue in place, as a rescue would (`rescued_orphaned`),
 /// the `running` jobs attributed to `node` that it does not hold and that were claimed
 /// more than `grace` ago: claims whose reply never reached the node. Returns their ids.
 #[derive(Debug, Clone, Copy)]

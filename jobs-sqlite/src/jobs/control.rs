@@ -47,12 +47,12 @@ where
     Ok(CachedQuery::new(sql).bind::<Text, _>(ids_json(ids)).bind::<BigInt, _>(now_ms).load(conn).await?)
 }
 
-async fn tell<C>(conn: &mut C, notifications: &[Notification], now_ms: i64) -> Result<()>
+async fn tell<C>(conn: &mut C, notifications: &[Notification]) -> Result<()>
 where
     C: AsyncConnectionCore<Backend = Sqlite> + Send,
 {
     for n in notifications {
-        notifications::add_async(conn, n, now_ms).await?;
+        notifications::add_async(conn, n).await?;
     }
     Ok(())
 }
@@ -79,7 +79,7 @@ where
         .filter(|(_, state)| **state == JobState::Running)
         .map(|(c, _)| Notification::CancelJob { id: c.id })
         .collect();
-    tell(conn, &told, now_ms).await?;
+    tell(conn, &told).await?;
     Ok((states, told))
 }
 
@@ -95,7 +95,7 @@ where
     queues.dedup();
     let woken: Vec<Notification> =
         queues.into_iter().map(|queue| Notification::JobsAvailable { queue: queue.to_owned() }).collect();
-    tell(conn, &woken, now_ms).await?;
+    tell(conn, &woken).await?;
     Ok((changed.len() as i64, woken))
 }
 

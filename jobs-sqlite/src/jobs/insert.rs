@@ -5,9 +5,9 @@
 //! batches) is one statement: the shared columns bound once, the arguments as one JSON
 //! array that `json_each` walks ([`INSERT_SHARED`]). Any other batch is a loop over one
 //! cached single-row statement (SQLite runs in this process: a statement costs
-//! microseconds). A uniqueness key is checked first (`jobs_unique_idx` finds the row
-//! holding it); SQLite's one writer means nothing can take the key between the check and
-//! the insert.
+//! microseconds). A row holding a uniqueness key is inserted `ON CONFLICT DO NOTHING`
+//! (one statement: no other writer can take the key in between); when nothing comes back,
+//! the holder is looked up. The batch runs in a savepoint: all of it, or none.
 
 use diesel::connection::LoadConnection;
 use diesel::sql_types::{BigInt, Binary, Integer, Nullable, SmallInt, Text};
@@ -20,11 +20,32 @@ use crate::notifications;
 use crate::rows::Id;
 use crate::time::to_ms;
 
-const INSERT: &str = "\
+/// One row, with `$conflict` before `RETURNING`.
+macro_rules! insert_sql {
+    ($conflict:literal) => {
+        concat!(
+            "\
 INSERT INTO jobs (state, kind, queue, args, meta, tags, priority, max_attempts, timeout_ms,
                   created_at, scheduled_at, unique_key, unique_states)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-RETURNING id";
+",
+            $conflict,
+            "
+RETURNING id"
+        )
+    };
+}
+
+/// A row without a key to hold.
+const INSERT: &str = insert_sql!("");
+
+/// A row that holds its uniqueness key: nothing is inserted (and no id comes back) when
+/// another row holds it. One statement, so no other writer can take the key between a
+/// check and the insert. The conflict target repeats `jobs_unique_idx`'s predicate.
+const INSERT_UNIQUE: &str = insert_sql!(
+    "ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND instr(unique_states, '\"' || state || '\"') > 0
+DO NOTHING"
+);
 
 /// A batch differing only in its arguments: `$4` is a JSON array of them, inserted in its
 /// order (ids ascend with it). An element's JSON text is `json_each`'s `value` for an
@@ -116,12 +137,13 @@ impl Plan<'_> {
 
     /// One wake-up per queue that received available jobs.
     fn wake_ups(&self, per_row: &[Inserted]) -> Vec<Notification> {
-        let mut queues: Vec<&str> = Vec::new();
-        for (row, inserted) in self.rows.iter().zip(per_row) {
-            if !inserted.existing && row.state == JobState::Available && !queues.contains(&&*row.job.queue) {
-                queues.push(&row.job.queue);
-            }
-        }
+        let queues: std::collections::BTreeSet<&str> = self
+            .rows
+            .iter()
+            .zip(per_row)
+            .filter(|(row, inserted)| !inserted.existing && row.state == JobState::Available)
+            .map(|(row, _)| &*row.job.queue)
+            .collect();
         queues.into_iter().map(|queue| Notification::JobsAvailable { queue: queue.to_owned() }).collect()
     }
 }
@@ -138,7 +160,7 @@ pub(crate) fn strings_json(tags: &[String]) -> String {
 
 fn insert_query<'a>(row: &'a Planned<'a>, now_ms: i64) -> Query<'a> {
     let job = row.job;
-    CachedQuery::new(INSERT)
+    CachedQuery::new(if row.check_key.is_some() { INSERT_UNIQUE } else { INSERT })
         .bind::<Text, _>(row.state.as_str())
         .bind::<Text, _>(&*job.kind)
         .bind::<Text, _>(&*job.queue)
@@ -202,10 +224,30 @@ fn held_query(key: &[u8]) -> Query<'_> {
     CachedQuery::new(HELD).bind::<Binary, _>(key)
 }
 
+// The statements of one batch commit or roll back together, also on an application's
+// connection outside any transaction (where each would otherwise commit on its own).
+const SAVEPOINT: &str = "SAVEPOINT jobs_insert";
+const RELEASE: &str = "RELEASE jobs_insert";
+const ROLLBACK: &str = "ROLLBACK TO jobs_insert; RELEASE jobs_insert";
+
 /// Inserts `jobs` at `now_ms` on a synchronous connection (the driver's own, or an
-/// application's), in whatever transaction it is in. Returns each input's result and
-/// the wake-ups it added to `job_notifications`.
+/// application's), in whatever transaction it is in, all or nothing. Returns each input's
+/// result and the wake-ups it added to `job_notifications`.
 pub(crate) fn insert_many_sync<C>(
+    conn: &mut C,
+    jobs: &[NewJob],
+    now_ms: i64,
+) -> Result<(Vec<Inserted>, Vec<Notification>)>
+where
+    C: LoadConnection<Backend = Sqlite>,
+{
+    conn.batch_execute(SAVEPOINT)?;
+    let inserted = insert_rows_sync(conn, jobs, now_ms);
+    conn.batch_execute(if inserted.is_ok() { RELEASE } else { ROLLBACK })?;
+    inserted
+}
+
+fn insert_rows_sync<C>(
     conn: &mut C,
     jobs: &[NewJob],
     now_ms: i64,
@@ -220,25 +262,45 @@ where
         per_row = shared_results(plan.rows.len(), shared.load::<Id>(conn)?)?;
     }
     for row in plan.rows.iter().skip(per_row.len()) {
-        let held: Option<Id> = match row.check_key {
-            Some(key) => held_query(key).load::<Id>(conn)?.into_iter().next(),
-            None => None,
-        };
-        per_row.push(match held {
-            Some(held) => Inserted { id: held.id, existing: true },
-            None => Inserted { id: insert_query(row, now_ms).get_result::<Id>(conn)?.id, existing: false },
+        let new: Option<Id> = insert_query(row, now_ms).load::<Id>(conn)?.pop();
+        per_row.push(match (new, row.check_key) {
+            (Some(new), _) => Inserted { id: new.id, existing: false },
+            (None, Some(key)) => held_by(held_query(key).load::<Id>(conn)?)?,
+            (None, None) => return Err(jobs_driver::DriverError::unexpected("an insert returned no id")),
         });
     }
     let wake_ups = plan.wake_ups(&per_row);
     for wake_up in &wake_ups {
-        notifications::add(conn, wake_up, now_ms)?;
+        notifications::add(conn, wake_up)?;
     }
     Ok((plan.results(&per_row), wake_ups))
+}
+
+/// The job holding a key an insert found taken.
+fn held_by(mut holder: Vec<Id>) -> Result<Inserted> {
+    match holder.pop() {
+        Some(held) => Ok(Inserted { id: held.id, existing: true }),
+        None => Err(jobs_driver::DriverError::unexpected("a uniqueness key was taken, but no job holds it")),
+    }
 }
 
 /// [`insert_many_sync`] on an async connection of the application's (each statement is
 /// one trip to the connection's blocking thread).
 pub(crate) async fn insert_many_async<C>(
+    conn: &mut C,
+    jobs: &[NewJob],
+    now_ms: i64,
+) -> Result<(Vec<Inserted>, Vec<Notification>)>
+where
+    C: AsyncConnectionCore<Backend = Sqlite> + Send,
+{
+    conn.batch_execute(SAVEPOINT).await?;
+    let inserted = insert_rows_async(conn, jobs, now_ms).await;
+    conn.batch_execute(if inserted.is_ok() { RELEASE } else { ROLLBACK }).await?;
+    inserted
+}
+
+async fn insert_rows_async<C>(
     conn: &mut C,
     jobs: &[NewJob],
     now_ms: i64,
@@ -253,20 +315,16 @@ where
         per_row = shared_results(plan.rows.len(), shared.load::<Id>(conn).await?)?;
     }
     for row in plan.rows.iter().skip(per_row.len()) {
-        let held: Option<Id> = match row.check_key {
-            Some(key) => held_query(key).load::<Id>(conn).await?.into_iter().next(),
-            None => None,
-        };
-        per_row.push(match held {
-            Some(held) => Inserted { id: held.id, existing: true },
-            None => {
-                Inserted { id: insert_query(row, now_ms).get_result::<Id>(conn).await?.id, existing: false }
-            }
+        let new: Option<Id> = insert_query(row, now_ms).load::<Id>(conn).await?.pop();
+        per_row.push(match (new, row.check_key) {
+            (Some(new), _) => Inserted { id: new.id, existing: false },
+            (None, Some(key)) => held_by(held_query(key).load::<Id>(conn).await?)?,
+            (None, None) => return Err(jobs_driver::DriverError::unexpected("an insert returned no id")),
         });
     }
     let wake_ups = plan.wake_ups(&per_row);
     for wake_up in &wake_ups {
-        notifications::add_async(conn, wake_up, now_ms).await?;
+        notifications::add_async(conn, wake_up).await?;
     }
     Ok((plan.results(&per_row), wake_ups))
 }

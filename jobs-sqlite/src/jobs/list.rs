@@ -18,8 +18,7 @@ type Query = diesel::query_builder::BoxedSqlQuery<'static, Sqlite, diesel::query
 fn filtered(head: &str, what: &str, filter: &JobFilter) -> Query {
     let mut q = diesel::sql_query(format!("{head}SELECT {what} FROM jobs WHERE true")).into_boxed::<Sqlite>();
     if !filter.states.is_empty() {
-        let names: Vec<String> = filter.states.iter().map(|s| format!("'{}'", s.as_str())).collect();
-        q = q.sql(format!(" AND state IN ({})", names.join(", ")));
+        q = q.sql(states_in(&filter.states));
     }
     if let Some(queue) = &filter.queue {
         q = q.sql(" AND queue = ?").bind::<Text, _>(queue.clone());
@@ -48,6 +47,33 @@ fn filtered(head: &str, what: &str, filter: &JobFilter) -> Query {
     q
 }
 
+/// The states `jobs_queue_state_idx` holds (its predicate, verbatim).
+const QUEUE_INDEXED: [JobState; 5] =
+    [JobState::Scheduled, JobState::Retryable, JobState::Completed, JobState::Discarded, JobState::Cancelled];
+
+/// ` AND state IN (…)` for `states`, plus the terms of the partial indexes that hold
+/// them: SQLite uses a partial index only when the query repeats its WHERE term, so a
+/// filter on the states a partial index holds says so in the index's own words
+/// (`jobs_queue_state_idx`, `jobs_finalized_idx`; a lone `available` or `running` is an
+/// equality, as `jobs_claim_idx` and `jobs_running_idx` have it). The text comes from the
+/// closed `JobState` enum alone.
+fn states_in(states: &[JobState]) -> String {
+    let quoted = |states: &[JobState]| {
+        states.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(", ")
+    };
+    let mut sql = match states {
+        [one @ (JobState::Available | JobState::Running)] => format!(" AND state = '{}'", one.as_str()),
+        _ => format!(" AND state IN ({})", quoted(states)),
+    };
+    if states.iter().all(|s| QUEUE_INDEXED.contains(s)) {
+        sql.push_str(&format!(" AND state IN ({})", quoted(&QUEUE_INDEXED)));
+    }
+    if states.iter().all(|s| s.is_final()) {
+        sql.push_str(" AND finalized_at IS NOT NULL");
+    }
+    sql
+}
+
 /// The filter's rows older than `before`, newest first, at most `limit`.
 fn page(what: &str, filter: &JobFilter, before: Option<i64>, limit: i64) -> Query {
     let mut q = filtered("", what, filter);
@@ -55,6 +81,13 @@ fn page(what: &str, filter: &JobFilter, before: Option<i64>, limit: i64) -> Quer
         q = q.sql(" AND id < ?").bind::<BigInt, _>(before);
     }
     q.sql(" ORDER BY id DESC LIMIT ?").bind::<BigInt, _>(limit)
+}
+
+/// The text of a page's statement (`?` parameters), for the plan tests.
+#[cfg(test)]
+pub(crate) fn page_sql(filter: &JobFilter) -> String {
+    let text = diesel::debug_query::<Sqlite, _>(&page("id", filter, Some(1), 50)).to_string();
+    text.split(" -- binds:").next().unwrap_or_default().to_owned()
 }
 
 /// A page of jobs, newest first, strictly older than `before` (an id) when given.

@@ -101,7 +101,10 @@ CREATE TABLE job_nodes (
     started_at    INTEGER NOT NULL,
     heartbeat_at  INTEGER NOT NULL,
     -- {"queue": {"limit": 20, "running": 3}, ...}
-    queues        TEXT    NOT NULL DEFAULT '{}'
+    queues        TEXT    NOT NULL DEFAULT '{}',
+    -- the job kinds the node has registered (a JSON array), so that the dashboard can say
+    -- which live nodes can run a job
+    kinds         TEXT    NOT NULL DEFAULT '[]'
 ) STRICT;
 
 -- Cron schedules: the durable record of each schedule's last and next slot.

@@ -25,6 +25,13 @@ struct Args {
     /// Jobs at once.
     #[arg(long, default_value_t = 20)]
     concurrency: usize,
+    /// Run with the library's default timings (heartbeat, leader, rescuer, scheduler), as
+    /// a deployment would, instead of the fault tests' short ones.
+    #[arg(long)]
+    defaults: bool,
+    /// Forget nodes silent for this many seconds (the rescuer's `forget_nodes_after`).
+    #[arg(long)]
+    forget_nodes_after_secs: Option<u64>,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -42,28 +49,35 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             return Err(format!("job kind {kind} is not registered").into());
         }
     }
-    let handle = Worker::builder(driver)
-        .registry(registry)
-        .queue("faults", args.concurrency)
-        .node_name(&args.node)
-        .poll_interval(Duration::from_millis(200))
-        .heartbeat_interval(Duration::from_millis(200))
-        .orphan_grace(Duration::from_secs(3))
-        .shutdown_timeout(Duration::from_secs(10))
-        .leader(LeaderConfig {
-            ttl: Duration::from_secs(1),
-            interval: Duration::from_millis(200),
-            ..LeaderConfig::default()
-        })
-        .scheduler(SchedulerConfig { interval: Duration::from_millis(100), ..SchedulerConfig::default() })
-        .rescuer(RescuerConfig {
+    let mut builder =
+        Worker::builder(driver).registry(registry).queue("faults", args.concurrency).node_name(&args.node);
+    let mut rescuer = RescuerConfig::default();
+    if !args.defaults {
+        builder = builder
+            .poll_interval(Duration::from_millis(200))
+            .heartbeat_interval(Duration::from_millis(200))
+            .orphan_grace(Duration::from_secs(3))
+            .shutdown_timeout(Duration::from_secs(10))
+            .leader(LeaderConfig {
+                ttl: Duration::from_secs(1),
+                interval: Duration::from_millis(200),
+                holder_stale_after: Duration::from_millis(800),
+                ..LeaderConfig::default()
+            })
+            .scheduler(SchedulerConfig {
+                interval: Duration::from_millis(100),
+                ..SchedulerConfig::default()
+            });
+        rescuer = RescuerConfig {
             interval: Duration::from_millis(200),
             node_stale_after: Duration::from_secs(2),
             ..RescuerConfig::default()
-        })
-        .build()?
-        .start()
-        .await?;
+        };
+    }
+    if let Some(secs) = args.forget_nodes_after_secs {
+        rescuer.forget_nodes_after = Duration::from_secs(secs);
+    }
+    let handle = builder.rescuer(rescuer).build()?.start().await?;
     println!("ready {}", handle.node());
     let mut terminate = signal(SignalKind::terminate())?;
     terminate.recv().await;

@@ -59,6 +59,12 @@ impl JobFactory {
         self
     }
 
+    /// Unique by `key` (its hash stands for it) in `states`.
+    pub fn unique(mut self, key: &str, states: &[JobState]) -> JobFactory {
+        self.0.unique = Some((key.as_bytes().to_vec(), states.to_vec()));
+        self
+    }
+
     /// On `queue`.
     pub fn queue(mut self, queue: &str) -> JobFactory {
         self.0.queue = queue.to_owned();

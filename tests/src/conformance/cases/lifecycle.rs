@@ -19,6 +19,7 @@ pub async fn a_paused_queue_is_not_claimed_until_resumed(db: TestDb) {
     let handle = db
         .worker()
         .queue("other", 2)
+        .allow_queues_without_jobs()
         .without_maintenance()
         .build()
         .expect("build")

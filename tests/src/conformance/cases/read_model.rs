@@ -118,7 +118,14 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
     // Nodes, most recently seen first.
     let queues = json!({"work": {"limit": 10, "running": 2}});
     for (node, hours) in [("old", 2), ("new", 0)] {
-        let beat = NodeHeartbeatParams { node, host: "h", pid: 7, queues: &queues, now: Some(at(hours)) };
+        let beat = NodeHeartbeatParams {
+            node,
+            host: "h",
+            pid: 7,
+            queues: &queues,
+            kinds: &[],
+            now: Some(at(hours)),
+        };
         db.driver.node_heartbeat(beat).await.expect("heartbeat");
     }
     let nodes = db.driver.node_list(NodeListParams {}).await.expect("nodes");

@@ -10,7 +10,7 @@ use jobs_core::driver::{
     NodeHeartbeatParams,
 };
 use jobs_core::maintenance::{
-    LeaderConfig, LeaderElector, Rescuer, RescuerConfig, Scheduler, SchedulerConfig, ServiceContext,
+    LeaderConfig, LeaderElector, Rescuer, RescuerConfig, SchedulerConfig, ServiceContext,
 };
 use jobs_core::{Clock, ManualClock};
 
@@ -22,7 +22,8 @@ use crate::wait_for;
 /// Records a heartbeat of `node` at `at`, as a live worker would.
 async fn heartbeat(db: &TestDb, node: &str, at: DateTime<Utc>) {
     let queues = serde_json::json!({});
-    let params = NodeHeartbeatParams { node, host: "host", pid: 1, queues: &queues, now: Some(at) };
+    let params =
+        NodeHeartbeatParams { node, host: "host", pid: 1, queues: &queues, kinds: &[], now: Some(at) };
     db.driver.node_heartbeat(params).await.expect("heartbeat");
 }
 
@@ -42,7 +43,7 @@ pub async fn a_late_completion_after_a_rescue_is_ignored(db: TestDb) {
     let rescued = Rescuer::new(RescuerConfig::default()).run_once(&ctx).await.expect("rescue");
     assert_eq!(rescued, vec![id]);
     let row = db.job(id).await;
-    assert_eq!(row.state, JobState::Retryable);
+    assert_eq!(row.state, JobState::Available, "back in line at once");
     assert_eq!(row.errors[0]["error_type"], "rescued_node_lost");
 
     let late = Completion {
@@ -67,9 +68,8 @@ pub async fn a_late_completion_after_a_rescue_is_ignored(db: TestDb) {
         }
     };
     assert!(complete(&late).await.is_empty());
-    assert_eq!(db.job(id).await.state, JobState::Retryable);
+    assert_eq!(db.job(id).await.state, JobState::Available);
 
-    Scheduler::default().run_once(&ctx).await.expect("schedule");
     let again = db.driver.job_claim(claim("ghost-node", None)).await.expect("claim");
     assert_eq!(again[0].attempt, 2);
     assert!(complete(&late).await.is_empty());
@@ -136,7 +136,7 @@ pub async fn a_job_past_its_timeout_on_a_live_node_is_rescued_and_fenced(db: Tes
     heartbeat(&db, "stuck-node", clock.now()).await;
     assert_eq!(rescuer.run_once(&ctx).await.expect("rescue"), vec![id]);
     let row = db.job(id).await;
-    assert_eq!((row.state, row.attempt), (JobState::Retryable, 1));
+    assert_eq!((row.state, row.attempt), (JobState::Available, 1));
     assert_eq!(row.errors[0]["error_type"], "rescued_timeout");
 
     let last = JobFactory::new("conformance.behave")
@@ -178,16 +178,14 @@ pub async fn a_claim_whose_reply_was_lost_is_handed_back_by_its_own_node(db: Tes
     db.wait_state(held, JobState::Running).await;
 
     clock.advance(Duration::from_secs(60));
-    let released = db.wait_state(lost, JobState::Retryable).await;
-    assert_eq!(released.errors[0]["error_type"], "rescued_orphaned");
-    assert_eq!(released.attempt, 1, "the attempt is kept, fencing the lost claim");
+    // Released in place, the node claims it again at once.
+    let done = db.wait_state(lost, JobState::Completed).await;
+    assert_eq!(done.errors[0]["error_type"], "rescued_orphaned");
+    assert_eq!(done.errors[0]["attempt"], 1, "the attempt was kept, fencing the lost claim");
+    assert_eq!(done.attempt, 2);
     let still = db.job(held).await;
     assert_eq!((still.state, still.attempt), (JobState::Running, 1), "a held job is never released");
     assert!(still.errors.as_array().is_some_and(Vec::is_empty));
-
-    Scheduler::new(SchedulerConfig::default()).run_once(handle.service_context()).await.expect("schedule");
-    let done = db.wait_state(lost, JobState::Completed).await;
-    assert_eq!(done.attempt, 2);
     assert_eq!(ledger.runs().iter().filter(|r| r.job == lost).count(), 1);
     db.driver.job_cancel_many(JobCancelManyParams { ids: &[held] }).await.expect("cancel");
     db.wait_state(held, JobState::Cancelled).await;
@@ -214,4 +212,129 @@ pub async fn one_leader_at_a_time_and_another_takes_over_when_the_lease_expires(
     assert!(b.is_leader());
     assert!(!elector.run_once(&a).await.expect("a"), "a learns it lost the lease");
     assert!(!a.is_leader());
+}
+
+/// A rescued job goes back in its place in line: before the jobs enqueued after it (same
+/// priority), behind none of them; no scheduler needed.
+pub async fn a_rescued_job_runs_before_jobs_enqueued_after_it(db: TestDb) {
+    let ledger = Ledger::new();
+    let first = record::enqueue(&db.driver, ledger.record(1)).await.expect("enqueue").id;
+    let claimed = db.driver.job_claim(claim("ghost-node", None)).await.expect("claim");
+    assert_eq!(claimed[0].id, first);
+    let later: Vec<i64> = {
+        let mut ids = Vec::new();
+        for n in 2..=4 {
+            ids.push(record::enqueue(&db.driver, ledger.record(n)).await.expect("enqueue").id);
+        }
+        ids
+    };
+    let ctx = ServiceContext::new(db.driver.clone(), "rescuer-node");
+    assert_eq!(Rescuer::new(RescuerConfig::default()).run_once(&ctx).await.expect("rescue"), vec![first]);
+    let next = JobClaimParams { limit: 1, ..claim("survivor", None) };
+    let again = db.driver.job_claim(next).await.expect("claim");
+    assert_eq!(again[0].id, first, "the rescued job comes before {later:?}");
+    assert_eq!(again[0].attempt, 2);
+}
+
+/// Leadership follows liveness: when the leader's node stops heartbeating, a standby
+/// takes the lease at its next try, long before the lease would run out; while the leader
+/// heartbeats, nobody does.
+pub async fn a_standby_leads_as_soon_as_the_leaders_node_is_silent(db: TestDb) {
+    let start = Utc::now();
+    let clock = ManualClock::new(start);
+    let a = ServiceContext::new(db.driver.clone(), "node-a").with_clock(Arc::new(clock.clone()));
+    let b = ServiceContext::new((db.another)(2), "node-b").with_clock(Arc::new(clock.clone()));
+    let config = LeaderConfig {
+        ttl: Duration::from_secs(60),
+        holder_stale_after: Duration::from_secs(5),
+        ..LeaderConfig::default()
+    };
+    let elector = LeaderElector::new(config);
+    heartbeat(&db, "node-a", start).await;
+    assert!(elector.run_once(&a).await.expect("a"));
+    clock.advance(Duration::from_secs(4));
+    heartbeat(&db, "node-a", clock.now()).await;
+    assert!(!elector.run_once(&b).await.expect("b"), "a heartbeats: its lease holds");
+    clock.advance(Duration::from_secs(6));
+    assert!(elector.run_once(&b).await.expect("b"), "a silent for 6 s: b leads, 50 s before the lease ends");
+    assert!(!elector.run_once(&a).await.expect("a"), "a learns it lost the lease");
+}
+
+/// Nodes silent for the cleanup period are forgotten; live ones stay; their names stay
+/// on the attempts of their jobs.
+pub async fn dead_nodes_are_forgotten_after_the_cleanup_period(db: TestDb) {
+    let start = Utc::now();
+    let clock = ManualClock::new(start);
+    let ledger = Ledger::new();
+    let id = record::enqueue(&db.driver, ledger.record(1)).await.expect("enqueue").id;
+    heartbeat(&db, "gone-node", start).await;
+    db.driver.job_claim(claim("gone-node", Some(start))).await.expect("claim");
+    let ctx = ServiceContext::new(db.driver.clone(), "rescuer-node").with_clock(Arc::new(clock.clone()));
+    let rescuer = Rescuer::new(RescuerConfig {
+        forget_nodes_after: Duration::from_secs(300),
+        ..RescuerConfig::default()
+    });
+    clock.advance(Duration::from_secs(299));
+    heartbeat(&db, "live-node", clock.now()).await;
+    assert_eq!(rescuer.run_once(&ctx).await.expect("rescue"), vec![id]);
+    let names =
+        |nodes: Vec<jobs_core::driver::NodeRow>| nodes.into_iter().map(|n| n.name).collect::<Vec<_>>();
+    let nodes = db.driver.node_list(jobs_core::driver::NodeListParams {}).await.expect("nodes");
+    assert_eq!(names(nodes), vec!["live-node", "gone-node"], "not forgotten before the period");
+    clock.advance(Duration::from_secs(2));
+    rescuer.run_once(&ctx).await.expect("rescue");
+    let nodes = db.driver.node_list(jobs_core::driver::NodeListParams {}).await.expect("nodes");
+    assert_eq!(names(nodes), vec!["live-node"]);
+    assert_eq!(db.job(id).await.attempted_by, vec!["gone-node".to_owned()], "its history stays");
+}
+
+/// Jobs that would take a uniqueness key another job holds — a rescued job whose duplicate
+/// was enqueued while it ran (its key was not unique while running), a retry falling due
+/// beside a newer copy, two copies due at once — are discarded with an error entry, the
+/// first copy (by priority, due time, id) kept; the rescuer and the scheduler never stall
+/// on the unique index, and the other jobs of their batch move on.
+pub async fn jobs_whose_uniqueness_key_was_taken_meanwhile_are_discarded_not_stuck(db: TestDb) {
+    use JobState::{Available, Discarded, Retryable, Running, Scheduled};
+    let now = Utc::now();
+    let waiting: &[JobState] = &[Available, Scheduled];
+    let ids = crate::conformance::factory::insert_all(
+        &*db.driver,
+        vec![
+            // Rescued: its node is gone, and a copy waits.
+            JobFactory::new("conformance.record").unique("a", waiting).claimed_by("gone").state(Running, now),
+            JobFactory::new("conformance.record").unique("a", waiting).state(Available, now),
+            JobFactory::new("conformance.record").claimed_by("gone").state(Running, now),
+            // Due: a retry beside a copy that waits.
+            JobFactory::new("conformance.record").unique("b", waiting).state(Retryable, now),
+            JobFactory::new("conformance.record").unique("b", waiting).state(Available, now),
+            // Due together: two retries of one key, and one of no key.
+            JobFactory::new("conformance.record").unique("c", waiting).state(Retryable, now),
+            JobFactory::new("conformance.record").unique("c", waiting).priority(-1).state(Retryable, now),
+            JobFactory::new("conformance.record").state(Retryable, now),
+        ],
+    )
+    .await;
+    let ctx = ServiceContext::new(db.driver.clone(), "leader");
+    let mut rescued = Rescuer::new(RescuerConfig::default()).run_once(&ctx).await.expect("rescue");
+    rescued.sort_unstable();
+    assert_eq!(rescued, vec![ids[0], ids[2]]);
+    let moved = jobs_core::maintenance::Scheduler::new(SchedulerConfig::default())
+        .run_once(&ctx)
+        .await
+        .expect("schedule");
+    let states: Vec<JobState> = {
+        let mut states = Vec::new();
+        for id in &ids {
+            states.push(db.job(*id).await.state);
+        }
+        states
+    };
+    assert_eq!(
+        states,
+        vec![Discarded, Available, Available, Discarded, Available, Discarded, Available, Available],
+        "moved {moved}"
+    );
+    assert_eq!(db.job(ids[0]).await.errors[0]["error_type"], "rescued_node_lost");
+    assert_eq!(db.job(ids[3]).await.errors[0]["error_type"], "unique_conflict");
+    assert!(db.job(ids[5]).await.finalized_at.is_some());
 }
