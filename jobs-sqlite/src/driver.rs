@@ -61,15 +61,20 @@ impl SqliteDriver {
         settings: ConnectionSettings,
     ) -> Result<SqliteDriver> {
         let path = pool::database_path(url)?;
-        Ok(SqliteDriver::new(pool::pool_with(url, max_connections, settings)?, &path))
+        Ok(SqliteDriver::with_settings(pool::pool_with(url, max_connections, settings)?, &path, settings))
     }
 
-    /// The driver on `pool`, a pool of connections to the file at `path`.
+    /// The driver on `pool`, a pool of connections to the file at `path` (made with the
+    /// default [`ConnectionSettings`]).
     pub fn new(pool: Pool, path: &Path) -> SqliteDriver {
+        SqliteDriver::with_settings(pool, path, ConnectionSettings::default())
+    }
+
+    fn with_settings(pool: Pool, path: &Path, settings: ConnectionSettings) -> SqliteDriver {
         SqliteDriver {
             pool,
             path: path.to_path_buf(),
-            local: local::for_file(path),
+            local: local::for_file(path, settings),
             notification_poll: DEFAULT_NOTIFICATION_POLL,
         }
     }
@@ -103,7 +108,7 @@ impl SqliteDriver {
         F: FnOnce(&mut diesel::SqliteConnection) -> Result<(R, Vec<Notification>)> + Send + 'static,
         R: Send + 'static,
     {
-        let (result, told) = write(&self.pool, &self.local, op).await?;
+        let (result, told) = write(&self.local, op).await?;
         self.deliver(told);
         Ok(result)
     }

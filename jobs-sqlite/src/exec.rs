@@ -1,13 +1,10 @@
 //! How the driver runs its statements: each operation is one closure over a synchronous
-//! `SqliteConnection`, run on a pooled connection's blocking thread, so that an operation
-//! of many statements (a batch of completions, a cron pass) costs one hop to that thread.
-//! Writes run in an immediate transaction, after waiting their turn in the process's
-//! write queue ([`Local::write_gate`](crate::local::Local)).
-
-use std::sync::Arc;
+//! `SqliteConnection`, so that an operation of many statements (a batch of completions, a
+//! cron pass) costs one hop to a connection's thread. Reads run on a pooled connection's
+//! blocking thread; writes on this process's writer, in a group transaction (`writer`).
 
 use diesel::SqliteConnection;
-use jobs_driver::{DriverError, Result};
+use jobs_driver::Result;
 
 use crate::local::Local;
 use crate::pool::{self, Pool};
@@ -23,19 +20,13 @@ where
     conn.spawn_blocking(move |c| Ok(op(c))).await?
 }
 
-/// Runs `op` on a connection of `pool` in one `BEGIN IMMEDIATE` transaction, once this
-/// process's earlier writes to the file are done. Commits when `op` returns `Ok`.
-pub(crate) async fn write<R, F>(pool: &Pool, local: &Local, op: F) -> Result<R>
+/// Runs `op` on this process's writer for the file, in a savepoint of its next group
+/// transaction (`BEGIN IMMEDIATE`). Returns once that transaction commits; `op`'s writes
+/// are rolled back when it returns an error.
+pub(crate) async fn write<R, F>(local: &Local, op: F) -> Result<R>
 where
     F: FnOnce(&mut SqliteConnection) -> Result<R> + Send + 'static,
     R: Send + 'static,
 {
-    let turn = Arc::clone(&local.write_gate).lock_owned().await;
-    let mut conn = pool::get(pool).await?;
-    conn.spawn_blocking(move |c| {
-        let outcome = c.immediate_transaction::<R, DriverError, _>(op);
-        drop(turn);
-        Ok(outcome)
-    })
-    .await?
+    local.writer().await?.write(op).await
 }

@@ -54,6 +54,7 @@ mod stats;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod time;
+mod writer;
 
 pub use driver::{CAPABILITIES, DEFAULT_NOTIFICATION_POLL, SqliteDriver};
 pub use migrate::{MIGRATIONS, migrate_sync};

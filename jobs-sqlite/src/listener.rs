@@ -24,7 +24,6 @@ const TRIM_EVERY: Duration = Duration::from_secs(10);
 /// Notifications for one node.
 pub(crate) struct SqliteListener {
     conn: AsyncSqliteConnection,
-    pool: Pool,
     local: Arc<Local>,
     own: broadcast::Receiver<Notification>,
     after: i64,
@@ -41,16 +40,7 @@ pub(crate) async fn listen(pool: &Pool, local: Arc<Local>, every: Duration) -> R
     let after = conn.spawn_blocking(|c| Ok(notifications::last_id(c))).await??;
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    Ok(SqliteListener {
-        conn,
-        pool: pool.clone(),
-        local,
-        own,
-        after,
-        read: VecDeque::new(),
-        tick,
-        trimmed: Instant::now(),
-    })
+    Ok(SqliteListener { conn, local, own, after, read: VecDeque::new(), tick, trimmed: Instant::now() })
 }
 
 impl SqliteListener {
@@ -64,8 +54,7 @@ impl SqliteListener {
         if self.trimmed.elapsed() >= TRIM_EVERY {
             self.trimmed = Instant::now();
             let now = now_ms(None);
-            let trimmed =
-                crate::exec::write(&self.pool, &self.local, move |c| notifications::trim(c, now)).await;
+            let trimmed = crate::exec::write(&self.local, move |c| notifications::trim(c, now)).await;
             if let Err(e) = trimmed {
                 tracing::debug!(error = %e, "trimming old notifications failed; the next listener pass retries");
             }

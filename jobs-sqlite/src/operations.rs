@@ -41,7 +41,7 @@ impl Driver for SqliteDriver {
     }
 
     async fn migrate(&self) -> Result<Vec<String>> {
-        write(&self.pool, &self.local, migrate::run_pending).await
+        write(&self.local, migrate::run_pending).await
     }
 
     async fn listen(&self) -> Result<Option<Box<dyn Listener>>> {
@@ -57,19 +57,19 @@ impl Driver for SqliteDriver {
 
     async fn job_insert_full_many(&self, params: JobInsertFullManyParams<'_>) -> Result<Vec<i64>> {
         let jobs = params.jobs.to_vec();
-        write(&self.pool, &self.local, move |c| insert_full::insert_full_many(c, &jobs)).await
+        write(&self.local, move |c| insert_full::insert_full_many(c, &jobs)).await
     }
 
     async fn job_claim(&self, params: JobClaimParams<'_>) -> Result<Vec<ClaimedJob>> {
         let (queue, node) = (params.queue.to_owned(), params.node.to_owned());
         let (limit, now) = (params.limit, now_ms(params.now));
-        write(&self.pool, &self.local, move |c| claim::claim(c, &queue, limit, &node, now)).await
+        write(&self.local, move |c| claim::claim(c, &queue, limit, &node, now)).await
     }
 
     async fn job_complete_many(&self, params: JobCompleteManyParams<'_>) -> Result<Vec<i64>> {
         let completions = params.completions.to_vec();
         let now = now_ms(params.now);
-        write(&self.pool, &self.local, move |c| complete::complete_many(c, &completions, now)).await
+        write(&self.local, move |c| complete::complete_many(c, &completions, now)).await
     }
 
     async fn job_schedule_due(&self, params: JobScheduleDueParams) -> Result<i64> {
@@ -106,7 +106,7 @@ impl Driver for SqliteDriver {
     }
 
     async fn job_prune(&self, params: JobPruneParams) -> Result<i64> {
-        write(&self.pool, &self.local, move |c| maintenance::prune(c, &params)).await
+        write(&self.local, move |c| maintenance::prune(c, &params)).await
     }
 
     async fn job_cancel_many(&self, params: JobCancelManyParams<'_>) -> Result<Vec<JobState>> {
@@ -185,7 +185,7 @@ impl Driver for SqliteDriver {
         let NodeHeartbeatParams { node, host, pid, queues, kinds, now } = params;
         let (node, host, queues) = (node.to_owned(), host.to_owned(), queues.clone());
         let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
-        write(&self.pool, &self.local, move |c| {
+        write(&self.local, move |c| {
             let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
             nodes::heartbeat(
                 c,
@@ -197,12 +197,12 @@ impl Driver for SqliteDriver {
 
     async fn node_delete(&self, params: NodeDeleteParams<'_>) -> Result<()> {
         let node = params.node.to_owned();
-        write(&self.pool, &self.local, move |c| nodes::delete(c, &node)).await
+        write(&self.local, move |c| nodes::delete(c, &node)).await
     }
 
     async fn node_delete_stale(&self, params: NodeDeleteStaleParams) -> Result<i64> {
         let (older_than, now) = (millis(params.older_than), now_ms(params.now));
-        write(&self.pool, &self.local, move |c| nodes::delete_stale(c, older_than, now)).await
+        write(&self.local, move |c| nodes::delete_stale(c, older_than, now)).await
     }
 
     async fn node_list(&self, _params: NodeListParams) -> Result<Vec<NodeRow>> {
@@ -212,7 +212,7 @@ impl Driver for SqliteDriver {
     async fn leader_try_acquire(&self, params: LeaderTryAcquireParams<'_>) -> Result<bool> {
         let LeaderTryAcquireParams { name, node, ttl, holder_stale_after, now } = params;
         let (name, node) = (name.to_owned(), node.to_owned());
-        write(&self.pool, &self.local, move |c| {
+        write(&self.local, move |c| {
             leader::try_acquire(
                 c,
                 &LeaderTryAcquireParams { name: &name, node: &node, ttl, holder_stale_after, now },
@@ -223,10 +223,8 @@ impl Driver for SqliteDriver {
 
     async fn leader_release(&self, params: LeaderReleaseParams<'_>) -> Result<()> {
         let (name, node) = (params.name.to_owned(), params.node.to_owned());
-        write(&self.pool, &self.local, move |c| {
-            leader::release(c, &LeaderReleaseParams { name: &name, node: &node })
-        })
-        .await
+        write(&self.local, move |c| leader::release(c, &LeaderReleaseParams { name: &name, node: &node }))
+            .await
     }
 
     async fn leader_get(&self, params: LeaderGetParams<'_>) -> Result<Option<String>> {
@@ -237,7 +235,7 @@ impl Driver for SqliteDriver {
     async fn schedule_sync(&self, params: ScheduleSyncParams<'_>) -> Result<i64> {
         let (defs, retire_others) = (params.defs.to_vec(), params.retire_others);
         let now = now_ms(None);
-        write(&self.pool, &self.local, move |c| schedules::sync(c, &defs, retire_others, now)).await
+        write(&self.local, move |c| schedules::sync(c, &defs, retire_others, now)).await
     }
 
     async fn schedule_fire_due(&self, params: ScheduleFireDueParams<'_>) -> Result<Vec<Fired>> {
@@ -250,7 +248,7 @@ impl Driver for SqliteDriver {
     async fn schedule_set_enabled(&self, params: ScheduleSetEnabledParams<'_>) -> Result<bool> {
         let (name, enabled) = (params.name.to_owned(), params.enabled);
         let now = now_ms(None);
-        write(&self.pool, &self.local, move |c| schedules::set_enabled(c, &name, enabled, now)).await
+        write(&self.local, move |c| schedules::set_enabled(c, &name, enabled, now)).await
     }
 
     async fn schedule_get(&self, params: ScheduleGetParams<'_>) -> Result<Option<ScheduleRow>> {
@@ -264,12 +262,12 @@ impl Driver for SqliteDriver {
 
     async fn stats_record(&self, params: StatsRecordParams<'_>) -> Result<()> {
         let counts = stats::counted(params.counts);
-        write(&self.pool, &self.local, move |c| stats::record(c, &counts)).await
+        write(&self.local, move |c| stats::record(c, &counts)).await
     }
 
     async fn stats_prune(&self, params: StatsPruneParams) -> Result<i64> {
         let (keep, now) = (millis(params.keep), now_ms(params.now));
-        write(&self.pool, &self.local, move |c| stats::prune(c, keep, now)).await
+        write(&self.local, move |c| stats::prune(c, keep, now)).await
     }
 
     async fn stats_throughput(&self, _params: StatsThroughputParams) -> Result<Vec<Throughput>> {
