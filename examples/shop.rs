@@ -3,12 +3,13 @@
 //!
 //!     cargo run -p jobs-examples --bin shop               # on a SQLite file: nothing to install
 //!     cargo run -p jobs-examples --bin shop -- --postgres  # on a throwaway local Postgres
-//!     DATABASE_URL=postgres://… cargo run -p jobs-examples --bin shop
+//!     cargo run -p jobs-examples --bin shop -- --mariadb   # on a throwaway local MariaDB
+//!     DATABASE_URL=postgres://… cargo run -p jobs-examples --bin shop   # or mysql://…, sqlite://…
 //!
-//! `DATABASE_URL`'s scheme picks the backend (`postgres://`, `sqlite://`). Without it the
-//! shop runs on a fresh SQLite file in the temporary directory, or, with `--postgres`, on a
-//! throwaway Postgres started from the installed server binaries (removed on exit). It
-//! prints the URL, so `shop-worker` can join it. Then it:
+//! `DATABASE_URL`'s scheme picks the backend (`postgres://`, `sqlite://`, `mysql://`).
+//! Without it the shop runs on a fresh SQLite file in the temporary directory, or, with
+//! `--postgres` or `--mariadb`, on a throwaway server started from the installed server
+//! binaries (removed on exit). It prints the URL, so `shop-worker` can join it. Then it:
 //! - serves `POST /signup` (`email=...`): writes the user and enqueues the welcome mail in
 //!   one transaction, and `POST /orders` (`user_id=...&cents=...`): writes the order and
 //!   enqueues its fulfilment, which fails twice and succeeds on the third attempt;
@@ -28,6 +29,7 @@ use std::sync::Arc;
 
 use actix_web::{HttpResponse, web};
 use jobs_core::driver::{Driver, JobCountByQueueAndStateParams};
+use jobs_core::mysql::testing::MariaDbServer;
 use jobs_core::testing::PgCluster;
 use jobs_examples::{Charge, Db, Welcome, charge_order, sales_report, send_welcome, store};
 use serde::Deserialize;
@@ -90,9 +92,17 @@ async fn sample_data(db: &Db, driver: &Arc<dyn Driver>) -> Result<(), Box<dyn st
     Ok(())
 }
 
+/// A throwaway database server the shop started, stopped and removed when dropped.
+#[allow(dead_code)]
+enum Server {
+    Postgres(PgCluster),
+    MariaDb(MariaDbServer),
+}
+
 /// Where the shop's database is: `DATABASE_URL`; else a throwaway Postgres with
-/// `--postgres`; else a fresh SQLite file. Returns the URL and the cluster to keep alive.
-fn choose_database() -> Result<(String, Option<PgCluster>), Box<dyn std::error::Error>> {
+/// `--postgres` or MariaDB with `--mariadb`; else a fresh SQLite file. Returns the URL and
+/// the server to keep alive.
+fn choose_database() -> Result<(String, Option<Server>), Box<dyn std::error::Error>> {
     if let Ok(url) = std::env::var("DATABASE_URL") {
         return Ok((url, None));
     }
@@ -101,7 +111,14 @@ fn choose_database() -> Result<(String, Option<PgCluster>), Box<dyn std::error::
         let url = cluster.url("postgres");
         println!("started a throwaway Postgres (removed on exit); to add a separate worker:");
         println!("  DATABASE_URL='{url}' cargo run -p jobs-examples --bin shop-worker");
-        return Ok((url, Some(cluster)));
+        return Ok((url, Some(Server::Postgres(cluster))));
+    }
+    if std::env::args().any(|a| a == "--mariadb") {
+        let server = MariaDbServer::start_private()?;
+        let url = server.url("mysql");
+        println!("started a throwaway MariaDB (removed on exit); to add a separate worker:");
+        println!("  DATABASE_URL='{url}' cargo run -p jobs-examples --bin shop-worker");
+        return Ok((url, Some(Server::MariaDb(server))));
     }
     let path = std::env::temp_dir().join("jobs-shop-demo.db");
     for stale in ["", "-wal", "-shm"] {
@@ -112,14 +129,15 @@ fn choose_database() -> Result<(String, Option<PgCluster>), Box<dyn std::error::
     println!("to add a separate worker:");
     println!("  DATABASE_URL='{url}' cargo run -p jobs-examples --bin shop-worker");
     println!(
-        "the same demo on Postgres: `-- --postgres` (a throwaway local server) or DATABASE_URL=postgres://…"
+        "the same demo on Postgres or MariaDB: `-- --postgres` or `-- --mariadb` (a throwaway local \
+         server), or DATABASE_URL=postgres://… or mysql://…"
     );
     Ok((url, None))
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (url, cluster) = choose_database()?;
+    let (url, database_server) = choose_database()?;
     let (db, driver) = Db::open(&url, 16).await?;
     println!("database: {} ({url})", driver.name());
 
@@ -192,6 +210,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let report = worker.shutdown().await?;
         println!("worker stopped cleanly ({} jobs handed back)", report.handed_back);
     }
-    drop(cluster);
+    drop(database_server);
     Ok(())
 }

@@ -119,14 +119,17 @@ pub async fn nightly_digest(ctx: JobContext) -> Result<String, jobs_core::Error>
     Ok(format!("{orders} orders so far"))
 }
 
-/// The shop's database: Postgres or SQLite, as its URL says. The shop's own tables and its
-/// jobs live in it side by side, so that an order and its jobs commit together.
+/// The shop's database: Postgres, SQLite or MariaDB/MySQL, as its URL says. The shop's
+/// own tables and its jobs live in it side by side, so that an order and its jobs commit
+/// together.
 #[derive(Clone)]
 pub enum Db {
     /// A Postgres pool.
     Postgres(jobs_core::Pool),
     /// A SQLite pool.
     Sqlite(jobs_core::sqlite::Pool),
+    /// A MariaDB or MySQL pool.
+    Mysql(jobs_core::mysql::Pool),
 }
 
 /// Runs `$body` with `$conn`, a connection of the shop's database, whichever it is: the
@@ -142,12 +145,16 @@ macro_rules! with_connection {
                 let mut $conn = pool.get().await?;
                 $body
             }
+            Db::Mysql(pool) => {
+                let mut $conn = pool.get().await?;
+                $body
+            }
         }
     };
 }
 
 impl Db {
-    /// Opens the database `url` names (`postgres://…` or `sqlite://…`) with a pool of
+    /// Opens the database `url` names (`postgres://…`, `sqlite://…` or `mysql://…`) with a pool of
     /// `connections`, migrates the jobs schema, creates the shop's tables, and returns it
     /// with the driver the worker and the dashboard run on.
     pub async fn open(url: &str, connections: usize) -> Result<(Db, Arc<dyn Driver>), jobs_core::Error> {
@@ -166,6 +173,9 @@ impl Db {
         if let Some(pool) = driver.pool().downcast_ref::<jobs_core::sqlite::Pool>() {
             return Ok(Db::Sqlite(pool.clone()));
         }
+        if let Some(pool) = driver.pool().downcast_ref::<jobs_core::mysql::Pool>() {
+            return Ok(Db::Mysql(pool.clone()));
+        }
         Err(jobs_core::Error::Pool(format!("the shop has no tables on the {} driver", driver.name())))
     }
 
@@ -174,6 +184,16 @@ impl Db {
         let driver =
             ctx.driver().ok_or_else(|| jobs_core::Error::Pool("the job runs without a driver".into()))?;
         Db::of_driver(&**driver)
+    }
+
+    /// The SQL function giving the id this session inserted last (MySQL has no
+    /// `INSERT … RETURNING`; each backend has such a function).
+    fn last_insert_id(&self) -> &'static str {
+        match self {
+            Db::Postgres(_) => "lastval()",
+            Db::Sqlite(_) => "last_insert_rowid()",
+            Db::Mysql(_) => "LAST_INSERT_ID()",
+        }
     }
 
     /// How many orders there are.
@@ -217,11 +237,18 @@ pub mod schema {
         CREATE TABLE IF NOT EXISTS users (id INTEGER PRIMARY KEY, email TEXT NOT NULL UNIQUE);
         CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, user_id INTEGER NOT NULL REFERENCES users, cents INTEGER NOT NULL);";
 
+    /// Creates the tables on MariaDB or MySQL.
+    pub const CREATE_MYSQL: &str = "\
+        CREATE TABLE IF NOT EXISTS users (id BIGINT AUTO_INCREMENT PRIMARY KEY, email VARCHAR(255) NOT NULL UNIQUE);
+        CREATE TABLE IF NOT EXISTS orders (id BIGINT AUTO_INCREMENT PRIMARY KEY, user_id BIGINT NOT NULL,
+                                           cents BIGINT NOT NULL, FOREIGN KEY (user_id) REFERENCES users (id));";
+
     /// The statements creating the tables on `db`'s backend.
     pub fn create_sql(db: &super::Db) -> &'static str {
         match db {
             super::Db::Postgres(_) => CREATE_POSTGRES,
             super::Db::Sqlite(_) => CREATE_SQLITE,
+            super::Db::Mysql(_) => CREATE_MYSQL,
         }
     }
 }
@@ -229,7 +256,9 @@ pub mod schema {
 /// The shop's business operations: each writes its rows and enqueues its jobs in one
 /// transaction, so a job exists exactly when its rows do.
 pub mod store {
+    use diesel::dsl::sql;
     use diesel::prelude::*;
+    use diesel::sql_types::BigInt;
     use diesel_async::{AsyncConnection, RunQueryDsl};
 
     use super::schema::{orders, users};
@@ -238,13 +267,11 @@ pub mod store {
     /// Signs up `email`: the user row and the welcome mail commit together. Returns the
     /// user's id.
     pub async fn sign_up(db: &Db, email: &str) -> Result<i64, jobs_core::Error> {
+        let last_id = sql::<BigInt>(db.last_insert_id());
         with_connection!(db, |conn| {
             conn.transaction(async |tx| {
-                let user_id: i64 = diesel::insert_into(users::table)
-                    .values(users::email.eq(email))
-                    .returning(users::id)
-                    .get_result(tx)
-                    .await?;
+                diesel::insert_into(users::table).values(users::email.eq(email)).execute(tx).await?;
+                let user_id: i64 = diesel::select(last_id).get_result(tx).await?;
                 send_welcome::enqueue(&mut *tx, Welcome { user_id, email: email.to_owned() }).await?;
                 Ok(user_id)
             })
@@ -254,13 +281,14 @@ pub mod store {
 
     /// Places an order and queues its fulfilment, in one transaction. Returns the order id.
     pub async fn place_order(db: &Db, user_id: i64, cents: i64) -> Result<i64, jobs_core::Error> {
+        let last_id = sql::<BigInt>(db.last_insert_id());
         with_connection!(db, |conn| {
             conn.transaction(async |tx| {
-                let order_id: i64 = diesel::insert_into(orders::table)
+                diesel::insert_into(orders::table)
                     .values((orders::user_id.eq(user_id), orders::cents.eq(cents)))
-                    .returning(orders::id)
-                    .get_result(tx)
+                    .execute(tx)
                     .await?;
+                let order_id: i64 = diesel::select(last_id).get_result(tx).await?;
                 fulfil_order::enqueue(&mut *tx, Fulfil { order_id }).await?;
                 Ok(order_id)
             })

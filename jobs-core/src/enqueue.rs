@@ -23,7 +23,7 @@ pub type Enqueued = Inserted;
 
 /// Where jobs can be inserted from async code: a connection of a supported backend
 /// (`&mut AsyncPgConnection`, in a transaction or not; a pooled connection), a pool
-/// (`&Pool`), or a driver (`&PgDriver`, `&SqliteDriver`, `&Arc<dyn Driver>`).
+/// (`&Pool`), or a driver (`&PgDriver`, `&SqliteDriver`, `&MysqlDriver`, `&Arc<dyn Driver>`).
 pub trait Enqueuer: Send {
     /// Inserts the jobs in one statement.
     fn insert(self, jobs: &[NewJob]) -> impl Future<Output = Result<Vec<Inserted>>> + Send;
@@ -73,6 +73,15 @@ impl Enqueuer for &jobs_postgres::PgDriver {
 /// woken at once, others' at their next read of `job_notifications`.
 #[cfg(feature = "sqlite")]
 impl Enqueuer for &jobs_sqlite::SqliteDriver {
+    async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
+        Ok(self.job_insert_many(JobInsertManyParams { jobs, now: None }).await?)
+    }
+}
+
+/// Through the MySQL driver: the insert commits by itself; this process's workers are
+/// woken at once, others' at their next read of `job_notifications`.
+#[cfg(feature = "mysql")]
+impl Enqueuer for &jobs_mysql::MysqlDriver {
     async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
         Ok(self.job_insert_many(JobInsertManyParams { jobs, now: None }).await?)
     }

@@ -9,7 +9,8 @@ use crate::error::{Error, Result};
 
 /// The driver for a database URL, on a pool of at most `max_connections`: the scheme
 /// picks the backend (`postgres://` or `postgresql://` with the `postgres` feature,
-/// `sqlite://` with the `sqlite` feature). For the CLI, the demo and anything that takes
+/// `sqlite://` with the `sqlite` feature, `mysql://` or `mariadb://` with the `mysql`
+/// feature). For the CLI, the demo and anything that takes
 /// a URL from its environment.
 pub fn driver_for_url(url: &str, max_connections: usize) -> Result<Arc<dyn Driver>> {
     let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
@@ -18,6 +19,11 @@ pub fn driver_for_url(url: &str, max_connections: usize) -> Result<Arc<dyn Drive
         "postgres" | "postgresql" => Ok(jobs_postgres::pool(url, max_connections)?.into_driver()),
         #[cfg(feature = "sqlite")]
         "sqlite" => Ok(jobs_sqlite::SqliteDriver::open(url, max_connections)?.into_driver()),
+        #[cfg(feature = "mysql")]
+        "mysql" | "mariadb" => {
+            let url = url.replacen("mariadb://", "mysql://", 1);
+            Ok(jobs_mysql::MysqlDriver::open(&url, max_connections)?.into_driver())
+        }
         _ => Err(Error::InvalidOption {
             option: "database_url",
             reason: format!(
@@ -34,6 +40,8 @@ const BUILT_IN_SCHEMES: &[&str] = &[
     "postgres://",
     #[cfg(feature = "sqlite")]
     "sqlite://",
+    #[cfg(feature = "mysql")]
+    "mysql://",
 ];
 
 /// Converts into the shared driver the engine runs on: `Worker::builder(pool)`,
@@ -94,6 +102,20 @@ impl IntoDriver for jobs_sqlite::SqliteDriver {
 
 #[cfg(feature = "sqlite")]
 impl IntoDriver for &jobs_sqlite::SqliteDriver {
+    fn into_driver(self) -> Arc<dyn Driver> {
+        Arc::new(self.clone())
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl IntoDriver for jobs_mysql::MysqlDriver {
+    fn into_driver(self) -> Arc<dyn Driver> {
+        Arc::new(self)
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl IntoDriver for &jobs_mysql::MysqlDriver {
     fn into_driver(self) -> Arc<dyn Driver> {
         Arc::new(self.clone())
     }

@@ -84,6 +84,10 @@ mod worker;
 pub use jobs_driver as driver;
 pub use jobs_driver::validation::MAX_PAYLOAD_BYTES;
 pub use jobs_driver::{Count, Inserted, JobFilter, JobRow, JobState, NewJob, ParseStateError, stored_text};
+#[cfg(feature = "mysql")]
+pub use jobs_mysql as mysql;
+#[cfg(feature = "mysql")]
+pub use jobs_mysql::MysqlDriver;
 #[cfg(feature = "postgres")]
 pub use jobs_postgres as postgres;
 #[cfg(feature = "postgres")]

@@ -33,6 +33,9 @@ mod waiting;
 pub use assertions::{Expected, assert_enqueued, refute_enqueued};
 pub use context::job_context;
 pub use inline::{InlineDriver, inline};
+/// A migrated database per test on a throwaway MariaDB server (feature `mysql`).
+#[cfg(feature = "mysql")]
+pub use jobs_mysql::testing::TestDatabase as MysqlTestDatabase;
 #[cfg(feature = "postgres")]
 pub use jobs_postgres::testing::{PgCluster, Server, TestDatabase, cluster, replace_database};
 /// A migrated SQLite database file per test (feature `sqlite`).

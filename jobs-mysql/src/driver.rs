@@ -1,0 +1,88 @@
+//! [`MysqlDriver`]: the [`Driver`] on a MariaDB or MySQL pool. Each operation takes a
+//! connection from the pool and runs the statements of the module that owns them; those
+//! of several statements run in a transaction, and deliver their notifications in this
+//! process once it commits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobs_driver::{Capabilities, Capability, Notification, Result};
+
+use crate::hub::{self, Hub};
+use crate::pool::{self, Lent, Pool};
+
+/// What MariaDB and MySQL can do: notifications (through `job_notifications`, read every
+/// [`notification_poll`](MysqlDriver::notification_poll)), `FOR UPDATE SKIP LOCKED`, and
+/// JSON containment search (`JSON_CONTAINS`, checked again in Rust). They have no
+/// `UPDATE … RETURNING` (the driver stamps rows with a token and reads them back) and no
+/// planner estimates the driver uses.
+pub const CAPABILITIES: Capabilities = Capabilities::NONE
+    .with(Capability::ListenNotify)
+    .with(Capability::SkipLocked)
+    .with(Capability::JsonContainment);
+
+/// The default of [`MysqlDriver::notification_poll`].
+pub const DEFAULT_NOTIFICATION_POLL: Duration = Duration::from_millis(50);
+
+/// The MariaDB / MySQL driver. Cheap to clone (the pool is shared).
+#[derive(Clone)]
+pub struct MysqlDriver {
+    pub(crate) pool: Pool,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) notification_poll: Duration,
+}
+
+impl std::fmt::Debug for MysqlDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let status = self.pool.status();
+        f.debug_struct("MysqlDriver")
+            .field("pool_size", &status.size)
+            .field("max_size", &status.max_size)
+            .field("notification_poll", &self.notification_poll)
+            .finish()
+    }
+}
+
+impl MysqlDriver {
+    /// The driver on the database `url` names (`mysql://user:password@host:port/database`),
+    /// with a pool of at most `max_connections`. Drivers on one URL in one process share
+    /// their notifications at once.
+    pub fn open(url: &str, max_connections: usize) -> Result<MysqlDriver> {
+        Ok(MysqlDriver {
+            pool: pool::pool(url, max_connections)?,
+            hub: hub::for_url(url),
+            notification_poll: DEFAULT_NOTIFICATION_POLL,
+        })
+    }
+
+    /// The driver on `pool` (made with [`pool`](crate::pool()): each connection needs the
+    /// driver's session settings).
+    pub fn new(pool: Pool) -> MysqlDriver {
+        MysqlDriver {
+            pool,
+            hub: Arc::new(tokio::sync::broadcast::channel(1024).0),
+            notification_poll: DEFAULT_NOTIFICATION_POLL,
+        }
+    }
+
+    /// How often listeners read `job_notifications` for other processes' notifications
+    /// (this process's own arrive at once). Clamped to 1 ms – 10 s.
+    pub fn notification_poll(mut self, every: Duration) -> MysqlDriver {
+        self.notification_poll = every.clamp(Duration::from_millis(1), Duration::from_secs(10));
+        self
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    pub(crate) async fn conn(&self) -> Result<Lent> {
+        pool::lend(&self.pool).await
+    }
+
+    /// Delivers committed notifications to this process's listeners.
+    pub(crate) fn deliver(&self, told: &[Notification]) {
+        hub::publish(&self.hub, told);
+    }
+}

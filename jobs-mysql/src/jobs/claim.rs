@@ -1,0 +1,118 @@
+//! The claim: one statement takes a batch of available jobs `FOR UPDATE SKIP LOCKED` and
+//! stamps them with its token; a second reads them back by the token (MariaDB and MySQL
+//! have no `UPDATE … RETURNING`: seed 001's lock identifier).
+//!
+//! Both run in autocommit. Should the read-back never reach the worker (the connection
+//! drops between them), the rows stay `running` on this node, which hands them back with
+//! `job_release_orphans` after its grace period.
+
+use chrono::NaiveDateTime;
+use diesel::mysql::Mysql;
+use diesel::sql_types::{BigInt, Datetime, Integer, Nullable, SmallInt, Text};
+use diesel_async::{AsyncConnectionCore, RunQueryDsl};
+use jobs_driver::{ClaimedJob, JobClaimParams, Result};
+
+use crate::cached::CachedQuery;
+use crate::rows::{json, token};
+use crate::time::{naive_opt, utc};
+
+// The locked ids come from a derived table that is read first (STRAIGHT_JOIN), so the
+// update touches each claimed row once through the primary key, whatever the statistics:
+// joined the other way round on a small table, InnoDB would scan, and wait on, rows other
+// claimers hold.
+const CLAIM: &str = "\
+UPDATE (SELECT id FROM jobs
+        WHERE queue = $1 AND state = 'available'
+          AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = $1 AND q.paused)
+        ORDER BY priority, scheduled_at, id
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED) AS c
+STRAIGHT_JOIN jobs j ON j.id = c.id
+SET j.state = 'running',
+    j.attempt = j.attempt + 1,
+    j.attempted_at = COALESCE($4, UTC_TIMESTAMP(6)),
+    j.attempted_by = JSON_ARRAY_APPEND(j.attempted_by, '$', $3),
+    j.attempted_node = $3,
+    j.lock_token = $5";
+
+const READ_BACK: &str = "\
+SELECT id, kind, queue, args, meta, tags, priority, attempt, max_attempts, timeout_ms, created_at,
+       scheduled_at, attempted_at
+FROM jobs WHERE lock_token = $1 AND state = 'running'
+ORDER BY priority, scheduled_at, id";
+
+type ClaimedColumns = (
+    BigInt,
+    Text,
+    Text,
+    Text,
+    Text,
+    Text,
+    SmallInt,
+    Integer,
+    Integer,
+    Nullable<BigInt>,
+    Datetime,
+    Datetime,
+    Nullable<Datetime>,
+);
+
+#[derive(diesel::Queryable)]
+struct ClaimedRow(
+    i64,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i16,
+    i32,
+    i32,
+    Option<i64>,
+    NaiveDateTime,
+    NaiveDateTime,
+    Option<NaiveDateTime>,
+);
+
+impl ClaimedRow {
+    fn into_claimed(self) -> Result<ClaimedJob> {
+        Ok(ClaimedJob {
+            id: self.0,
+            kind: self.1,
+            queue: self.2,
+            args: self.3,
+            meta: self.4,
+            tags: json("tags", &self.5)?,
+            priority: self.6,
+            attempt: self.7,
+            max_attempts: self.8,
+            timeout_ms: self.9,
+            created_at: utc(self.10),
+            scheduled_at: utc(self.11),
+            attempted_at: utc(self.12.unwrap_or(self.10)),
+        })
+    }
+}
+
+/// See [`JobClaimParams`].
+pub(crate) async fn claim<C>(conn: &mut C, params: JobClaimParams<'_>) -> Result<Vec<ClaimedJob>>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    let JobClaimParams { queue, limit, node, now, recurring_size: _ } = params;
+    let token = token();
+    let claimed = CachedQuery::new(CLAIM)
+        .bind::<Text, _>(queue)
+        .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind::<Text, _>(node)
+        .bind::<Nullable<Datetime>, _>(naive_opt(now))
+        .bind::<BigInt, _>(token)
+        .execute(conn)
+        .await?;
+    if claimed == 0 {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<ClaimedRow> =
+        CachedQuery::new(READ_BACK).bind::<BigInt, _>(token).returning::<ClaimedColumns>().load(conn).await?;
+    rows.into_iter().map(ClaimedRow::into_claimed).collect()
+}

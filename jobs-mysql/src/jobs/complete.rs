@@ -1,0 +1,167 @@
+//! The completion: a batch of outcomes written in at most three statements (successes
+//! kept, successes deleted, every other outcome), each joining the batch — one JSON array
+//! that `JSON_TABLE` turns into rows — to `jobs` by primary key, and each fenced on the row
+//! still being `running` at the claimed attempt.
+//!
+//! MariaDB returns no rows from a multi-table `UPDATE` or `DELETE`, only how many it
+//! changed. When that is the whole batch (nearly always), every outcome applied. When it
+//! is fewer, the updates read back the rows they stamped with their token, and the delete
+//! reads which of its rows are still there (fenced out).
+
+use diesel::mysql::Mysql;
+use diesel::sql_types::{BigInt, Datetime, Nullable, Text};
+use diesel_async::{AsyncConnectionCore, RunQueryDsl};
+use jobs_driver::{Completion, JobState, Result};
+
+use super::read::ids_json;
+use crate::cached::CachedQuery;
+use crate::rows::{Id, token};
+use crate::time::naive_opt;
+
+/// The batch as rows: `$1` holds `[[id, attempt, …], …]`, with the columns after `attempt`
+/// given by `$columns`.
+macro_rules! batch {
+    ($columns:literal) => {
+        concat!(
+            "JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$[0]', attempt INT PATH '$[1]'",
+            $columns,
+            ")) AS c STRAIGHT_JOIN jobs j ON j.id = c.id AND j.attempt = c.attempt AND j.state = 'running'"
+        )
+    };
+}
+
+// Completed and kept, the common case: `[id, attempt, result?]`, the result as JSON text
+// in a JSON string. A request to cancel does not change a success.
+const COMPLETE_SUCCEEDED: &str = concat!(
+    "UPDATE ",
+    batch!(", result LONGTEXT PATH '$[2]'"),
+    "
+SET j.state = 'completed', j.finalized_at = COALESCE($2, UTC_TIMESTAMP(6)),
+    j.result = COALESCE(c.result, j.result), j.lock_token = $3"
+);
+
+// Completed on a delete-on-completion queue: `[id, attempt]`.
+const DELETE_COMPLETED: &str = concat!("DELETE j FROM ", batch!(""));
+
+// The state an outcome writes: a job whose cancellation was requested while it ran ends
+// cancelled unless it succeeded. (No assignment below reads a column another one
+// assigns: MySQL does not promise their order in a multi-table UPDATE.)
+macro_rules! new_state {
+    () => {
+        "IF(j.cancel_requested_at IS NOT NULL AND c.state IN ('retryable', 'scheduled', 'available'), \
+         'cancelled', c.state)"
+    };
+}
+
+// Every other outcome: `[id, attempt, state, result?, error?, delay_ms?, give_back]`.
+const COMPLETE_OTHER: &str = concat!(
+    "UPDATE ",
+    batch!(
+        ", state VARCHAR(16) PATH '$[2]', result LONGTEXT PATH '$[3]', error LONGTEXT PATH '$[4]', \
+         delay_ms BIGINT PATH '$[5]', give_back INT PATH '$[6]'"
+    ),
+    "
+SET j.state = ",
+    new_state!(),
+    ",
+    j.finalized_at = IF((",
+    new_state!(),
+    ") IN ('completed', 'discarded', 'cancelled'), COALESCE($2, UTC_TIMESTAMP(6)), NULL),
+    j.result = COALESCE(c.result, j.result),
+    j.errors = IF(c.error IS NULL, j.errors, JSON_ARRAY_APPEND(j.errors, '$', JSON_COMPACT(c.error))),
+    j.scheduled_at = IF(c.delay_ms IS NULL, j.scheduled_at,
+                        COALESCE($2, UTC_TIMESTAMP(6)) + INTERVAL (c.delay_ms * 1000) MICROSECOND),
+    j.attempt = j.attempt - c.give_back,
+    j.lock_token = $3"
+);
+
+/// One outcome's row of the batch array.
+fn row(c: &Completion, other: bool) -> serde_json::Value {
+    let mut row = vec![c.id.into(), c.attempt.into()];
+    if other {
+        row.extend([
+            c.state.as_str().into(),
+            c.result.as_deref().into(),
+            c.error.as_deref().into(),
+            c.delay_ms.into(),
+            i32::from(c.give_back_attempt).into(),
+        ]);
+    } else if let Some(result) = &c.result {
+        row.push(result.as_str().into());
+    }
+    serde_json::Value::Array(row)
+}
+
+fn batch_json<'a>(completions: impl Iterator<Item = &'a Completion>, other: bool) -> String {
+    serde_json::Value::Array(completions.map(|c| row(c, other)).collect()).to_string()
+}
+
+/// Writes a batch of outcomes. Each write applies only to a row still `running` at the
+/// claimed attempt, so an outcome arriving after the job was rescued (and perhaps claimed
+/// again) changes nothing. Returns the ids that applied.
+pub(crate) async fn complete_many<C>(
+    conn: &mut C,
+    completions: &[Completion],
+    now: Option<chrono::DateTime<chrono::Utc>>,
+) -> Result<Vec<i64>>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    let now = naive_opt(now);
+    let mut applied = Vec::with_capacity(completions.len());
+    for (sql, other) in [(COMPLETE_SUCCEEDED, false), (COMPLETE_OTHER, true)] {
+        let part: Vec<&Completion> = completions
+            .iter()
+            .filter(|c| {
+                if other {
+                    c.state != JobState::Completed
+                } else {
+                    c.state == JobState::Completed && !c.delete
+                }
+            })
+            .collect();
+        if part.is_empty() {
+            continue;
+        }
+        let token = token();
+        let n = CachedQuery::new(sql)
+            .bind::<Text, _>(batch_json(part.iter().copied(), other))
+            .bind::<Nullable<Datetime>, _>(now)
+            .bind::<BigInt, _>(token)
+            .execute(conn)
+            .await?;
+        if n == part.len() {
+            applied.extend(part.iter().map(|c| c.id));
+        } else if n > 0 {
+            let rows: Vec<Id> = CachedQuery::new("SELECT id FROM jobs WHERE lock_token = $1")
+                .bind::<BigInt, _>(token)
+                .load(conn)
+                .await?;
+            applied.extend(rows.into_iter().map(|r| r.id));
+        }
+    }
+    let deleted: Vec<&Completion> =
+        completions.iter().filter(|c| c.state == JobState::Completed && c.delete).collect();
+    if !deleted.is_empty() {
+        let n = CachedQuery::new(DELETE_COMPLETED)
+            .bind::<Text, _>(batch_json(deleted.iter().copied(), false))
+            .execute(conn)
+            .await?;
+        if n == deleted.len() {
+            applied.extend(deleted.iter().map(|c| c.id));
+        } else {
+            // The rows still there were fenced out; the others went (by this statement,
+            // or by an earlier attempt of it whose reply was lost).
+            let ids: Vec<i64> = deleted.iter().map(|c| c.id).collect();
+            let left: Vec<Id> = CachedQuery::new(
+                "SELECT j.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t STRAIGHT_JOIN jobs j ON j.id = t.id",
+            )
+            .bind::<Text, _>(ids_json(&ids))
+            .load(conn)
+            .await?;
+            let left: std::collections::HashSet<i64> = left.into_iter().map(|r| r.id).collect();
+            applied.extend(ids.into_iter().filter(|id| !left.contains(id)));
+        }
+    }
+    Ok(applied)
+}

@@ -1,0 +1,138 @@
+//! Actions on jobs, one or many at once: cancel, retry, delete. They run on any async
+//! connection, in its transaction if it is in one: the application's (through
+//! `connection`), or the driver's own (which wraps each in a transaction). Their
+//! notifications are added to `job_notifications` in the same transaction and returned, so
+//! that the driver can also deliver them in this process once it commits.
+//!
+//! The ids travel as one JSON array joined to `jobs` by primary key; the changed rows are
+//! stamped with the statement's token and read back by it.
+
+use diesel::QueryableByName;
+use diesel::mysql::Mysql;
+use diesel::sql_types::{BigInt, Text};
+use diesel_async::{AsyncConnectionCore, RunQueryDsl};
+use jobs_driver::{JobState, Notification, Result};
+
+use super::read::{ids_json, state};
+use crate::cached::CachedQuery;
+use crate::notifications;
+use crate::rows::token;
+
+/// `jobs j` for the ids of the JSON array `$1`, found by primary key.
+macro_rules! by_ids {
+    () => {
+        "JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t STRAIGHT_JOIN jobs j ON j.id = t.id"
+    };
+}
+
+// A cancel marks every unfinished job; those not running are then cancelled at once, and
+// the nodes running the others are told `{"cancel": id}`.
+const MARK_CANCEL: &str = concat!(
+    "UPDATE ",
+    by_ids!(),
+    " SET j.cancel_requested_at = UTC_TIMESTAMP(6), j.lock_token = $2
+ WHERE j.state IN ('available', 'scheduled', 'running', 'retryable')"
+);
+
+const CANCEL_WAITING: &str = "\
+UPDATE jobs SET finalized_at = UTC_TIMESTAMP(6), state = 'cancelled'
+WHERE lock_token = $1 AND state <> 'running'";
+
+const RETRY: &str = concat!(
+    "UPDATE ",
+    by_ids!(),
+    " SET j.state = 'available', j.scheduled_at = UTC_TIMESTAMP(6), j.finalized_at = NULL,
+     j.cancel_requested_at = NULL, j.max_attempts = GREATEST(j.max_attempts, j.attempt + 1), j.lock_token = $2
+ WHERE j.state <> 'running'"
+);
+
+#[derive(QueryableByName)]
+struct Changed {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Text)]
+    state: String,
+    #[diesel(sql_type = Text)]
+    queue: String,
+}
+
+async fn stamped<C>(conn: &mut C, token: i64) -> Result<Vec<Changed>>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    Ok(CachedQuery::new("SELECT id, state, queue FROM jobs WHERE lock_token = $1 ORDER BY id")
+        .bind::<BigInt, _>(token)
+        .load(conn)
+        .await?)
+}
+
+async fn tell<C>(conn: &mut C, told: &[Notification]) -> Result<()>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    for n in told {
+        notifications::add(conn, n).await?;
+    }
+    Ok(())
+}
+
+/// Cancels the jobs of `ids` that are not finished: one that is not running at once
+/// (`cancelled`); a running one is marked and its node told (`running`). Returns the
+/// state each changed job is in, and the notifications added.
+pub(crate) async fn cancel_many<C>(conn: &mut C, ids: &[i64]) -> Result<(Vec<JobState>, Vec<Notification>)>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    let token = token();
+    let marked = CachedQuery::new(MARK_CANCEL)
+        .bind::<Text, _>(ids_json(ids))
+        .bind::<BigInt, _>(token)
+        .execute(conn)
+        .await?;
+    if marked == 0 {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    CachedQuery::new(CANCEL_WAITING).bind::<BigInt, _>(token).execute(conn).await?;
+    let changed = stamped(conn, token).await?;
+    let states = changed.iter().map(|c| state(&c.state)).collect::<Result<Vec<_>>>()?;
+    let told: Vec<Notification> = changed
+        .iter()
+        .zip(&states)
+        .filter(|(_, s)| **s == JobState::Running)
+        .map(|(c, _)| Notification::CancelJob { id: c.id })
+        .collect();
+    tell(conn, &told).await?;
+    Ok((states, told))
+}
+
+/// Makes the jobs of `ids` that are not running available now, granting one more attempt
+/// to those that used them all. Returns how many changed, and the wake-ups added.
+pub(crate) async fn retry_many<C>(conn: &mut C, ids: &[i64]) -> Result<(i64, Vec<Notification>)>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    let token = token();
+    let n =
+        CachedQuery::new(RETRY).bind::<Text, _>(ids_json(ids)).bind::<BigInt, _>(token).execute(conn).await?;
+    if n == 0 {
+        return Ok((0, Vec::new()));
+    }
+    let changed = stamped(conn, token).await?;
+    let queues: std::collections::BTreeSet<&str> = changed.iter().map(|c| c.queue.as_str()).collect();
+    let woken: Vec<Notification> =
+        queues.into_iter().map(|queue| Notification::JobsAvailable { queue: queue.to_owned() }).collect();
+    tell(conn, &woken).await?;
+    Ok((n as i64, woken))
+}
+
+/// Deletes the jobs of `ids` that are not running (cancel them first). Returns how many went.
+pub(crate) async fn delete_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    let n = CachedQuery::new(concat!("DELETE j FROM ", by_ids!(), " WHERE j.state <> 'running'"))
+        .bind::<Text, _>(ids_json(ids))
+        .execute(conn)
+        .await?;
+    Ok(n as i64)
+}

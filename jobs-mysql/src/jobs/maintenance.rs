@@ -1,0 +1,336 @@
+//! The leader's statements: promote due jobs, rescue stuck ones, prune finished ones; and
+//! the node's own: hand back claims whose reply it never received.
+//!
+//! Each move is one transaction: a `SELECT … FOR UPDATE SKIP LOCKED` picks and locks the
+//! rows (with what decides their fate: an overrun timeout, a spent attempt budget, a
+//! uniqueness key someone else holds), Rust decides, and one `UPDATE` over a `JSON_TABLE`
+//! of `[id, new state, …]` writes them, with a `job_notifications` row per queue that got
+//! available jobs. MariaDB has no `UPDATE … RETURNING`, and reading the fate first keeps
+//! every rule in one place.
+
+use std::collections::{BTreeSet, HashMap};
+
+use chrono::{DateTime, Utc};
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Bool, Datetime, Nullable, SmallInt, Text, Varbinary};
+use diesel_async::{AsyncConnection, AsyncMysqlConnection, RunQueryDsl};
+use jobs_driver::{
+    DriverError, JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams, JobScheduleDueParams,
+    JobState, Notification, Result,
+};
+
+use super::read::ids_json;
+use crate::cached::CachedQuery;
+use crate::notifications;
+use crate::time::{micros, naive_opt};
+
+/// Whether job `j` would break its uniqueness by becoming available: its key is unique in
+/// `available`, and another row holds it (`unique_held`, the key of a row in one of its
+/// own unique states, found through the unique index). A macro, for `concat!`.
+macro_rules! key_held_by_another {
+    () => {
+        "(j.unique_key IS NOT NULL AND FIND_IN_SET('available', j.unique_states) > 0
+          AND EXISTS (SELECT 1 FROM jobs o WHERE o.unique_held = j.unique_key AND o.id <> j.id))"
+    };
+}
+
+/// One wake-up per distinct queue of `queues`.
+fn wake_ups<'a>(queues: impl IntoIterator<Item = &'a str>) -> Vec<Notification> {
+    let queues: BTreeSet<&str> = queues.into_iter().collect();
+    queues.into_iter().map(|queue| Notification::JobsAvailable { queue: queue.to_owned() }).collect()
+}
+
+/// The operation's time as an error entry's `at` holds it (as the engine writes it).
+fn at_text(now: Option<DateTime<Utc>>) -> String {
+    serde_json::to_value(now.unwrap_or_else(Utc::now))
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+#[derive(QueryableByName)]
+struct Due {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Nullable<Varbinary>)]
+    unique_key: Option<Vec<u8>>,
+    #[diesel(sql_type = Nullable<Text>)]
+    unique_states: Option<String>,
+    #[diesel(sql_type = SmallInt)]
+    priority: i16,
+    #[diesel(sql_type = Datetime)]
+    scheduled_at: chrono::NaiveDateTime,
+    #[diesel(sql_type = Bool)]
+    held: bool,
+}
+
+const PICK_DUE: &str = concat!(
+    "SELECT j.id, j.queue, j.unique_key, j.unique_states, j.priority, j.scheduled_at, ",
+    key_held_by_another!(),
+    " AS held
+FROM jobs j
+WHERE j.state IN ('scheduled', 'retryable') AND j.scheduled_at <= COALESCE($1, UTC_TIMESTAMP(6))
+ORDER BY j.scheduled_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED"
+);
+
+const MAKE_AVAILABLE: &str = "\
+UPDATE JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t STRAIGHT_JOIN jobs j ON j.id = t.id
+SET j.state = 'available'";
+
+const DISCARD_DUPLICATES: &str = "\
+UPDATE JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t STRAIGHT_JOIN jobs j ON j.id = t.id
+SET j.state = 'discarded', j.finalized_at = COALESCE($2, UTC_TIMESTAMP(6)),
+    j.errors = JSON_ARRAY_APPEND(j.errors, '$', JSON_OBJECT(
+        'attempt', j.attempt, 'at', $3, 'error_type', 'unique_conflict',
+        'message', 'another job holds its uniqueness key'))";
+
+/// See [`JobScheduleDueParams`]: due jobs become available. One whose uniqueness key
+/// another job holds (a duplicate enqueued while it waited in a state outside its unique
+/// states), or that a job due with it takes first (by priority, then due time, then id),
+/// is discarded instead, with an error entry: the batch never fails on the unique index.
+/// Returns how many became available and the wake-ups added.
+pub(crate) async fn schedule_due(
+    conn: &mut AsyncMysqlConnection,
+    params: JobScheduleDueParams,
+) -> Result<(i64, Vec<Notification>)> {
+    let now = naive_opt(params.now);
+    let at = at_text(params.now);
+    conn.transaction::<_, DriverError, _>(async |tx| {
+        {
+            let due: Vec<Due> = CachedQuery::new(PICK_DUE)
+                .bind::<Nullable<Datetime>, _>(now)
+                .bind::<BigInt, _>(params.limit)
+                .load(tx)
+                .await?;
+            if due.is_empty() {
+                return Ok((0, Vec::new()));
+            }
+            // The first of each key (priority, due time, id) may go; the rest are duplicates.
+            let mut order: Vec<&Due> = due.iter().collect();
+            order.sort_by_key(|j| (j.priority, j.scheduled_at, j.id));
+            let mut taken: HashMap<&[u8], i64> = HashMap::new();
+            let (mut available, mut duplicates) = (Vec::new(), Vec::new());
+            for job in order {
+                let unique_when_available = job.unique_key.is_some()
+                    && job.unique_states.as_deref().is_some_and(|s| s.split(',').any(|s| s == "available"));
+                let duplicate = unique_when_available
+                    && (job.held
+                        || job.unique_key.as_deref().is_some_and(|key| taken.insert(key, job.id).is_some()));
+                if duplicate { duplicates.push(job) } else { available.push(job) }
+            }
+            if !available.is_empty() {
+                let ids: Vec<i64> = available.iter().map(|j| j.id).collect();
+                CachedQuery::new(MAKE_AVAILABLE).bind::<Text, _>(ids_json(&ids)).execute(tx).await?;
+            }
+            if !duplicates.is_empty() {
+                let ids: Vec<i64> = duplicates.iter().map(|j| j.id).collect();
+                CachedQuery::new(DISCARD_DUPLICATES)
+                    .bind::<Text, _>(ids_json(&ids))
+                    .bind::<Nullable<Datetime>, _>(now)
+                    .bind::<Text, _>(&at)
+                    .execute(tx)
+                    .await?;
+            }
+            let woken = wake_ups(available.iter().map(|j| j.queue.as_str()));
+            for wake_up in &woken {
+                notifications::add(tx, wake_up).await?;
+            }
+            Ok((available.len() as i64, woken))
+        }
+    })
+    .await
+}
+
+/// A running job picked for rescue, with what decides its fate.
+#[derive(QueryableByName)]
+struct Stuck {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Bool)]
+    timed_out: bool,
+    #[diesel(sql_type = Bool)]
+    cancel_requested: bool,
+    #[diesel(sql_type = Bool)]
+    spent: bool,
+    #[diesel(sql_type = Bool)]
+    held: bool,
+}
+
+/// The columns of a [`Stuck`] row, with `$1` the time and `$2` the timeout grace in
+/// microseconds (a macro, for `concat!`).
+macro_rules! stuck_columns {
+    () => {
+        concat!(
+            "j.id, j.queue,
+       (j.timeout_ms IS NOT NULL
+        AND j.attempted_at + INTERVAL ((j.timeout_ms * 1000) + $2) MICROSECOND < COALESCE($1, UTC_TIMESTAMP(6))) AS timed_out,
+       (j.cancel_requested_at IS NOT NULL) AS cancel_requested,
+       (j.attempt >= j.max_attempts) AS spent, ",
+            key_held_by_another!(),
+            " AS held"
+        )
+    };
+}
+
+// $1 now, $2 timeout grace (µs), $3 node staleness (µs), $4 whether to rescue the jobs of
+// lost nodes, $5 limit.
+const PICK_STUCK: &str = concat!(
+    "SELECT ",
+    stuck_columns!(),
+    "
+FROM jobs j
+WHERE j.state = 'running'
+  AND ((j.timeout_ms IS NOT NULL
+        AND j.attempted_at + INTERVAL ((j.timeout_ms * 1000) + $2) MICROSECOND < COALESCE($1, UTC_TIMESTAMP(6)))
+    OR ($4 AND NOT EXISTS (SELECT 1 FROM job_nodes n
+                           WHERE n.name = j.attempted_node
+                             AND n.heartbeat_at > COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND)))
+LIMIT $5
+FOR UPDATE SKIP LOCKED"
+);
+
+// $1 now, $2 unused (0), $3 the node, $4 grace (µs), $5 the ids it holds.
+const PICK_ORPHANS: &str = concat!(
+    "SELECT ",
+    stuck_columns!(),
+    "
+FROM jobs j
+WHERE j.state = 'running' AND j.attempted_node = $3
+  AND j.attempted_at < COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $4 MICROSECOND
+  AND j.id NOT IN (SELECT t.id FROM JSON_TABLE($5, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t)
+LIMIT 1000
+FOR UPDATE SKIP LOCKED"
+);
+
+// `$1` is `[[id, state, why, message], …]`.
+const RESCUE: &str = "\
+UPDATE JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$[0]', state VARCHAR(16) PATH '$[1]',
+                                      why VARCHAR(32) PATH '$[2]', message TEXT PATH '$[3]')) AS c
+STRAIGHT_JOIN jobs j ON j.id = c.id
+SET j.state = c.state,
+    j.finalized_at = IF(c.state = 'available', NULL, COALESCE($2, UTC_TIMESTAMP(6))),
+    j.errors = JSON_ARRAY_APPEND(j.errors, '$', JSON_OBJECT(
+        'attempt', j.attempt, 'at', $3, 'node', j.attempted_node,
+        'error_type', CONCAT('rescued_', c.why), 'message', c.message))";
+
+/// Returns `stuck` to the queue in their place in line: `available` with their priority
+/// and `scheduled_at` unchanged, or discarded when out of attempts or when another job
+/// holds their uniqueness key (a duplicate enqueued while they ran), cancelled when a
+/// cancel was requested; each with an error entry `rescued_<why>`. The attempt is
+/// unchanged, so a late outcome is fenced out. Returns the ids and the wake-ups added.
+async fn rescue(
+    tx: &mut AsyncMysqlConnection,
+    stuck: &[Stuck],
+    why: impl Fn(&Stuck) -> (&'static str, String),
+    now: Option<DateTime<Utc>>,
+) -> Result<(Vec<i64>, Vec<Notification>)> {
+    if stuck.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let mut rows = Vec::with_capacity(stuck.len());
+    let mut available = Vec::new();
+    for job in stuck {
+        let state = if job.cancel_requested {
+            JobState::Cancelled
+        } else if job.spent || job.held {
+            JobState::Discarded
+        } else {
+            available.push(job.queue.as_str());
+            JobState::Available
+        };
+        let (why, message) = why(job);
+        rows.push(serde_json::json!([job.id, state.as_str(), why, message]));
+    }
+    CachedQuery::new(RESCUE)
+        .bind::<Text, _>(serde_json::Value::Array(rows).to_string())
+        .bind::<Nullable<Datetime>, _>(naive_opt(now))
+        .bind::<Text, _>(at_text(now))
+        .execute(tx)
+        .await?;
+    let woken = wake_ups(available);
+    for wake_up in &woken {
+        notifications::add(tx, wake_up).await?;
+    }
+    Ok((stuck.iter().map(|j| j.id).collect(), woken))
+}
+
+/// See [`JobRescueStuckParams`]. Returns the rescued ids and the wake-ups added.
+pub(crate) async fn rescue_stuck(
+    conn: &mut AsyncMysqlConnection,
+    params: JobRescueStuckParams<'_>,
+) -> Result<(Vec<i64>, Vec<Notification>)> {
+    let now = naive_opt(params.now);
+    let grace_ms = params.timeout_grace.as_millis();
+    let rescuer = params.rescuer;
+    conn.transaction::<_, DriverError, _>(async |tx| {
+        let stuck: Vec<Stuck> = CachedQuery::new(PICK_STUCK)
+            .bind::<Nullable<Datetime>, _>(now)
+            .bind::<BigInt, _>(micros(params.timeout_grace))
+            .bind::<BigInt, _>(micros(params.node_stale_after))
+            .bind::<Bool, _>(params.lost_nodes)
+            .bind::<BigInt, _>(params.limit)
+            .load(tx)
+            .await?;
+        let why = |job: &Stuck| {
+            if job.timed_out {
+                ("timeout", format!("still running {grace_ms} ms past its timeout; rescued by {rescuer}"))
+            } else {
+                ("node_lost", format!("its node stopped heartbeating; rescued by {rescuer}"))
+            }
+        };
+        rescue(tx, &stuck, why, params.now).await
+    })
+    .await
+}
+
+/// See [`JobReleaseOrphansParams`]. Returns the released ids and the wake-ups added.
+pub(crate) async fn release_orphans(
+    conn: &mut AsyncMysqlConnection,
+    params: JobReleaseOrphansParams<'_>,
+) -> Result<(Vec<i64>, Vec<Notification>)> {
+    let now = naive_opt(params.now);
+    let node = params.node;
+    conn.transaction::<_, DriverError, _>(async |tx| {
+        {
+            let stuck: Vec<Stuck> = CachedQuery::new(PICK_ORPHANS)
+                .bind::<Nullable<Datetime>, _>(now)
+                .bind::<BigInt, _>(0)
+                .bind::<Text, _>(node)
+                .bind::<BigInt, _>(micros(params.grace))
+                .bind::<Text, _>(ids_json(params.held))
+                .load(tx)
+                .await?;
+            let why = |_: &Stuck| {
+                (
+                    "orphaned",
+                    format!(
+                        "claimed by {node}, which never received the claim (its connection was lost); released by the same node"
+                    ),
+                )
+            };
+            rescue(tx, &stuck, why, params.now).await
+        }
+    })
+    .await
+}
+
+/// See [`JobPruneParams`].
+pub(crate) async fn prune(conn: &mut AsyncMysqlConnection, params: JobPruneParams) -> Result<i64> {
+    let n = CachedQuery::new(
+        "DELETE FROM jobs WHERE state = $1 AND finalized_at < COALESCE($2, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND
+         ORDER BY finalized_at LIMIT $4",
+    )
+    .bind::<Text, _>(params.state.as_str())
+    .bind::<Nullable<Datetime>, _>(naive_opt(params.now))
+    .bind::<BigInt, _>(micros(params.retention))
+    .bind::<BigInt, _>(params.limit)
+    .execute(conn)
+    .await?;
+    Ok(n as i64)
+}

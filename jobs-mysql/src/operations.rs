@@ -1,0 +1,227 @@
+//! `impl Driver for MysqlDriver`: each operation hands its parameters to the module that
+//! owns its SQL.
+
+use std::any::Any;
+
+use async_trait::async_trait;
+use diesel_async::AsyncConnection;
+use jobs_driver::*;
+
+use crate::driver::{CAPABILITIES, MysqlDriver};
+use crate::jobs::{claim, complete, control, insert, insert_full, list, maintenance, read as jobs_read};
+use crate::{leader, listener, migrate, nodes, queues, schedules, stats};
+
+/// Runs `$body` (async, on `$tx`, returning the result and the notifications it added) in
+/// a transaction on a pooled connection; delivers the notifications once it commits.
+macro_rules! in_transaction {
+    ($driver:expr, |$tx:ident| $body:expr) => {{
+        let mut conn = $driver.conn().await?;
+        let outcome = conn.transaction::<_, DriverError, _>(async |$tx| $body).await;
+        conn.give_back(&outcome);
+        let (result, told) = outcome?;
+        $driver.deliver(&told);
+        Ok(result)
+    }};
+}
+
+/// Runs `$body` (async, on `$conn`, a connection lent from the pool: see `pool::Lent`).
+macro_rules! on_connection {
+    ($driver:expr, |$conn:ident| $body:expr) => {{
+        let mut lent = $driver.conn().await?;
+        let outcome = {
+            let $conn = &mut *lent;
+            $body
+        };
+        lent.give_back(&outcome);
+        outcome
+    }};
+}
+
+#[async_trait]
+impl Driver for MysqlDriver {
+    fn name(&self) -> &'static str {
+        "mysql"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    fn pool(&self) -> &(dyn Any + Send + Sync) {
+        &self.pool
+    }
+
+    async fn migrate(&self) -> Result<Vec<String>> {
+        migrate::migrate(crate::pool::get(&self.pool).await?).await
+    }
+
+    async fn listen(&self) -> Result<Option<Box<dyn Listener>>> {
+        Ok(Some(Box::new(listener::listen(&self.pool, &self.hub, self.notification_poll).await?)))
+    }
+
+    async fn job_insert_many(&self, params: JobInsertManyParams<'_>) -> Result<Vec<Inserted>> {
+        let JobInsertManyParams { jobs, now } = params;
+        in_transaction!(self, |tx| insert::insert_many(tx, jobs, now).await)
+    }
+
+    async fn job_insert_full_many(&self, params: JobInsertFullManyParams<'_>) -> Result<Vec<i64>> {
+        on_connection!(self, |c| insert_full::insert_full_many(c, params.jobs).await)
+    }
+
+    async fn job_claim(&self, params: JobClaimParams<'_>) -> Result<Vec<ClaimedJob>> {
+        on_connection!(self, |c| claim::claim(c, params).await)
+    }
+
+    async fn job_complete_many(&self, params: JobCompleteManyParams<'_>) -> Result<Vec<i64>> {
+        on_connection!(self, |c| complete::complete_many(c, params.completions, params.now).await)
+    }
+
+    async fn job_schedule_due(&self, params: JobScheduleDueParams) -> Result<i64> {
+        let (moved, told) = on_connection!(self, |c| maintenance::schedule_due(c, params).await)?;
+        self.deliver(&told);
+        Ok(moved)
+    }
+
+    async fn job_rescue_stuck(&self, params: JobRescueStuckParams<'_>) -> Result<Vec<i64>> {
+        let (ids, told) = on_connection!(self, |c| maintenance::rescue_stuck(c, params).await)?;
+        self.deliver(&told);
+        Ok(ids)
+    }
+
+    async fn job_release_orphans(&self, params: JobReleaseOrphansParams<'_>) -> Result<Vec<i64>> {
+        let (ids, told) = on_connection!(self, |c| maintenance::release_orphans(c, params).await)?;
+        self.deliver(&told);
+        Ok(ids)
+    }
+
+    async fn job_prune(&self, params: JobPruneParams) -> Result<i64> {
+        on_connection!(self, |c| maintenance::prune(c, params).await)
+    }
+
+    async fn job_cancel_many(&self, params: JobCancelManyParams<'_>) -> Result<Vec<JobState>> {
+        let ids = params.ids;
+        in_transaction!(self, |tx| control::cancel_many(tx, ids).await)
+    }
+
+    async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<i64> {
+        let ids = params.ids;
+        in_transaction!(self, |tx| control::retry_many(tx, ids).await)
+    }
+
+    async fn job_delete_many(&self, params: JobDeleteManyParams<'_>) -> Result<i64> {
+        on_connection!(self, |c| control::delete_many(c, params.ids).await)
+    }
+
+    async fn job_get(&self, params: JobGetParams) -> Result<Option<JobRow>> {
+        on_connection!(self, |c| jobs_read::get(c, params.id).await)
+    }
+
+    async fn job_list(&self, params: JobListParams<'_>) -> Result<Vec<JobRow>> {
+        on_connection!(self, |c| list::list(c, params.filter, params.before, params.limit).await)
+    }
+
+    async fn job_list_ids(&self, params: JobListParams<'_>) -> Result<Vec<i64>> {
+        on_connection!(self, |c| list::list_ids(c, params.filter, params.before, params.limit).await)
+    }
+
+    async fn job_count(&self, params: JobCountParams<'_>) -> Result<Count> {
+        on_connection!(self, |c| list::count(c, params.filter, params.cap).await)
+    }
+
+    async fn job_count_by_queue_and_state(
+        &self,
+        _params: JobCountByQueueAndStateParams,
+    ) -> Result<Vec<(String, JobState, i64)>> {
+        on_connection!(self, |c| list::counts_by_queue_and_state(c).await)
+    }
+
+    async fn job_list_waiting(&self, params: JobListWaitingParams<'_>) -> Result<Vec<JobRow>> {
+        on_connection!(self, |c| jobs_read::list_waiting(c, params.kind, params.queue, params.args).await)
+    }
+
+    async fn job_list_cancel_requested(&self, params: JobListCancelRequestedParams<'_>) -> Result<Vec<i64>> {
+        on_connection!(self, |c| jobs_read::list_cancel_requested(c, params.ids).await)
+    }
+
+    async fn queue_set_paused(&self, params: QueueSetPausedParams<'_>) -> Result<()> {
+        let QueueSetPausedParams { queue, paused } = params;
+        in_transaction!(self, |tx| {
+            let told = queues::set_paused(tx, queue, paused).await?;
+            Ok(((), vec![told]))
+        })
+    }
+
+    async fn queue_is_paused(&self, params: QueueIsPausedParams<'_>) -> Result<bool> {
+        on_connection!(self, |c| queues::is_paused(c, params.queue).await)
+    }
+
+    async fn queue_list_paused(&self, _params: QueueListPausedParams) -> Result<Vec<String>> {
+        on_connection!(self, |c| queues::list_paused(c).await)
+    }
+
+    async fn queue_list_depths(&self, _params: QueueListDepthsParams) -> Result<Vec<QueueDepth>> {
+        on_connection!(self, |c| queues::list_depths(c).await)
+    }
+
+    async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()> {
+        on_connection!(self, |c| nodes::heartbeat(c, params).await)
+    }
+
+    async fn node_delete(&self, params: NodeDeleteParams<'_>) -> Result<()> {
+        on_connection!(self, |c| nodes::delete(c, params.node).await)
+    }
+
+    async fn node_delete_stale(&self, params: NodeDeleteStaleParams) -> Result<i64> {
+        on_connection!(self, |c| nodes::delete_stale(c, params).await)
+    }
+
+    async fn node_list(&self, _params: NodeListParams) -> Result<Vec<NodeRow>> {
+        on_connection!(self, |c| nodes::list(c).await)
+    }
+
+    async fn leader_try_acquire(&self, params: LeaderTryAcquireParams<'_>) -> Result<bool> {
+        on_connection!(self, |c| leader::try_acquire(c, params).await)
+    }
+
+    async fn leader_release(&self, params: LeaderReleaseParams<'_>) -> Result<()> {
+        on_connection!(self, |c| leader::release(c, params).await)
+    }
+
+    async fn leader_get(&self, params: LeaderGetParams<'_>) -> Result<Option<String>> {
+        on_connection!(self, |c| leader::get(c, params).await)
+    }
+
+    async fn schedule_sync(&self, params: ScheduleSyncParams<'_>) -> Result<i64> {
+        on_connection!(self, |c| schedules::sync(c, params).await)
+    }
+
+    async fn schedule_fire_due(&self, params: ScheduleFireDueParams<'_>) -> Result<Vec<Fired>> {
+        let (fired, told) = on_connection!(self, |c| schedules::fire_due(c, params).await)?;
+        self.deliver(&told);
+        Ok(fired)
+    }
+
+    async fn schedule_set_enabled(&self, params: ScheduleSetEnabledParams<'_>) -> Result<bool> {
+        on_connection!(self, |c| schedules::set_enabled(c, params.name, params.enabled).await)
+    }
+
+    async fn schedule_get(&self, params: ScheduleGetParams<'_>) -> Result<Option<ScheduleRow>> {
+        on_connection!(self, |c| schedules::get(c, params.name).await)
+    }
+
+    async fn schedule_list(&self, _params: ScheduleListParams) -> Result<Vec<ScheduleRow>> {
+        on_connection!(self, |c| schedules::list(c).await)
+    }
+
+    async fn stats_record(&self, params: StatsRecordParams<'_>) -> Result<()> {
+        on_connection!(self, |c| stats::record(c, params.counts).await)
+    }
+
+    async fn stats_prune(&self, params: StatsPruneParams) -> Result<i64> {
+        on_connection!(self, |c| stats::prune(c, params).await)
+    }
+
+    async fn stats_throughput(&self, _params: StatsThroughputParams) -> Result<Vec<Throughput>> {
+        on_connection!(self, |c| stats::throughput(c).await)
+    }
+}

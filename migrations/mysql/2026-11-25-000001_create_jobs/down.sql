@@ -1,0 +1,7 @@
+DROP TABLE IF EXISTS job_notifications;
+DROP TABLE IF EXISTS job_stats;
+DROP TABLE IF EXISTS job_schedules;
+DROP TABLE IF EXISTS job_nodes;
+DROP TABLE IF EXISTS job_leaders;
+DROP TABLE IF EXISTS job_queues;
+DROP TABLE IF EXISTS jobs;
