@@ -152,7 +152,9 @@ async fn the_shop_works(mut shop: Running) {
     let email = if url.starts_with("mysql:") { "JSON_VALUE(args, '$.email')" } else { "args->>'email'" };
     wait_count(
         &url,
-        &format!("SELECT count(*) AS n FROM jobs WHERE {email} = 'grace@example.com' AND state = 'completed'"),
+        &format!(
+            "SELECT count(*) AS n FROM jobs WHERE {email} = 'grace@example.com' AND state = 'completed'"
+        ),
         1,
     )
     .await;

@@ -68,20 +68,42 @@ impl DriverError {
 
 /// Whether a diesel error is one that retrying later may cure, as opposed to a statement
 /// the database rejected: the connection went away (closed, terminated by the server,
-/// lost mid-statement), or the database was busy past the wait it allows (SQLite's
-/// "database is locked" when another process held the write lock through the busy
-/// timeout).
+/// lost mid-statement, its socket broken), or the database was busy past the wait it
+/// allows (SQLite's "database is locked" when another process held the write lock
+/// through the busy timeout; MySQL's lock wait timeout), or it chose this transaction as
+/// a deadlock's victim (MySQL rolls it back whole: running it again is the cure).
+///
+/// ```
+/// use diesel::result::{DatabaseErrorKind, Error};
+///
+/// let broken = Error::DatabaseError(DatabaseErrorKind::Unknown, Box::new(
+///     "Input/output error: Input/output error: Broken pipe (os error 32)".to_owned()));
+/// assert!(jobs_driver::is_transient(&broken));
+/// let rejected = Error::DatabaseError(DatabaseErrorKind::Unknown, Box::new(
+///     "Unknown column 'x' in 'field list'".to_owned()));
+/// assert!(!jobs_driver::is_transient(&rejected));
+/// ```
 pub fn is_transient(e: &diesel::result::Error) -> bool {
     use diesel::result::Error as D;
     match e {
         D::DatabaseError(kind, info) => {
-            let message = info.message();
+            let message = info.message().to_ascii_lowercase();
             matches!(kind, diesel::result::DatabaseErrorKind::ClosedConnection)
-                || message.contains("connection")
-                || message.contains("terminating")
-                || message.contains("gone away")
-                || message.contains("database is locked")
-                || message.contains("database table is locked")
+                || [
+                    "connection",
+                    "terminating",
+                    "gone away",
+                    "database is locked",
+                    "database table is locked",
+                    "broken pipe",
+                    "input/output error",
+                    "shutdown in progress",
+                    "lock wait timeout",
+                    "deadlock found",
+                    "unexpected eof",
+                ]
+                .iter()
+                .any(|sign| message.contains(sign))
         }
         D::BrokenTransactionManager => true,
         _ => false,

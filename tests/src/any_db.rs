@@ -1,6 +1,6 @@
-//! The tests' own statements on a job database of either backend: counts in the SQL both
+//! The tests' own statements on a job database of any backend: counts in the SQL they
 //! share, and the `runs` table the fault jobs write (placeholders differ: `$1` on
-//! Postgres, `?` on SQLite).
+//! Postgres, `?` on SQLite and MySQL).
 
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Integer, Text};
@@ -14,6 +14,8 @@ pub enum AnyDb {
     Postgres(jobs_core::Pool),
     /// SQLite.
     Sqlite(jobs_core::sqlite::Pool),
+    /// MariaDB or MySQL.
+    Mysql(jobs_core::mysql::Pool),
 }
 
 #[derive(QueryableByName)]
@@ -54,6 +56,10 @@ macro_rules! with_connection {
                 let mut $conn = pool.get().await.map_err(|e| e.to_string())?;
                 $body
             }
+            AnyDb::Mysql(pool) => {
+                let mut $conn = pool.get().await.map_err(|e| e.to_string())?;
+                $body
+            }
         }
     };
 }
@@ -66,6 +72,9 @@ impl AnyDb {
         }
         if let Some(pool) = driver.pool().downcast_ref::<jobs_core::sqlite::Pool>() {
             return AnyDb::Sqlite(pool.clone());
+        }
+        if let Some(pool) = driver.pool().downcast_ref::<jobs_core::mysql::Pool>() {
+            return AnyDb::Mysql(pool.clone());
         }
         panic!("no test support for the {} driver", driver.name())
     }
@@ -98,7 +107,9 @@ impl AnyDb {
     pub async fn record_run(&self, job_id: i64, attempt: i32, node: &str) -> Result<(), String> {
         let sql = match self {
             AnyDb::Postgres(_) => "INSERT INTO runs (job_id, attempt, node, at_ms) VALUES ($1, $2, $3, $4)",
-            AnyDb::Sqlite(_) => "INSERT INTO runs (job_id, attempt, node, at_ms) VALUES (?, ?, ?, ?)",
+            AnyDb::Sqlite(_) | AnyDb::Mysql(_) => {
+                "INSERT INTO runs (job_id, attempt, node, at_ms) VALUES (?, ?, ?, ?)"
+            }
         };
         with_connection!(self, |conn| {
             diesel::sql_query(sql)

@@ -1,6 +1,7 @@
 //! Worker processes killed with SIGKILL in the middle of their batches, again and again:
 //! nothing is lost, nothing runs twice at the same attempt, nothing is left running. On
-//! Postgres, and on SQLite with both workers on one database file.
+//! Postgres, on SQLite with both workers on one database file, and on MariaDB; on MariaDB
+//! the server is also restarted mid-run.
 //!
 //! `JOBS_KILL_ROUNDS` sets the number of kills (20 by default; the long run uses 100:
 //! `JOBS_KILL_ROUNDS=100 cargo test -p jobs-tests --test faults_kill -- --nocapture`).
@@ -9,7 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jobs_core::driver::{Driver, JobFilter, JobListParams};
-use jobs_core::testing::{SqliteTestDatabase, TestDatabase};
+use jobs_core::mysql::testing::{MariaDbServer, Server as MysqlServer};
+use jobs_core::testing::{MysqlTestDatabase, SqliteTestDatabase, TestDatabase};
 use jobs_core::{IntoDriver, JobState, enqueue_many};
 use jobs_tests::any_db::{AnyDb, RUNS_TABLE};
 use jobs_tests::fault_jobs::{Step, step};
@@ -19,7 +21,8 @@ use jobs_tests::wait_for;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_fault_worker");
 
-/// Keeps work waiting, however fast the rounds go. Returns how many jobs it added.
+/// Keeps work waiting, however fast the rounds go. Returns how many jobs it added, or
+/// `None` when the database did not answer (it is being restarted): ask again.
 async fn top_up(driver: &Arc<dyn Driver>) -> Option<usize> {
     let waiting =
         try_count_states(&**driver, &[JobState::Available, JobState::Running, JobState::Retryable]).await?;
@@ -44,11 +47,15 @@ async fn held_by(driver: &dyn Driver, node: &str) -> Option<i64> {
 /// Two workers on the database at `url`; one of them killed `rounds` times (alternately),
 /// each time while it holds jobs, a new one started in its place; then every job must
 /// have completed exactly once.
-async fn kill_workers_again_and_again(url: &str, driver: Arc<dyn Driver>) {
+async fn kill_workers_again_and_again(url: &str, driver: Arc<dyn Driver>, restart: Option<&dyn Fn()>) {
     let rounds: usize = std::env::var("JOBS_KILL_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
     let progress_per_round = 100;
     AnyDb::of(&*driver).execute(RUNS_TABLE).await.expect("runs table");
-    let mut jobs = top_up(&driver).await.expect("enqueue");
+    let top_up_within = |what: &'static str| {
+        let driver = driver.clone();
+        async move { wait_for(what, Duration::from_secs(60), || top_up(&driver)).await }
+    };
+    let mut jobs = top_up_within("the first jobs to be enqueued").await;
 
     let logs = log_dir();
     let mut next = 0;
@@ -60,11 +67,15 @@ async fn kill_workers_again_and_again(url: &str, driver: Arc<dyn Driver>) {
     let started = Instant::now();
     let mut kills = 0;
     let mut killed_holding = 0;
+    let mut restarts = 0;
     while kills < rounds {
         // Wait until the victim holds jobs and the queue has moved on since the last kill.
         let victim = workers[kills % 2].node.clone();
-        jobs += top_up(&driver).await.expect("enqueue");
-        let before = try_count_states(&*driver, &[JobState::Completed]).await.expect("count");
+        jobs += top_up_within("more jobs to be enqueued").await;
+        let before = wait_for("a count of completed jobs", Duration::from_secs(60), || {
+            try_count_states(&*driver, &[JobState::Completed])
+        })
+        .await;
         let holding = wait_for(
             &format!("{victim} to hold jobs and the queue to progress"),
             Duration::from_secs(60),
@@ -80,6 +91,11 @@ async fn kill_workers_again_and_again(url: &str, driver: Arc<dyn Driver>) {
         killed_holding += holding;
         kills += 1;
         workers.insert(kills.saturating_sub(1) % 2, start(&mut next));
+        if let Some(restart) = restart.filter(|_| kills == rounds / 2) {
+            // Halfway: the database server itself goes away and comes back.
+            restart();
+            restarts += 1;
+        }
     }
 
     let ledger = JobLedger::wait_all_completed(driver.clone(), jobs, Duration::from_secs(180)).await;
@@ -87,7 +103,8 @@ async fn kill_workers_again_and_again(url: &str, driver: Arc<dyn Driver>) {
     stop_all(workers).await;
     ledger.assert_exactly_once();
     println!(
-        "faults_kill ({}): {kills} SIGKILLs (holding {killed_holding} running jobs in all), {jobs} jobs, \
+        "faults_kill ({}): {kills} SIGKILLs (holding {killed_holding} running jobs in all), \
+         {restarts} server restarts, {jobs} jobs, \
          {} completed, {} lost, {} run twice at one attempt, {} retried after a rescue, {:.1}s",
         driver.name(),
         ledger.completed,
@@ -103,12 +120,25 @@ async fn kill_workers_again_and_again(url: &str, driver: Arc<dyn Driver>) {
 async fn killing_workers_mid_batch_loses_nothing_and_runs_nothing_twice() {
     let db = TestDatabase::new().await.expect("test database");
     let driver = db.pool(4).expect("pool").into_driver();
-    kill_workers_again_and_again(db.url(), driver).await;
+    kill_workers_again_and_again(db.url(), driver, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_workers_sharing_a_sqlite_file_loses_nothing_and_runs_nothing_twice() {
     let db = SqliteTestDatabase::new().await.expect("test database");
     let driver = db.driver(4).expect("driver").into_driver();
-    kill_workers_again_and_again(&db.url(), driver).await;
+    kill_workers_again_and_again(&db.url(), driver, None).await;
+}
+
+/// On a private MariaDB server (it is restarted halfway), never on `MYSQL_URL`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_workers_and_restarting_mariadb_loses_nothing_and_runs_nothing_twice() {
+    let server = tokio::task::spawn_blocking(MariaDbServer::start_private)
+        .await
+        .expect("start task")
+        .expect("private MariaDB server");
+    let db = MysqlTestDatabase::on(&MysqlServer::new(server.url("mysql"))).await.expect("test database");
+    let driver = db.driver(4).expect("driver").into_driver();
+    let restart = || tokio::task::block_in_place(|| server.restart()).expect("restart MariaDB");
+    kill_workers_again_and_again(db.url(), driver, Some(&restart)).await;
 }
