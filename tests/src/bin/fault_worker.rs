@@ -38,7 +38,9 @@ struct Args {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+        // Leadership changes too: the churn test reads them to explain a long stretch.
+        .with_env_filter(tracing_subscriber::EnvFilter::new("warn,jobs_core::maintenance::leader=info"))
+        .with_ansi(false)
         .with_writer(std::io::stderr)
         .init();
     let driver = jobs_core::driver_for_url(&args.url, args.concurrency + 6)?;
