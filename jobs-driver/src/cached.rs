@@ -31,14 +31,16 @@ type Bind<'a, DB> = Box<dyn QueryFragment<DB> + Send + 'a>;
 /// `QueryableByName`) unless [`returning`](Self::returning) names the columns' types
 /// (decoded by position, `Queryable`: no name lookups per field).
 pub struct CachedQuery<'a, DB: Backend, ST = Untyped> {
-    sql: &'static str,
+    sql: &'a str,
     binds: Vec<Bind<'a, DB>>,
     row: std::marker::PhantomData<fn() -> ST>,
 }
 
 impl<'a, DB: Backend> CachedQuery<'a, DB> {
     /// The query `sql`, to be given its parameters in order with [`bind`](Self::bind).
-    pub fn new(sql: &'static str) -> Self {
+    /// Its text is the statement cache's key: a text built at run time is prepared once
+    /// per connection for each distinct text, so build it from a bounded set of shapes.
+    pub fn new(sql: &'a str) -> Self {
         CachedQuery { sql, binds: Vec::new(), row: std::marker::PhantomData }
     }
 

@@ -17,7 +17,9 @@ pub use crate::jobs::read::get;
 pub use crate::migrate::migrate;
 
 /// Inserts `jobs` (validated) in `conn`'s transaction, in input order; a job whose
-/// uniqueness key is held comes back as the existing job.
+/// uniqueness key is held comes back as the existing job. A batch of more than 100 jobs
+/// takes one statement per 100: all-or-nothing inside a transaction, as enqueueing with
+/// business writes is; on a connection in autocommit mode each 100 commit on their own.
 pub async fn insert_many<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Vec<Inserted>>
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
