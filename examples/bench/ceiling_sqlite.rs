@@ -19,6 +19,7 @@ use diesel::sql_types::{BigInt, Integer, Text};
 use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
 
 use crate::ceiling::record;
+use crate::claimed_row::Claimed;
 use crate::measure::{BenchResult, Figures};
 
 const SCHEMA: &str = "\
@@ -75,15 +76,6 @@ const COMPLETE: &str = "UPDATE jobs SET state = 'completed', finished_at = ?2 WH
 
 // ?2 (the time the completion binds) is unused: both finishing statements take the same binds.
 const DELETE: &str = "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1)) AND ?2 IS NOT NULL";
-
-#[derive(QueryableByName)]
-struct Claimed {
-    #[diesel(sql_type = BigInt)]
-    id: i64,
-    #[diesel(sql_type = Text)]
-    #[allow(dead_code)]
-    args: String,
-}
 
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()

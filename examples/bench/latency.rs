@@ -20,6 +20,8 @@ enum Producer {
     Postgres(Box<diesel_async::AsyncPgConnection>),
     /// A SQLite connection of its own.
     Sqlite(jobs_core::sqlite::AsyncSqliteConnection),
+    /// A MariaDB/MySQL connection of its own.
+    Mysql(Box<diesel_async::AsyncMysqlConnection>),
 }
 
 impl Producer {
@@ -28,6 +30,7 @@ impl Producer {
             Producer::Driver(driver) => pickup::enqueue(&*driver, ()).await?,
             Producer::Postgres(conn) => pickup::enqueue(&mut **conn, ()).await?,
             Producer::Sqlite(conn) => pickup::enqueue(conn, ()).await?,
+            Producer::Mysql(conn) => pickup::enqueue(&mut **conn, ()).await?,
         };
         Ok(())
     }
@@ -55,10 +58,14 @@ pub(crate) async fn run(
     while !worker.is_listening() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let mut producer = match (own_connection, url.starts_with("sqlite:")) {
-        (false, _) => Producer::Driver(admin.driver.clone()),
-        (true, true) => Producer::Sqlite(jobs_core::sqlite::connect(url).await?),
-        (true, false) => Producer::Postgres(Box::new(jobs_core::postgres::connect(url).await?)),
+    let mut producer = if !own_connection {
+        Producer::Driver(admin.driver.clone())
+    } else if url.starts_with("sqlite:") {
+        Producer::Sqlite(jobs_core::sqlite::connect(url).await?)
+    } else if url.starts_with("mysql:") || url.starts_with("mariadb:") {
+        Producer::Mysql(Box::new(jobs_core::mysql::connect(url).await?))
+    } else {
+        Producer::Postgres(Box::new(jobs_core::postgres::connect(url).await?))
     };
     let total = rate * seconds;
     let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));

@@ -4,14 +4,17 @@
 //! `cargo run --release -p jobs-examples --bin bench -- --help`. Without `DATABASE_URL` it
 //! starts a private Postgres with durable settings (fsync and synchronous_commit on);
 //! `--backend sqlite` measures a SQLite file instead (and its own raw-SQL ceiling,
-//! `ceiling_sqlite`).
+//! `ceiling_sqlite`); `--backend mysql` a private MariaDB with durable settings, or the
+//! server `MYSQL_URL` names (`ceiling_mysql`).
 //! Prints a table and writes the same figures as JSON (`--json`). Each scenario is a module:
 //! `ceiling`, `enqueue`, `burndown` (in worker processes, `worker_process`), `latency`,
 //! `memory`, `sustained`, `dashboard`; `measure` holds the counters they read.
 
 mod burndown;
 mod ceiling;
+mod ceiling_mysql;
 mod ceiling_sqlite;
+mod claimed_row;
 mod dashboard;
 mod enqueue;
 mod jobs;
@@ -23,6 +26,7 @@ mod target;
 mod worker_process;
 
 use clap::{Parser, Subcommand};
+use jobs_core::mysql::testing::MariaDbServer;
 use jobs_core::testing::PgCluster;
 
 use crate::burndown::Shape;
@@ -43,9 +47,10 @@ const BENCH_SETTINGS: &[(&str, &str)] = &[
 struct Args {
     #[command(subcommand)]
     mode: Option<Mode>,
-    /// The database to measure: `postgres` (`DATABASE_URL`, or a private cluster) or
-    /// `sqlite` (a fresh file in the temporary directory, on the machine's disk).
-    #[arg(long, default_value = "postgres", value_parser = ["postgres", "sqlite"])]
+    /// The database to measure: `postgres` (`DATABASE_URL`, or a private cluster),
+    /// `sqlite` (a fresh file in the temporary directory, on the machine's disk) or `mysql`
+    /// (`MYSQL_URL`, or a private MariaDB server).
+    #[arg(long, default_value = "postgres", value_parser = ["postgres", "sqlite", "mysql"])]
     backend: String,
     /// Scenarios to run, in order: ceiling, enqueue, burndown, burndown-delete, latency,
     /// latency-other-process, memory, sustained, dashboard. By default the ceiling runs between the framework's
@@ -144,11 +149,14 @@ async fn main() -> BenchResult {
         return worker_process::run(worker).await;
     }
     let sqlite_dir = std::env::temp_dir().join(format!("jobs-bench-sqlite-{}", std::process::id()));
-    let (cluster, url) = if args.backend == "sqlite" {
-        std::fs::create_dir_all(&sqlite_dir)?;
-        (None, format!("sqlite://{}", sqlite_dir.join("bench.db").display()))
-    } else {
-        PgCluster::from_env_or_private(BENCH_SETTINGS)?
+    let mut mariadb = None;
+    let (cluster, url) = match args.backend.as_str() {
+        "sqlite" => {
+            std::fs::create_dir_all(&sqlite_dir)?;
+            (None, format!("sqlite://{}", sqlite_dir.join("bench.db").display()))
+        }
+        "mysql" => (None, mysql_database(&mut mariadb).await?),
+        _ => PgCluster::from_env_or_private(BENCH_SETTINGS)?,
     };
     let admin = Admin::open(&url, 8)?;
     admin.driver.migrate().await?;
@@ -171,7 +179,7 @@ async fn main() -> BenchResult {
         chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
     );
     let postgres_only = |scenario: &str| -> BenchResult {
-        if args.backend == "sqlite" {
+        if args.backend != "postgres" {
             return Err(format!("the `{scenario}` scenario runs on Postgres only").into());
         }
         Ok(())
@@ -191,6 +199,10 @@ async fn main() -> BenchResult {
         match scenario.as_str() {
             "ceiling" if args.backend == "sqlite" => {
                 ceiling_sqlite::run(&sqlite_dir, args.seconds, &mut figures)?;
+                ceilings_run += 1;
+            }
+            "ceiling" if args.backend == "mysql" => {
+                ceiling_mysql::run(&url, args.seconds, &mut figures).await?;
                 ceilings_run += 1;
             }
             "ceiling" => {
@@ -253,5 +265,23 @@ async fn main() -> BenchResult {
     if args.backend == "sqlite" {
         let _ = std::fs::remove_dir_all(&sqlite_dir);
     }
+    drop(mariadb);
     Ok(())
+}
+
+/// A fresh database on the server `MYSQL_URL` names, or on a private MariaDB with durable
+/// settings (kept in `server` for the run).
+async fn mysql_database(server: &mut Option<MariaDbServer>) -> BenchResult<String> {
+    use jobs_core::mysql::testing::{BENCH_SETTINGS as MARIADB_SETTINGS, Server, TestDatabase};
+    let on = match std::env::var("MYSQL_URL") {
+        Ok(url) if !url.is_empty() => Server::new(url),
+        _ => {
+            let started =
+                tokio::task::spawn_blocking(|| MariaDbServer::start_private_with(MARIADB_SETTINGS)).await??;
+            let on = Server::new(started.url("mysql"));
+            *server = Some(started);
+            on
+        }
+    };
+    Ok(TestDatabase::on(&on).await?.url().to_owned())
 }

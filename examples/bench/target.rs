@@ -1,4 +1,4 @@
-//! The database a run measures (Postgres or SQLite, by the URL's scheme) and the
+//! The database a run measures (Postgres, SQLite or MySQL, by the URL's scheme) and the
 //! benchmark's own statements on it: setup and checks, never measured.
 
 use std::sync::Arc;
@@ -13,6 +13,7 @@ use crate::measure::{self, BenchResult};
 enum Pool {
     Postgres(jobs_core::Pool),
     Sqlite(jobs_core::sqlite::Pool),
+    Mysql(jobs_core::mysql::Pool),
 }
 
 /// The measured database: its driver, and a pool for setup statements.
@@ -40,6 +41,10 @@ macro_rules! with_connection {
                 let mut $conn = pool.get().await?;
                 $body
             }
+            Pool::Mysql(pool) => {
+                let mut $conn = pool.get().await?;
+                $body
+            }
         }
     };
 }
@@ -52,6 +57,8 @@ impl Admin {
             Pool::Postgres(pool.clone())
         } else if let Some(pool) = driver.pool().downcast_ref::<jobs_core::sqlite::Pool>() {
             Pool::Sqlite(pool.clone())
+        } else if let Some(pool) = driver.pool().downcast_ref::<jobs_core::mysql::Pool>() {
+            Pool::Mysql(pool.clone())
         } else {
             return Err(format!("the benchmark does not know the {} driver", driver.name()).into());
         };
@@ -74,6 +81,7 @@ impl Admin {
             Pool::Sqlite(_) => {
                 self.sql("DELETE FROM jobs").await.and(self.sql("PRAGMA wal_checkpoint(TRUNCATE)").await)
             }
+            Pool::Mysql(_) => self.sql("TRUNCATE TABLE jobs").await,
         }
     }
 
@@ -82,6 +90,7 @@ impl Admin {
         match &self.pool {
             Pool::Postgres(_) => self.sql("VACUUM ANALYZE jobs").await,
             Pool::Sqlite(_) => self.sql("ANALYZE").await,
+            Pool::Mysql(_) => self.sql("ANALYZE TABLE jobs").await,
         }
     }
 
@@ -103,6 +112,10 @@ impl Admin {
             }
             Pool::Sqlite(_) => {
                 "SELECT CAST(finalized_at - attempted_at AS REAL) AS ms FROM jobs WHERE finalized_at IS NOT NULL"
+            }
+            Pool::Mysql(_) => {
+                "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, attempted_at, finalized_at) / 1000 AS DOUBLE) AS ms FROM jobs \
+                 WHERE finalized_at IS NOT NULL"
             }
         };
         let rows: Vec<Millis> = with_connection!(&self.pool, |conn| diesel_async::RunQueryDsl::load(

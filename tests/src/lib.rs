@@ -2,6 +2,7 @@
 //! the jobs of the fault-injection tests.
 
 pub mod any_db;
+pub mod app;
 pub mod conformance;
 pub mod fault_jobs;
 pub mod faults;

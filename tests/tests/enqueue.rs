@@ -15,13 +15,8 @@ use jobs_core::{
     enqueue_many, enqueue_many_sync, job,
 };
 use jobs_core::{JobRow, NewJob};
+use jobs_tests::app::{AppError, Rollback, Welcome, welcome};
 use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Welcome {
-    user_id: i64,
-    email: String,
-}
 
 /// Sends the welcome mail.
 #[job(queue = "mail", max_attempts = 5, timeout = "30s", priority = 2, tags = ["onboarding"],
@@ -93,24 +88,6 @@ async fn all_jobs(conn: &mut AsyncPgConnection) -> Vec<JobRow> {
         rows.push(jobs_core::get_job(conn, id).await.expect("get").expect("the job"));
     }
     rows
-}
-
-fn welcome(user_id: i64) -> Welcome {
-    Welcome { user_id, email: format!("user{user_id}@example.com") }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("business rule failed")]
-struct Rollback;
-
-#[derive(Debug, thiserror::Error)]
-enum AppError {
-    #[error(transparent)]
-    Db(#[from] diesel::result::Error),
-    #[error(transparent)]
-    Jobs(#[from] Error),
-    #[error(transparent)]
-    Rule(#[from] Rollback),
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

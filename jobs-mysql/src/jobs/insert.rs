@@ -38,8 +38,9 @@ pub(crate) const ROWS_PER_STATEMENT: usize = 100;
 const PARAMS_PER_ROW: usize = 12;
 
 /// The statement for `rows` rows. `$1` is the injected clock (`clock`) or unused,
-/// `$2` the token.
-fn statement(rows: usize, unique: bool, clock: bool) -> String {
+/// `$2` the token. With `returning`, it returns each row (the new one, or the one that
+/// holds its key).
+fn statement(rows: usize, unique: bool, clock: bool, returning: bool) -> String {
     let now = if clock { "$1" } else { "UTC_TIMESTAMP(6)" };
     let mut sql = String::with_capacity(300 + rows * 190);
     sql.push_str(
@@ -73,10 +74,13 @@ fn statement(rows: usize, unique: bool, clock: bool) -> String {
     if unique {
         sql.push_str("\nON DUPLICATE KEY UPDATE jobs.id = jobs.id");
     }
-    sql.push_str("\nRETURNING id, lock_token, state, queue");
+    if returning {
+        sql.push_str("\nRETURNING id, lock_token, state, queue, unique_key");
+    }
     sql
 }
 
+/// A row as the insert returns it (or as the sync path reads it back).
 #[derive(QueryableByName)]
 struct InsertedRow {
     #[diesel(sql_type = BigInt)]
@@ -87,6 +91,8 @@ struct InsertedRow {
     state: String,
     #[diesel(sql_type = Text)]
     queue: String,
+    #[diesel(sql_type = Nullable<Binary>)]
+    unique_key: Option<Vec<u8>>,
 }
 
 /// The batch after removing in-batch duplicates of a uniqueness key: `rows` go to the
@@ -142,14 +148,14 @@ struct Prepared<'a> {
     token: i64,
 }
 
-fn prepare(jobs: &[NewJob], now: Option<chrono::DateTime<chrono::Utc>>) -> Prepared<'_> {
+fn prepare(jobs: &[NewJob], now: Option<chrono::DateTime<chrono::Utc>>, returning: bool) -> Prepared<'_> {
     let batch = deduplicate(jobs);
     let encoded = batch.rows.iter().map(|job| encode(job)).collect();
     let mut statements = Vec::with_capacity(batch.rows.len().div_ceil(ROWS_PER_STATEMENT));
     let mut first = 0;
     for chunk in batch.rows.chunks(ROWS_PER_STATEMENT) {
         let unique = chunk.iter().any(|job| job.unique.is_some());
-        statements.push((first, chunk.len(), statement(chunk.len(), unique, now.is_some())));
+        statements.push((first, chunk.len(), statement(chunk.len(), unique, now.is_some(), returning)));
         first += chunk.len();
     }
     Prepared { batch, encoded, statements, now: naive_opt(now), token: token() }
@@ -231,7 +237,7 @@ where
     if jobs.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
-    let prepared = prepare(jobs, now);
+    let prepared = prepare(jobs, now, true);
     let mut returned: Vec<InsertedRow> = Vec::with_capacity(prepared.batch.rows.len());
     for index in 0..prepared.statements.len() {
         returned.extend(query(&prepared, index).load::<InsertedRow>(conn).await?);
@@ -251,14 +257,57 @@ where
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
-    let prepared = prepare(jobs, None);
-    let mut returned: Vec<InsertedRow> = Vec::with_capacity(prepared.batch.rows.len());
+    let prepared = prepare(jobs, None, false);
     for index in 0..prepared.statements.len() {
-        returned.extend(diesel::RunQueryDsl::load::<InsertedRow>(query(&prepared, index), conn)?);
+        diesel::RunQueryDsl::execute(query(&prepared, index), conn)?;
     }
+    let returned = read_back_sync(conn, &prepared)?;
     let (results, wake_ups) = results(&prepared, returned)?;
     for wake_up in &wake_ups {
         notifications::add_sync(conn, wake_up)?;
     }
     Ok(results)
+}
+
+/// Each row of `prepared` as `RETURNING` would have given it, read back on a sync
+/// connection (the C client cannot read `INSERT … RETURNING` through a prepared
+/// statement: it finds no result metadata). The new rows carry the token, in insert
+/// order; a row whose key was held is the job that holds it.
+fn read_back_sync<C>(conn: &mut C, prepared: &Prepared<'_>) -> Result<Vec<InsertedRow>>
+where
+    C: diesel::connection::LoadConnection<Backend = Mysql>,
+{
+    const NEW_ROWS: &str =
+        "SELECT id, lock_token, state, queue, unique_key FROM jobs WHERE lock_token = $1 ORDER BY id";
+    const HOLDER: &str = "SELECT id, lock_token, state, queue, unique_key FROM jobs WHERE unique_held = $1";
+    let new_rows: Vec<InsertedRow> =
+        diesel::RunQueryDsl::load(CachedQuery::new(NEW_ROWS).bind::<BigInt, _>(prepared.token), conn)?;
+    let mut keyed: HashMap<Vec<u8>, InsertedRow> = HashMap::new();
+    let mut plain = Vec::with_capacity(new_rows.len());
+    for row in new_rows {
+        match row.unique_key.clone() {
+            Some(key) => {
+                keyed.insert(key, row);
+            }
+            None => plain.push(row),
+        }
+    }
+    let mut plain = plain.into_iter();
+    let mut rows = Vec::with_capacity(prepared.batch.rows.len());
+    for job in &prepared.batch.rows {
+        let row = match &job.unique {
+            None => plain.next(),
+            Some((key, _)) => match keyed.remove(key.as_slice()) {
+                Some(row) => Some(row),
+                None => diesel::RunQueryDsl::load::<InsertedRow>(
+                    CachedQuery::new(HOLDER).bind::<Binary, _>(key.as_slice()),
+                    conn,
+                )?
+                .pop(),
+            },
+        };
+        let row = row.ok_or_else(|| DriverError::unexpected("an inserted job could not be read back"))?;
+        rows.push(row);
+    }
+    Ok(rows)
 }

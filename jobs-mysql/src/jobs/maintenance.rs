@@ -71,8 +71,8 @@ const PICK_DUE: &str = concat!(
     key_held_by_another!(),
     " AS held
 FROM jobs j
-WHERE j.state IN ('scheduled', 'retryable') AND j.scheduled_at <= COALESCE($1, UTC_TIMESTAMP(6))
-ORDER BY j.scheduled_at
+WHERE j.state IN ('scheduled', 'retryable') AND j.state_at <= COALESCE($1, UTC_TIMESTAMP(6))
+ORDER BY j.state_at
 LIMIT $2
 FOR UPDATE SKIP LOCKED"
 );
@@ -202,7 +202,7 @@ const PICK_ORPHANS: &str = concat!(
     "
 FROM jobs j
 WHERE j.state = 'running' AND j.attempted_node = $3
-  AND j.attempted_at < COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $4 MICROSECOND
+  AND j.state_at < COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $4 MICROSECOND
   AND j.id NOT IN (SELECT t.id FROM JSON_TABLE($5, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t)
 LIMIT 1000
 FOR UPDATE SKIP LOCKED"
@@ -323,8 +323,8 @@ pub(crate) async fn release_orphans(
 /// See [`JobPruneParams`].
 pub(crate) async fn prune(conn: &mut AsyncMysqlConnection, params: JobPruneParams) -> Result<i64> {
     let n = CachedQuery::new(
-        "DELETE FROM jobs WHERE state = $1 AND finalized_at < COALESCE($2, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND
-         ORDER BY finalized_at LIMIT $4",
+        "DELETE FROM jobs WHERE state = $1 AND state_at < COALESCE($2, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND
+         ORDER BY state_at LIMIT $4",
     )
     .bind::<Text, _>(params.state.as_str())
     .bind::<Nullable<Datetime>, _>(naive_opt(params.now))

@@ -2,7 +2,7 @@
 
 mod server;
 
-pub use server::{BIN_DIR_VAR, MariaDbServer, find_server_binaries};
+pub use server::{BENCH_SETTINGS, BIN_DIR_VAR, MariaDbServer, TEST_SETTINGS, find_server_binaries};
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

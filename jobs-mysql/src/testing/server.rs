@@ -2,7 +2,8 @@
 //!
 //! Used by the test suite, the demo and the benchmark when no URL is given. The server
 //! listens on 127.0.0.1 on a free port, keeps its data in a directory of its own, and
-//! runs with durability off (tests only). When the process runs as root, the server runs
+//! runs with durability off for tests ([`TEST_SETTINGS`]), on for the benchmark
+//! ([`BENCH_SETTINGS`]). When the process runs as root, the server runs
 //! as the `mysql` user (MariaDB refuses root).
 
 use std::fs::{self, File, OpenOptions};
@@ -58,6 +59,19 @@ fn running_as_root() -> bool {
     fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
 
+/// Server options for a server only tests use: durability off (commits reach the log's
+/// OS buffer, not the disk), no doublewrite.
+pub const TEST_SETTINGS: &[&str] = &[
+    "--innodb-flush-log-at-trx-commit=2",
+    "--innodb-doublewrite=0",
+    "--innodb-flush-method=nosync",
+    "--sync-frm=0",
+];
+
+/// Server options for measuring: MariaDB's durable defaults (each commit flushed to the
+/// disk, doublewrite on), a buffer pool that holds a benchmark's table.
+pub const BENCH_SETTINGS: &[&str] = &["--innodb-flush-log-at-trx-commit=1", "--innodb-buffer-pool-size=1G"];
+
 /// A MariaDB server in a directory of its own, on 127.0.0.1.
 #[derive(Debug)]
 pub struct MariaDbServer {
@@ -65,6 +79,7 @@ pub struct MariaDbServer {
     bin: PathBuf,
     port: u16,
     as_mysql: bool,
+    settings: Vec<String>,
     /// Stop the server and remove the directory when dropped.
     owned: bool,
 }
@@ -73,6 +88,12 @@ impl MariaDbServer {
     /// Initialises and starts a new server in a fresh temporary directory; stopped and
     /// removed when dropped.
     pub fn start_private() -> Result<MariaDbServer> {
+        MariaDbServer::start_private_with(TEST_SETTINGS)
+    }
+
+    /// [`start_private`](Self::start_private) with server options `settings`
+    /// ([`TEST_SETTINGS`], [`BENCH_SETTINGS`], or others: `--name=value`).
+    pub fn start_private_with(settings: &[&str]) -> Result<MariaDbServer> {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "jobs-mariadb-{}-{}-{:08x}",
@@ -80,7 +101,7 @@ impl MariaDbServer {
             COUNTER.fetch_add(1, Ordering::Relaxed),
             rand::random::<u32>()
         ));
-        let server = MariaDbServer::init(dir, true)?;
+        let server = MariaDbServer::init(dir, settings, true)?;
         server.start()?;
         Ok(server)
     }
@@ -114,6 +135,7 @@ impl MariaDbServer {
                     bin: find_server_binaries()?,
                     port,
                     as_mysql: running_as_root(),
+                    settings: TEST_SETTINGS.iter().map(|s| s.to_string()).collect(),
                     owned: false,
                 };
                 server.register_clients()?;
@@ -125,7 +147,7 @@ impl MariaDbServer {
                 }
                 fs::remove_dir_all(&dir)?;
             }
-            let server = MariaDbServer::init(dir.clone(), false)?;
+            let server = MariaDbServer::init(dir.clone(), TEST_SETTINGS, false)?;
             server.start()?;
             server.spawn_watchdog(&lock_path)?;
             server.register_clients()?;
@@ -135,12 +157,13 @@ impl MariaDbServer {
         result
     }
 
-    fn init(dir: PathBuf, owned: bool) -> Result<MariaDbServer> {
+    fn init(dir: PathBuf, settings: &[&str], owned: bool) -> Result<MariaDbServer> {
         let bin = find_server_binaries()?;
         let as_mysql = running_as_root();
         fs::create_dir_all(&dir)?;
         let port = free_port()?;
-        let server = MariaDbServer { dir, bin, port, as_mysql, owned };
+        let settings = settings.iter().map(|s| s.to_string()).collect();
+        let server = MariaDbServer { dir, bin, port, as_mysql, settings, owned };
         fs::write(server.dir.join("port"), port.to_string())?;
         if as_mysql {
             run(Command::new("chown").arg("-R").arg("mysql:").arg(&server.dir), "chown")?;
@@ -207,15 +230,13 @@ impl MariaDbServer {
                 "--performance-schema=OFF",
                 "--max-connections=1000",
                 "--innodb-buffer-pool-size=128M",
-                "--innodb-log-file-size=64M",
-                "--innodb-flush-log-at-trx-commit=2",
-                "--innodb-doublewrite=0",
-                "--innodb-flush-method=nosync",
-                "--sync-frm=0",
+                "--innodb-log-file-size=256M",
                 "--character-set-server=utf8mb4",
                 "--collation-server=utf8mb4_unicode_ci",
                 "--default-time-zone=+00:00",
             ])
+            // Later options win: the settings override the defaults above.
+            .args(&self.settings)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -53,6 +53,15 @@ CREATE TABLE jobs (
     -- a multi-row UPDATE stamps its rows, and a SELECT by the token reads them back,
     -- where Postgres would say UPDATE … RETURNING
     lock_token    BIGINT       NULL,
+    -- the time that matters in the row's state: when it is due (available, scheduled,
+    -- retryable), when it was claimed (running), when it finished (the final states).
+    -- One index on (state, state_at) serves the scheduler, the rescuer and the pruner,
+    -- where three would cost every insert and every state change two more index writes
+    -- (about a quarter of enqueue throughput, measured).
+    state_at      DATETIME(6)  AS (CASE
+                      WHEN state = 'running' THEN attempted_at
+                      WHEN state IN ('completed', 'discarded', 'cancelled') THEN finalized_at
+                      ELSE scheduled_at END) VIRTUAL,
 
     -- The one invariant the database enforces, as on Postgres: the pruner and the
     -- dashboard find finished jobs by finalized_at.
@@ -62,10 +71,9 @@ CREATE TABLE jobs (
     -- jobs::claim: a queue's available jobs in claim order (SKIP LOCKED needs the scan to
     -- follow an index in ORDER BY order).
     KEY jobs_claim_idx (queue, state, priority, scheduled_at, id),
-    -- jobs::maintenance::schedule_due, prune, rescue: a state's rows by time.
-    KEY jobs_due_idx (state, scheduled_at),
-    KEY jobs_finalized_idx (state, finalized_at),
-    KEY jobs_running_idx (state, attempted_at),
+    -- jobs::maintenance::schedule_due, rescue_stuck, release_orphans, prune: a state's
+    -- rows by their time.
+    KEY jobs_state_at_idx (state, state_at),
     -- jobs::list: a queue's jobs in a state, newest first.
     KEY jobs_queue_state_idx (queue, state, id),
     -- read-backs by token
