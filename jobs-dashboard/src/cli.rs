@@ -37,7 +37,7 @@ pub enum CliError {
 #[derive(Debug, Parser)]
 #[command(name = "jobs-dashboard", version, about = "Migrate, inspect and manage jobs; serve the dashboard.")]
 pub struct Cli {
-    /// The database holding the jobs.
+    /// The database holding the jobs: `postgres://…`, `sqlite://path`, `mysql://…`.
     #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
     database_url: Option<String>,
     #[command(subcommand)]
