@@ -35,6 +35,7 @@ mod job;
 mod leader;
 mod node;
 mod notification;
+pub mod polled_listener;
 mod queue;
 pub mod rows;
 mod schedule;

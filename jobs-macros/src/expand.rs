@@ -8,7 +8,8 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::Path;
 use syn::spanned::Spanned;
 
-use crate::parse::{BackoffSpec, JobAttr, JobFn, UniqueBySpec};
+use crate::parse::{BackoffSpec, JobAttr, UniqueBySpec};
+use crate::signature::JobFn;
 
 fn duration(d: Duration) -> TokenStream {
     let (secs, nanos) = (d.as_secs(), d.subsec_nanos());

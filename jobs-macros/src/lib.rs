@@ -15,6 +15,7 @@
 
 mod expand;
 mod parse;
+mod signature;
 
 use proc_macro::TokenStream;
 
@@ -76,7 +77,7 @@ pub fn job(attr: TokenStream, item: TokenStream) -> TokenStream {
     let item_tokens = proc_macro2::TokenStream::from(item.clone());
     let result = parse::JobAttr::parse(attr.into()).and_then(|attr| {
         let item: syn::ItemFn = syn::parse2(item_tokens)?;
-        let job = parse::JobFn::parse(item)?;
+        let job = signature::JobFn::parse(item)?;
         Ok(expand::expand(attr, job))
     });
     match result {

@@ -1,5 +1,5 @@
-//! Reading `#[job(...)]`: the attribute's options and the handler's signature, checked
-//! here so that mistakes are compile errors pointing at the offending token.
+//! Reading `#[job(...)]`: the attribute's options (the handler's signature is
+//! `signature.rs`), checked here so that mistakes are compile errors pointing at the offending token.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -7,8 +7,7 @@ use std::time::Duration;
 use proc_macro2::{Span, TokenStream};
 use syn::meta::ParseNestedMeta;
 use syn::parse::Parser;
-use syn::spanned::Spanned;
-use syn::{FnArg, Ident, ItemFn, LitInt, LitStr, Pat, Path, ReturnType, Type};
+use syn::{Ident, LitInt, LitStr, Path};
 
 /// The states a unique key may be scoped to, as written in the attribute.
 pub(crate) const STATE_NAMES: [&str; 7] =
@@ -59,14 +58,6 @@ pub(crate) struct JobAttr {
     pub(crate) unique: Option<UniqueSpec>,
     pub(crate) tags: Vec<String>,
     pub(crate) cron: Option<CronSpec>,
-}
-
-/// The handler: `async fn name(ctx: JobContext[, args: T]) -> Result<..>`.
-pub(crate) struct JobFn {
-    pub(crate) item: ItemFn,
-    pub(crate) ctx: (Pat, Type),
-    pub(crate) args: Option<(Pat, Type)>,
-    pub(crate) ret: Type,
 }
 
 fn duration(lit: &LitStr) -> syn::Result<Duration> {
@@ -335,75 +326,6 @@ impl JobAttr {
         }
         Ok(attr)
     }
-}
-
-fn typed_param(arg: &FnArg, role: &str) -> syn::Result<(Pat, Type)> {
-    match arg {
-        FnArg::Typed(pt) => Ok(((*pt.pat).clone(), (*pt.ty).clone())),
-        FnArg::Receiver(r) => {
-            Err(syn::Error::new(r.span(), format!("a job is a free function; expected {role}")))
-        }
-    }
-}
-
-impl JobFn {
-    /// Checks the handler's shape.
-    pub(crate) fn parse(item: ItemFn) -> syn::Result<JobFn> {
-        let sig = &item.sig;
-        if sig.asyncness.is_none() {
-            return Err(syn::Error::new(sig.fn_token.span(), "#[job] needs an `async fn`"));
-        }
-        if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-            return Err(syn::Error::new(
-                sig.generics.span(),
-                "a job cannot be generic: each kind needs one concrete argument type",
-            ));
-        }
-        if let Some(v) = &sig.variadic {
-            return Err(syn::Error::new(v.span(), "a job cannot be variadic"));
-        }
-        let mut inputs = sig.inputs.iter();
-        let ctx = match inputs.next() {
-            Some(arg) => typed_param(arg, "`ctx: JobContext`")?,
-            None => {
-                return Err(syn::Error::new(
-                    sig.paren_token.span.join(),
-                    "a job takes `ctx: JobContext` first, then optionally its arguments",
-                ));
-            }
-        };
-        if !is_job_context(&ctx.1) {
-            return Err(syn::Error::new(
-                ctx.1.span(),
-                "the first parameter of a job is its context: add `ctx: JobContext` before the \
-                 arguments (`_ctx: JobContext` if the job does not use it), e.g. \
-                 `async fn send(_ctx: JobContext, args: Welcome)`",
-            ));
-        }
-        let args = inputs.next().map(|a| typed_param(a, "the job's arguments")).transpose()?;
-        if let Some(extra) = inputs.next() {
-            return Err(syn::Error::new(
-                extra.span(),
-                "a job takes at most two parameters: `ctx: JobContext` and one arguments value \
-                 (put several values in a struct)",
-            ));
-        }
-        let ret = match &sig.output {
-            ReturnType::Type(_, ty) => (**ty).clone(),
-            ReturnType::Default => {
-                return Err(syn::Error::new(
-                    sig.ident.span(),
-                    "a job returns a `Result<T, E>`: `Ok` completes the job, `Err` fails the attempt",
-                ));
-            }
-        };
-        Ok(JobFn { item, ctx, args, ret })
-    }
-}
-
-/// Whether `ty` names `JobContext` (by any path: `JobContext`, `jobs_core::JobContext`).
-fn is_job_context(ty: &Type) -> bool {
-    matches!(ty, Type::Path(p) if p.qself.is_none() && p.path.segments.last().is_some_and(|s| s.ident == "JobContext"))
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use diesel_async::pooled_connection::deadpool::Object;
-use jobs_driver::{DriverError, Listener, Notification, Result};
-use tokio::sync::broadcast;
+use jobs_driver::polled_listener::{NotificationTable, PolledListener};
+use jobs_driver::{Notification, Result};
 
 use crate::hub::Hub;
 use crate::notifications;
@@ -27,46 +27,43 @@ const MISSING_FOR: Duration = Duration::from_secs(10);
 /// The most missing ids a listener looks for (a burst of rolled-back inserts leaves many).
 const MAX_MISSING: usize = 1000;
 
-/// Notifications for one node.
-pub(crate) struct MysqlListener {
+/// The reading side of one node's listener: its own connection and where it stopped.
+pub(crate) struct MysqlTable {
     conn: diesel_async::AsyncMysqlConnection,
     pool: Pool,
-    own: broadcast::Receiver<Notification>,
     after: i64,
     missing: VecDeque<(i64, Instant)>,
-    read: VecDeque<Notification>,
-    tick: tokio::time::Interval,
     trimmed: Instant,
-    /// A read is under way: when `next` finds it still set, the call that started it was
-    /// dropped mid-statement, and the connection cannot be trusted.
+    /// A read is under way: when a read finds it still set, the call that started the last
+    /// one was dropped mid-statement, and the connection cannot be trusted.
     reading: bool,
 }
 
 /// A listener on its own connection, taken out of `pool`, starting after the newest
 /// notification.
-pub(crate) async fn listen(pool: &Pool, hub: &Arc<Hub>, every: Duration) -> Result<MysqlListener> {
+pub(crate) async fn listen(
+    pool: &Pool,
+    hub: &Arc<Hub>,
+    every: Duration,
+) -> Result<PolledListener<MysqlTable>> {
     let own = hub.subscribe();
     let conn: PooledConnection = pool::get(pool).await?;
     let mut conn = Object::take(conn);
     let after = notifications::last_id(&mut conn).await?;
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    Ok(MysqlListener {
+    let table = MysqlTable {
         conn,
         pool: pool.clone(),
-        own,
         after,
         missing: VecDeque::new(),
-        read: VecDeque::new(),
-        tick,
         trimmed: Instant::now(),
         reading: false,
-    })
+    };
+    Ok(PolledListener::new(table, own, every))
 }
 
-impl MysqlListener {
-    /// Reads the notifications committed since the last read.
-    async fn read_table(&mut self) -> Result<()> {
+#[async_trait]
+impl NotificationTable for MysqlTable {
+    async fn read_new(&mut self, into: &mut VecDeque<Notification>) -> Result<()> {
         let now = Instant::now();
         while self.missing.front().is_some_and(|(_, since)| now.duration_since(*since) > MISSING_FOR) {
             self.missing.pop_front();
@@ -91,7 +88,7 @@ impl MysqlListener {
                 self.missing.retain(|(id, _)| *id != row.id);
             }
             match Notification::decode(&row.channel, &row.payload) {
-                Some(n) => self.read.push_back(n),
+                Some(n) => into.push_back(n),
                 None => tracing::warn!(
                     channel = row.channel,
                     payload = row.payload,
@@ -114,27 +111,5 @@ impl MysqlListener {
             }
         }
         Ok(())
-    }
-}
-
-#[async_trait]
-impl Listener for MysqlListener {
-    async fn next(&mut self) -> Result<Notification> {
-        loop {
-            if let Some(notification) = self.read.pop_front() {
-                return Ok(notification);
-            }
-            tokio::select! {
-                own = self.own.recv() => match own {
-                    Ok(notification) => return Ok(notification),
-                    // Missed some of this process's own: the table has them too.
-                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(broadcast::error::RecvError::Closed) => {
-                        return Err(DriverError::Pool("the driver's notification channel closed".into()));
-                    }
-                },
-                _ = self.tick.tick() => self.read_table().await?,
-            }
-        }
     }
 }

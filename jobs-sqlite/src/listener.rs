@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use diesel_async::pooled_connection::deadpool::Object;
-use jobs_driver::{DriverError, Listener, Notification, Result};
-use tokio::sync::broadcast;
+use jobs_driver::polled_listener::{NotificationTable, PolledListener};
+use jobs_driver::{Notification, Result};
 
 use crate::local::Local;
 use crate::notifications;
@@ -21,36 +21,36 @@ use crate::time::now_ms;
 /// How often a listener deletes notifications every listener has had time to read.
 const TRIM_EVERY: Duration = Duration::from_secs(10);
 
-/// Notifications for one node.
-pub(crate) struct SqliteListener {
+/// The reading side of one node's listener: its own connection and where it stopped.
+pub(crate) struct SqliteTable {
     conn: AsyncSqliteConnection,
     local: Arc<Local>,
-    own: broadcast::Receiver<Notification>,
     after: i64,
-    read: VecDeque<Notification>,
-    tick: tokio::time::Interval,
     trimmed: Instant,
 }
 
 /// A listener on its own connection, taken out of `pool`, starting after the newest
 /// notification.
-pub(crate) async fn listen(pool: &Pool, local: Arc<Local>, every: Duration) -> Result<SqliteListener> {
+pub(crate) async fn listen(
+    pool: &Pool,
+    local: Arc<Local>,
+    every: Duration,
+) -> Result<PolledListener<SqliteTable>> {
     let own = local.wake.subscribe();
     let mut conn = Object::take(pool::get(pool).await?);
     let after = conn.spawn_blocking(|c| Ok(notifications::last_id(c))).await??;
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    Ok(SqliteListener { conn, local, own, after, read: VecDeque::new(), tick, trimmed: Instant::now() })
+    let table = SqliteTable { conn, local, after, trimmed: Instant::now() };
+    Ok(PolledListener::new(table, own, every))
 }
 
-impl SqliteListener {
-    /// Reads the notifications committed since the last read.
-    async fn read_table(&mut self) -> Result<()> {
+#[async_trait]
+impl NotificationTable for SqliteTable {
+    async fn read_new(&mut self, into: &mut VecDeque<Notification>) -> Result<()> {
         let after = self.after;
         let (found, last) =
             self.conn.spawn_blocking(move |c| Ok(notifications::read_after(c, after))).await??;
         self.after = last;
-        self.read.extend(found);
+        into.extend(found);
         if self.trimmed.elapsed() >= TRIM_EVERY {
             self.trimmed = Instant::now();
             let now = now_ms(None);
@@ -60,27 +60,5 @@ impl SqliteListener {
             }
         }
         Ok(())
-    }
-}
-
-#[async_trait]
-impl Listener for SqliteListener {
-    async fn next(&mut self) -> Result<Notification> {
-        loop {
-            if let Some(notification) = self.read.pop_front() {
-                return Ok(notification);
-            }
-            tokio::select! {
-                own = self.own.recv() => match own {
-                    Ok(notification) => return Ok(notification),
-                    // Missed some of this process's own: the table has them too.
-                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(broadcast::error::RecvError::Closed) => {
-                        return Err(DriverError::Pool("the driver's notification channel closed".into()));
-                    }
-                },
-                _ = self.tick.tick() => self.read_table().await?,
-            }
-        }
     }
 }

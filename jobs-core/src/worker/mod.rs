@@ -9,7 +9,7 @@
 //!  leader elector ─▶ scheduler, rescuer, pruner, cron (leader only)
 //! ```
 //!
-//! Files: `builder` (settings, checked by `build()`), `configured` (a built worker and its
+//! Files: `builder` (settings; `builder/checks` holds what `build()` checks), `configured` (a built worker and its
 //! start-up), `handle` (a running worker and its shutdown), `config` (queues), `runtime` (the state the tasks share), `producer`,
 //! `executor`, `running` (a running job's handle), `completions` (the channel),
 //! `completer`, `listener`, `heartbeat`, `drain` (running due jobs inline),

@@ -246,27 +246,27 @@ impl MariaDbServer {
             cmd.arg("--user=mysql");
         }
         let mut child = cmd.spawn()?;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
+        let started = wait_until("mariadbd to accept connections", Duration::from_secs(60), || {
             let ready =
                 fs::read_to_string(&log).map(|l| l.matches("ready for connections").count()).unwrap_or(0);
             if ready > ready_before {
-                // Reap the server when it exits, so that it leaves no zombie behind.
-                std::thread::spawn(move || child.wait());
-                return Ok(());
+                return Ok(true);
             }
-            if let Ok(Some(status)) = child.try_wait() {
-                return Err(server_error(format!(
+            match child.try_wait() {
+                Ok(Some(status)) => Err(server_error(format!(
                     "mariadbd exited ({status}) before accepting connections; its log: {}",
                     fs::read_to_string(&log).unwrap_or_default()
-                )));
+                ))),
+                _ => Ok(false),
             }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                return Err(server_error("mariadbd did not accept connections within 60 s"));
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        });
+        if started.is_err() {
+            let _ = child.kill();
         }
+        started?;
+        // Reap the server when it exits, so that it leaves no zombie behind.
+        std::thread::spawn(move || child.wait());
+        Ok(())
     }
 
     fn pid(&self) -> Option<String> {
@@ -277,27 +277,18 @@ impl MariaDbServer {
     pub fn stop(&self) -> Result<()> {
         let Some(pid) = self.pid() else { return Ok(()) };
         run(Command::new("kill").arg("-TERM").arg(&pid), "kill")?;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Path::new(&format!("/proc/{pid}")).exists() && self.dir.join("mariadb.pid").exists() {
-            if Instant::now() > deadline {
-                return Err(server_error(format!("mariadbd (pid {pid}) did not stop within 60 s")));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(())
+        wait_until(&format!("mariadbd (pid {pid}) to stop"), Duration::from_secs(60), || {
+            Ok(!Path::new(&format!("/proc/{pid}")).exists() || !self.dir.join("mariadb.pid").exists())
+        })
     }
 
     /// Kills the server without letting it shut down (a crash), and waits until it is gone.
     pub fn kill(&self) -> Result<()> {
         let Some(pid) = self.pid() else { return Ok(()) };
         run(Command::new("kill").arg("-KILL").arg(&pid), "kill")?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z ")) {
-            if Instant::now() > deadline {
-                return Err(server_error(format!("mariadbd (pid {pid}) survived SIGKILL for 30 s")));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until(&format!("mariadbd (pid {pid}) to die of SIGKILL"), Duration::from_secs(30), || {
+            Ok(fs::read_to_string(format!("/proc/{pid}/stat")).ok().is_none_or(|s| s.contains(") Z ")))
+        })?;
         let _ = fs::remove_file(self.dir.join("mariadb.pid"));
         Ok(())
     }
@@ -383,4 +374,17 @@ fn run(cmd: &mut Command, what: &str) -> Result<()> {
             String::from_utf8_lossy(&out.stderr)
         )))
     }
+}
+
+/// Checks `done` until it says yes, fails, or `timeout` passes (then an error naming
+/// `what`): the one wait on a server process's state, which no call reports by itself.
+fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> Result<bool>) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    while !done()? {
+        if Instant::now() > deadline {
+            return Err(server_error(format!("timed out after {timeout:?} waiting for {what}")));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
 }

@@ -17,14 +17,13 @@ use super::producer;
 use super::runtime::{QueueRuntime, RuntimeConfig, Shared};
 use crate::clock::{Clock, SystemClock};
 use crate::cron::Periodic;
-use crate::enqueue::validate_queue;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::into_driver::IntoDriver;
 use crate::maintenance::{
     CronConfig, CronEnqueuer, LeaderConfig, PrunerConfig, RescuerConfig, SchedulerConfig,
 };
 use crate::registry::Registry;
-use crate::settings;
+mod checks;
 
 impl Worker {
     /// Starts configuring a worker on `driver`: a [`Driver`](jobs_driver::Driver), or a
@@ -267,7 +266,7 @@ impl WorkerBuilder {
             None => Registry::from_inventory()?,
         };
         let served: Vec<&str> = self.queues.iter().map(|q| q.name.as_str()).collect();
-        check_queues_have_jobs(&registry, &served, self.allow_queues_without_jobs)?;
+        Self::check_queues_have_jobs(&registry, &served, self.allow_queues_without_jobs)?;
         let mut schedules: Vec<Periodic> =
             registry.descriptors().filter_map(Periodic::from_descriptor).collect();
         schedules.sort_by(|a, b| a.name().cmp(b.name()));
@@ -334,88 +333,6 @@ impl WorkerBuilder {
             listen: self.listen,
         })
     }
-
-    /// Every setting against the rules of [`settings`].
-    fn check(&self) -> Result<()> {
-        if self.queues.is_empty() {
-            return Err(Error::InvalidOption {
-                option: "queues",
-                reason: "a worker needs at least one queue".into(),
-            });
-        }
-        for q in &self.queues {
-            validate_queue(&q.name)?;
-            if q.concurrency == 0 || q.concurrency > Semaphore::MAX_PERMITS {
-                return Err(Error::InvalidOption {
-                    option: "concurrency",
-                    reason: format!(
-                        "queue `{}`: concurrency must be between 1 and {}",
-                        q.name,
-                        Semaphore::MAX_PERMITS
-                    ),
-                });
-            }
-        }
-        settings::period("poll_interval", self.poll_interval)?;
-        settings::period("heartbeat_interval", self.heartbeat_interval)?;
-        settings::at_most_max_period("shutdown_timeout", self.shutdown_timeout)?;
-        settings::at_most_max_period("fetch_cooldown", self.fetch_cooldown)?;
-        settings::at_most_max_period("orphan_grace", self.orphan_grace)?;
-        settings::count("max_fetch", i64::try_from(self.max_fetch).unwrap_or(i64::MAX), settings::MAX_BATCH)?;
-        settings::count("claims_in_flight", i64::try_from(self.claims_in_flight).unwrap_or(i64::MAX), 64)?;
-        match self.unknown_kinds {
-            UnknownKindPolicy::Postpone(delay) => settings::period("unknown_kinds.postpone", delay)?,
-            UnknownKindPolicy::HandBack { retry_in, give_up_after } => {
-                settings::period("unknown_kinds.retry_in", retry_in)?;
-                settings::period("unknown_kinds.give_up_after", give_up_after)?;
-            }
-            _ => {}
-        }
-        if self.maintenance {
-            self.leader.validate()?;
-            self.scheduler.validate()?;
-            self.rescuer.validate()?;
-            self.pruner.validate()?;
-            self.cron.validate()?;
-            // A node is rescued when its heartbeat is older than this: shorter than the
-            // heartbeat itself, every live node's jobs would be taken from it.
-            settings::longer_than(
-                "rescuer.node_stale_after",
-                self.rescuer.node_stale_after,
-                "heartbeat_interval",
-                self.heartbeat_interval,
-            )?;
-            // Likewise a live leader would lose its lease between two of its heartbeats.
-            settings::longer_than(
-                "leader.holder_stale_after",
-                self.leader.holder_stale_after,
-                "heartbeat_interval",
-                self.heartbeat_interval,
-            )?;
-        }
-        Ok(())
-    }
-}
-
-/// Refuses a served queue that no registered job names as its queue (unless `allow`).
-fn check_queues_have_jobs(registry: &Registry, served: &[&str], allow: bool) -> Result<()> {
-    if allow {
-        return Ok(());
-    }
-    let by_queue = registry.kinds_by_queue();
-    for queue in served {
-        if !by_queue.contains_key(*queue) {
-            let registered = if by_queue.is_empty() {
-                "no job is registered at all".to_owned()
-            } else {
-                let per_queue: Vec<String> =
-                    by_queue.iter().map(|(q, kinds)| format!("`{q}`: {}", kinds.join(", "))).collect();
-                format!("registered: {}", per_queue.join("; "))
-            };
-            return Err(Error::NoJobsForQueue { queue: (*queue).to_owned(), registered });
-        }
-    }
-    Ok(())
 }
 
 impl std::fmt::Debug for WorkerBuilder {

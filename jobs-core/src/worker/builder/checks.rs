@@ -1,0 +1,95 @@
+//! The checks `WorkerBuilder::build` runs before wiring anything: every setting against
+//! the rules of `settings`, and every served queue against the registry.
+
+use tokio::sync::Semaphore;
+
+use super::WorkerBuilder;
+use crate::enqueue::validate_queue;
+use crate::error::{Error, Result};
+use crate::registry::Registry;
+use crate::settings;
+use crate::worker::config::UnknownKindPolicy;
+
+impl WorkerBuilder {
+    /// Every setting against the rules of [`settings`].
+    pub(super) fn check(&self) -> Result<()> {
+        if self.queues.is_empty() {
+            return Err(Error::InvalidOption {
+                option: "queues",
+                reason: "a worker needs at least one queue".into(),
+            });
+        }
+        for q in &self.queues {
+            validate_queue(&q.name)?;
+            if q.concurrency == 0 || q.concurrency > Semaphore::MAX_PERMITS {
+                return Err(Error::InvalidOption {
+                    option: "concurrency",
+                    reason: format!(
+                        "queue `{}`: concurrency must be between 1 and {}",
+                        q.name,
+                        Semaphore::MAX_PERMITS
+                    ),
+                });
+            }
+        }
+        settings::period("poll_interval", self.poll_interval)?;
+        settings::period("heartbeat_interval", self.heartbeat_interval)?;
+        settings::at_most_max_period("shutdown_timeout", self.shutdown_timeout)?;
+        settings::at_most_max_period("fetch_cooldown", self.fetch_cooldown)?;
+        settings::at_most_max_period("orphan_grace", self.orphan_grace)?;
+        settings::count("max_fetch", i64::try_from(self.max_fetch).unwrap_or(i64::MAX), settings::MAX_BATCH)?;
+        settings::count("claims_in_flight", i64::try_from(self.claims_in_flight).unwrap_or(i64::MAX), 64)?;
+        match self.unknown_kinds {
+            UnknownKindPolicy::Postpone(delay) => settings::period("unknown_kinds.postpone", delay)?,
+            UnknownKindPolicy::HandBack { retry_in, give_up_after } => {
+                settings::period("unknown_kinds.retry_in", retry_in)?;
+                settings::period("unknown_kinds.give_up_after", give_up_after)?;
+            }
+            _ => {}
+        }
+        if self.maintenance {
+            self.leader.validate()?;
+            self.scheduler.validate()?;
+            self.rescuer.validate()?;
+            self.pruner.validate()?;
+            self.cron.validate()?;
+            // A node is rescued when its heartbeat is older than this: shorter than the
+            // heartbeat itself, every live node's jobs would be taken from it.
+            settings::longer_than(
+                "rescuer.node_stale_after",
+                self.rescuer.node_stale_after,
+                "heartbeat_interval",
+                self.heartbeat_interval,
+            )?;
+            // Likewise a live leader would lose its lease between two of its heartbeats.
+            settings::longer_than(
+                "leader.holder_stale_after",
+                self.leader.holder_stale_after,
+                "heartbeat_interval",
+                self.heartbeat_interval,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Refuses a served queue that no registered job names as its queue (unless `allow`).
+    pub(super) fn check_queues_have_jobs(registry: &Registry, served: &[&str], allow: bool) -> Result<()> {
+        if allow {
+            return Ok(());
+        }
+        let by_queue = registry.kinds_by_queue();
+        for queue in served {
+            if !by_queue.contains_key(*queue) {
+                let registered = if by_queue.is_empty() {
+                    "no job is registered at all".to_owned()
+                } else {
+                    let per_queue: Vec<String> =
+                        by_queue.iter().map(|(q, kinds)| format!("`{q}`: {}", kinds.join(", "))).collect();
+                    format!("registered: {}", per_queue.join("; "))
+                };
+                return Err(Error::NoJobsForQueue { queue: (*queue).to_owned(), registered });
+            }
+        }
+        Ok(())
+    }
+}
