@@ -26,6 +26,10 @@ pub(crate) struct Shape {
     pub(crate) claims_in_flight: usize,
     /// The most jobs one claim asks for.
     pub(crate) max_fetch: usize,
+    /// The worker's prefetch window, ms (0: no buffer).
+    pub(crate) prefetch_window_ms: u64,
+    /// The queue's prefetch cap (`None`: the framework's default).
+    pub(crate) prefetch: Option<usize>,
     /// Delete jobs on completion instead of keeping them.
     pub(crate) delete: bool,
 }
@@ -57,6 +61,8 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
             concurrency: shape.concurrency,
             claims_in_flight: shape.claims_in_flight,
             max_fetch: shape.max_fetch,
+            prefetch_window_ms: shape.prefetch_window_ms,
+            prefetch: shape.prefetch,
             delete_on_completion: shape.delete,
             node: format!("bench-{i}"),
         };
@@ -91,7 +97,7 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
     let worker_ms_per_1000 = worker_cpu / shape.jobs as f64 * 1e6;
     let mut entry = serde_json::json!({
         "jobs": shape.jobs, "processes": shape.processes, "concurrency": shape.concurrency,
-        "claims_in_flight": shape.claims_in_flight, "max_fetch": shape.max_fetch, "seconds": elapsed, "jobs_per_s": rate,
+        "claims_in_flight": shape.claims_in_flight, "max_fetch": shape.max_fetch, "prefetch_window_ms": shape.prefetch_window_ms, "prefetch": shape.prefetch, "seconds": elapsed, "jobs_per_s": rate,
         "claims": claims, "worker_cpu_ms_per_1000_jobs": worker_ms_per_1000,
         "machine_cpu_us_per_job": machine_us_per_job,
     });

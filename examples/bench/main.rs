@@ -68,7 +68,7 @@ struct Args {
     /// Burn-down shapes, each `PxC`: P worker processes of C slots. The ceiling's clients
     /// hold up to 4 × 100 claimed jobs at once; `4x100` and `1x400` hold as many, `1x800`
     /// claims twice as many per statement.
-    #[arg(long, value_delimiter = ',', default_value = "1x100,1x400,1x800,4x100")]
+    #[arg(long, value_delimiter = ',', default_value = "1x10,1x24,1x100,1x400,1x800,4x100")]
     shapes: Vec<ShapeArg>,
     /// Slots of the worker in the sustained scenario.
     #[arg(long, default_value_t = 100)]
@@ -80,6 +80,13 @@ struct Args {
     /// the next claim goes out while the last batch still runs.
     #[arg(long, default_value_t = 1_000)]
     max_fetch: usize,
+    /// The worker's `prefetch_window` in milliseconds: each queue buffers what its slots
+    /// finish in this long beyond its free slots; 0 turns the buffer off.
+    #[arg(long, default_value_t = 20)]
+    prefetch_window_ms: u64,
+    /// The queue's `QueueConfig::prefetch` cap (default: the framework's).
+    #[arg(long)]
+    prefetch: Option<usize>,
     /// Tasks enqueueing concurrently in the enqueue scenario (N); the batched run is repeated
     /// for each.
     #[arg(long, value_delimiter = ',', default_value = "4,8")]
@@ -190,6 +197,8 @@ async fn main() -> BenchResult {
         concurrency: s.concurrency,
         claims_in_flight: args.claims_in_flight,
         max_fetch: args.max_fetch,
+        prefetch_window_ms: args.prefetch_window_ms,
+        prefetch: args.prefetch,
         delete,
     };
     // (framework figure, ceiling figure, ceiling runs before it)

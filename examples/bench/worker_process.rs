@@ -30,6 +30,12 @@ pub(crate) struct WorkerArgs {
     /// The most jobs one claim asks for (the worker's `max_fetch`).
     #[arg(long, default_value_t = 1_000)]
     pub(crate) max_fetch: usize,
+    /// The worker's prefetch window, ms (0: no buffer).
+    #[arg(long, default_value_t = 20)]
+    pub(crate) prefetch_window_ms: u64,
+    /// The queue's prefetch cap (default: the framework's).
+    #[arg(long)]
+    pub(crate) prefetch: Option<usize>,
     /// Delete jobs when they complete instead of keeping them.
     #[arg(long)]
     pub(crate) delete_on_completion: bool,
@@ -45,12 +51,16 @@ pub(crate) async fn run(args: WorkerArgs) -> BenchResult {
     if args.delete_on_completion {
         queue = queue.delete_on_completion();
     }
+    if let Some(n) = args.prefetch {
+        queue = queue.prefetch(n);
+    }
     let worker = Worker::builder(jobs_core::driver_for_url(&url, 8)?)
         .queue_config(queue)
         .registry(registry()?)
         .node_name(args.node)
         .claims_in_flight(args.claims_in_flight)
         .max_fetch(args.max_fetch)
+        .prefetch_window(Duration::from_millis(args.prefetch_window_ms))
         .build()?
         .start()
         .await?;
@@ -103,6 +113,11 @@ impl WorkerProcess {
             .args(["--concurrency", &args.concurrency.to_string()])
             .args(["--claims-in-flight", &args.claims_in_flight.to_string()])
             .args(["--max-fetch", &args.max_fetch.to_string()])
+            .args(["--prefetch-window-ms", &args.prefetch_window_ms.to_string()]);
+        if let Some(n) = args.prefetch {
+            command.args(["--prefetch", &n.to_string()]);
+        }
+        command
             .args(["--node", &args.node])
             .env("DATABASE_URL", database_url)
             .stdin(Stdio::piped())

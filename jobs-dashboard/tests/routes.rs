@@ -169,6 +169,30 @@ async fn a_waiting_job_says_which_live_nodes_can_run_it() {
 }
 
 #[actix_web::test]
+async fn the_queues_page_shows_each_nodes_running_and_buffered_jobs() {
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    let queues = serde_json::json!({"mailers": {"limit": 24, "running": 24, "buffered": 57}});
+    let beat = jobs_core::driver::NodeHeartbeatParams {
+        node: "node-a",
+        host: "h",
+        pid: 1,
+        queues: &queues,
+        kinds: &["mail"],
+        now: None,
+    };
+    test_app::driver(&pool).node_heartbeat(beat).await.expect("heartbeat");
+    let app = app(&pool, Access::Full).await;
+    let (status, body, _) = get(&app, "/admin/jobs/queues").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("<th title=\"claimed ahead of a free slot"), "{body}");
+    assert!(
+        body.contains("<tr><td>node-a</td><td>mailers</td><td>24</td><td>57</td><td>24</td></tr>"),
+        "{body}"
+    );
+}
+
+#[actix_web::test]
 async fn actions_need_the_csrf_token_and_change_the_job() {
     let db = TestDatabase::new().await.expect("db");
     let pool = db.pool(4).expect("pool");

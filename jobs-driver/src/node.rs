@@ -16,7 +16,8 @@ pub struct NodeRow {
     pub started_at: DateTime<Utc>,
     /// Latest heartbeat.
     pub heartbeat_at: DateTime<Utc>,
-    /// Queues and their load: `{"default": {"limit": 20, "running": 3}}`.
+    /// Queues and their load: `{"default": {"limit": 20, "running": 3, "buffered": 12}}`
+    /// (`buffered`: jobs claimed ahead of the free slots, waiting for one).
     pub queues: serde_json::Value,
     /// The job kinds it has registered (it runs them from any of its queues).
     pub kinds: Vec<String>,

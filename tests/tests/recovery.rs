@@ -42,7 +42,10 @@ fn a_queue_no_registered_job_names_is_refused_unless_allowed() {
     match refused {
         Err(Error::NoJobsForQueue { queue, registered }) => {
             assert_eq!(queue, "vip");
-            assert!(registered.contains("`work`: conformance.behave, conformance.record"), "{registered}");
+            assert!(
+                registered.contains("`work`: conformance.behave, conformance.nap, conformance.record"),
+                "{registered}"
+            );
         }
         other => panic!("expected NoJobsForQueue, got {other:?}"),
     }

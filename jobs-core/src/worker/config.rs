@@ -45,12 +45,34 @@ pub struct QueueConfig {
     pub concurrency: usize,
     /// Delete completed jobs instead of keeping them (no audit trail, least bloat).
     pub delete_on_completion: bool,
+    /// The most jobs this node claims ahead of its free slots for this queue (its local
+    /// buffer; see [`WorkerBuilder::prefetch_window`](super::WorkerBuilder::prefetch_window)
+    /// for how many it actually keeps). `None`: [`QueueConfig::DEFAULT_PREFETCH`] or the
+    /// concurrency, whichever is larger. `Some(0)`: never claim ahead.
+    pub prefetch: Option<usize>,
 }
 
 impl QueueConfig {
+    /// The smallest default cap on a queue's buffer: large enough that a queue of fast
+    /// jobs with few slots refills it in claims of about 200 and never waits for one (10
+    /// or 24 slots then burn down at the raw-SQL ceiling's rate; with a cap of 100 they
+    /// reached 0.5–0.7 of it, with 200 about 0.8; docs/benchmarks.md).
+    pub const DEFAULT_PREFETCH: usize = 400;
+
     /// `name` with `concurrency` slots, keeping completed jobs.
     pub fn new(name: impl Into<String>, concurrency: usize) -> QueueConfig {
-        QueueConfig { name: name.into(), concurrency, delete_on_completion: false }
+        QueueConfig { name: name.into(), concurrency, delete_on_completion: false, prefetch: None }
+    }
+
+    /// Caps the jobs claimed ahead of the free slots at `n` (0: none).
+    pub fn prefetch(mut self, n: usize) -> QueueConfig {
+        self.prefetch = Some(n);
+        self
+    }
+
+    /// The cap on this queue's buffer (see [`QueueConfig::prefetch`]).
+    pub fn prefetch_cap(&self) -> usize {
+        self.prefetch.unwrap_or(self.concurrency.max(Self::DEFAULT_PREFETCH))
     }
 
     /// Deletes completed jobs instead of keeping them.

@@ -1,5 +1,7 @@
-//! Running one claimed job in its own task: decode, run under its timeout, catch panics,
-//! honour cancellation, and turn what happened into a [`Completion`].
+//! Running claimed jobs: one task per busy slot runs a job (decode, run under its
+//! timeout, catch panics, honour cancellation, turn what happened into a [`Completion`]),
+//! then the next buffered one, until the buffer is empty. A job's timeout starts when its
+//! run does, not when it was claimed.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -12,6 +14,7 @@ use serde_json::value::RawValue;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
+use super::buffer::Buffered;
 use super::config::UnknownKindPolicy;
 use super::panic_capture;
 use super::running::{RunningJob, StopReason};
@@ -139,28 +142,39 @@ fn completion(
     c
 }
 
-/// Spawns the task that runs `job`, holding `permit` (its concurrency slot) until the
-/// outcome is handed to the completer.
-pub(crate) fn spawn(
-    shared: Arc<Shared>,
-    queue: Arc<QueueRuntime>,
-    job: ClaimedJob,
-    permit: OwnedSemaphorePermit,
-) {
+/// Records a claimed job as held by this node (the orphan check leaves it alone) and
+/// gives it the handle a cancellation request reaches it by. Every claimed job goes
+/// through here before it is buffered or started.
+pub(crate) fn hold(shared: &Shared, job: ClaimedJob) -> Buffered {
     let running = RunningJob::new();
     shared.running.lock().unwrap_or_else(|e| e.into_inner()).insert(job.id, running.clone());
     shared.held.lock().unwrap_or_else(|e| e.into_inner()).insert(job.id);
-    let span = tracing::info_span!("job", job.id = job.id, job.kind = %job.kind, job.attempt = job.attempt, job.queue = %job.queue);
+    Buffered { job, running, since: std::time::Instant::now() }
+}
+
+/// Spawns the task that runs `first` holding `permit` (a concurrency slot), then the
+/// queue's buffered jobs one after another while any wait, and frees the slot when none
+/// is left. Each outcome goes to the completer as soon as its job ends.
+pub(crate) fn spawn(
+    shared: Arc<Shared>,
+    queue: Arc<QueueRuntime>,
+    first: Buffered,
+    permit: OwnedSemaphorePermit,
+) {
     let tracker = shared.tracker.clone();
-    tracker.spawn(
-        async move {
-            let completion = execute(&shared, &queue, &job, &running).await;
+    tracker.spawn(async move {
+        let mut next = Some(first);
+        while let Some(Buffered { job, running, .. }) = next {
+            let span = tracing::info_span!("job", job.id = job.id, job.kind = %job.kind, job.attempt = job.attempt, job.queue = %job.queue);
+            let started = Instant::now();
+            let completion = execute(&shared, &queue, &job, &running).instrument(span).await;
+            queue.run_time.record(started.elapsed());
             shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&job.id);
             shared.completions.submit(completion).await;
-            queue.free_slot(permit);
+            next = queue.take_buffered();
         }
-        .instrument(span),
-    );
+        queue.free_slot(permit);
+    });
 }
 
 /// Runs `job` to its end (decode, handler under timeout, panics caught, cancellation)

@@ -52,9 +52,16 @@ impl WorkerHandle {
         self.shared.listening.load(Ordering::Acquire)
     }
 
-    /// How many jobs are running on this node now.
+    /// How many jobs are running on this node now (buffered ones not included).
     pub fn running(&self) -> usize {
-        self.shared.running.lock().unwrap_or_else(|e| e.into_inner()).len()
+        let held = self.shared.running.lock().unwrap_or_else(|e| e.into_inner()).len();
+        held.saturating_sub(self.buffered())
+    }
+
+    /// How many claimed jobs wait in this node's buffers for a slot (see
+    /// [`WorkerBuilder::prefetch_window`](super::WorkerBuilder::prefetch_window)).
+    pub fn buffered(&self) -> usize {
+        self.shared.queues.values().map(|q| q.buffered()).sum()
     }
 
     /// How many claim statements this node has issued for `queue` (0 for a queue it
@@ -68,8 +75,8 @@ impl WorkerHandle {
         &self.service_ctx
     }
 
-    /// Stops gracefully: stops fetching; lets running jobs finish until the shutdown
-    /// timeout; then cancels the rest and hands them back as retryable without using up
+    /// Stops gracefully: stops fetching and hands back the buffered jobs (their attempt
+    /// given back); lets running jobs finish until the shutdown timeout; then cancels the rest and hands them back as retryable without using up
     /// their attempt; writes every outcome; releases the leader lease and unregisters the
     /// node. Nothing is left `running`.
     pub async fn shutdown(self) -> Result<ShutdownReport> {
@@ -109,9 +116,13 @@ impl WorkerHandle {
     }
 
     /// Stops every task at once without writing anything back, as if the process had
-    /// died: running jobs stay `running` for the rescuer. For tests of crash recovery.
+    /// died: running and buffered jobs stay `running` for the rescuer. For tests of crash
+    /// recovery.
     pub fn kill(self) {
         self.completer.abort();
+        for queue in self.shared.queues.values() {
+            drop(queue.buffer.lock().unwrap_or_else(|e| e.into_inner()).close());
+        }
         for task in self.producers.iter().chain(&self.services) {
             task.abort();
         }

@@ -21,7 +21,11 @@ pub(crate) async fn beat(shared: &Shared) -> Result<()> {
         .map(|q| {
             let limit = q.config.concurrency;
             let running = limit.saturating_sub(q.slots.available_permits());
-            (q.name.to_string(), serde_json::json!({ "limit": limit, "running": running }))
+            let buffered = q.buffered();
+            (
+                q.name.to_string(),
+                serde_json::json!({ "limit": limit, "running": running, "buffered": buffered }),
+            )
         })
         .collect();
     let queues = serde_json::Value::Object(queues);

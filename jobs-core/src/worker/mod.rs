@@ -2,19 +2,20 @@
 //! (on the leader) runs the maintenance services.
 //!
 //! ```text
-//!  listener ──wake──▶ producer (one per queue) ──job_claim──▶ executor task per job
-//!                                                                        │ outcome
-//!  heartbeat ─▶ node_heartbeat      completer ◀──────────channel──────────┘
+//!  listener ──wake──▶ producer (one per queue) ──job_claim──▶ buffer ──▶ executor per busy slot
+//!                                                                                  │ outcome
+//!  heartbeat ─▶ node_heartbeat      completer ◀──────────channel────────────────────┘
 //!                                     └─ job_complete_many per batch (fenced)
 //!  leader elector ─▶ scheduler, rescuer, pruner, cron (leader only)
 //! ```
 //!
 //! Files: `builder` (settings; `builder/checks` holds what `build()` checks), `configured` (a built worker and its
 //! start-up), `handle` (a running worker and its shutdown), `config` (queues), `runtime` (the state the tasks share), `producer`,
-//! `executor`, `running` (a running job's handle), `completions` (the channel),
+//! `buffer` (claimed jobs waiting for a slot), `prefetch` (how many to buffer), `executor`, `running` (a running job's handle), `completions` (the channel),
 //! `completer`, `listener`, `heartbeat`, `drain` (running due jobs inline),
 //! `panic_capture`.
 
+mod buffer;
 mod builder;
 mod completer;
 mod completions;
@@ -26,6 +27,7 @@ mod handle;
 mod heartbeat;
 mod listener;
 mod panic_capture;
+mod prefetch;
 mod producer;
 mod running;
 mod runtime;

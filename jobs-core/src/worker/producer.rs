@@ -1,5 +1,8 @@
-//! One producer per queue: claims jobs in batches sized to the queue's free slots and
-//! hands each to an executor task.
+//! One producer per queue: claims jobs in batches sized to the queue's free slots plus
+//! its buffer's target, starts as many as slots are free, and buffers the rest (see
+//! `buffer` and `prefetch`). Executors take buffered jobs themselves as their slots free;
+//! the producer refills the buffer when it falls to half its target, hands back what
+//! waited too long, and empties it when the queue is paused or the worker stops.
 //!
 //! Up to `claims_in_flight` claim statements (default 1) run at once, each for its share
 //! of the slots, so that with more than one the queue's next batch is on its way while
@@ -9,8 +12,9 @@
 //! While claims come back full it claims again at once; when one comes back short the
 //! queue looked empty, and it waits for a NOTIFY from an insert (or the scheduler), a
 //! poll tick, or shutdown. It never claims for a paused queue. At shutdown it stops
-//! claiming and waits for the claims in flight, whose jobs it still starts: they are
-//! claimed, and shutdown runs or hands them back like the others.
+//! claiming, waits for the claims in flight, and hands back every buffered job (its
+//! attempt given back, its place kept); the running ones finish or are handed back by
+//! the shutdown.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -24,7 +28,9 @@ use tokio_util::sync::CancellationToken;
 
 use jobs_driver::{ClaimedJob, JobClaimParams, QueueIsPausedParams};
 
+use super::buffer::Buffered;
 use super::executor;
+use super::prefetch;
 use super::runtime::{QueueRuntime, Shared};
 use crate::retry_pause::RetryPause;
 
@@ -48,6 +54,11 @@ struct Plan {
     cooldown_until: Option<Instant>,
     /// Wake-ups (notifications, poll ticks) received so far.
     wakes: u64,
+    /// How many jobs to keep buffered (see `prefetch`), as of the last look.
+    target: usize,
+    /// Buffered jobs went back for waiting too long when this many runs were recorded:
+    /// buffer nothing until another run ends.
+    stalled_at: Option<u64>,
 }
 
 impl Plan {
@@ -90,32 +101,61 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: Can
         error_pause: claim_retry_pause(shared.config.poll_interval),
         cooldown_until: None,
         wakes: 0,
+        target: 0,
+        stalled_at: None,
     };
     loop {
         if stop.is_cancelled() {
+            // Closed first, so that nothing more starts from it, not even what the claims
+            // in flight bring back.
+            let mut left = queue.buffer.lock().unwrap_or_else(|e| e.into_inner()).close();
             while let Some(claimed) = in_flight.next().await {
                 start(&shared, &queue, claimed, &mut plan);
             }
+            left.extend(queue.buffer.lock().unwrap_or_else(|e| e.into_inner()).take_all());
+            hand_back(&shared, left, "the worker is stopping").await;
             return;
         }
+        if queue.paused.load(Ordering::Acquire) {
+            let left = queue.buffer.lock().unwrap_or_else(|e| e.into_inner()).take_all();
+            hand_back(&shared, left, "the queue is paused").await;
+        }
+        let runs = queue.run_time.runs();
+        plan.stalled_at = plan.stalled_at.filter(|&at| at == runs);
+        plan.target =
+            if plan.stalled_at.is_some() { 0 } else { queue.prefetch.target(queue.run_time.mean()) };
+        queue.low_water.store(prefetch::low_water(plan.target), Ordering::Relaxed);
         // Start as many claims as the plan allows.
         while in_flight.len() < shared.config.claims_in_flight
             && let Some(want) = claim_size(&shared, &queue, &plan, batch)
         {
             // Slots freed from here on count towards the next wake-up.
             queue.freed.store(0, Ordering::Release);
-            let Ok(slots) = queue.slots.clone().try_acquire_many_owned(want as u32) else { break };
+            let free = queue.slots.available_permits().min(want);
+            let Ok(slots) = queue.slots.clone().try_acquire_many_owned(free as u32) else { break };
             plan.cooldown_until = None;
-            in_flight.push(claim(shared.clone(), queue.clone(), want, slots, plan.wakes));
+            let refill = prefetch::refill(plan.target).div_ceil(shared.config.claims_in_flight.max(1));
+            let recurring = want == batch || want == refill;
+            in_flight.push(claim(shared.clone(), queue.clone(), want, slots, plan.wakes, recurring));
         }
         let waiting_for_slots = !plan.idle
             && plan.retry_at.is_none()
             && !queue.paused.load(Ordering::Acquire)
             && in_flight.len() < shared.config.claims_in_flight;
-        if waiting_for_slots && plan.cooldown_until.is_none() && queue.slots.available_permits() > 0 {
+        if waiting_for_slots
+            && plan.cooldown_until.is_none()
+            && plan.target == 0
+            && queue.slots.available_permits() > 0
+        {
             plan.cooldown_until = Some(Instant::now() + shared.config.fetch_cooldown);
         }
         let cooldown = plan.cooldown_until.filter(|_| waiting_for_slots);
+        let stale_at = queue
+            .buffer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .oldest()
+            .map(|at| Instant::from_std(at + shared.config.prefetch_max_wait));
         tokio::select! {
             _ = stop.cancelled() => {}
             Some(claimed) = in_flight.next(), if !in_flight.is_empty() => start(&shared, &queue, claimed, &mut plan),
@@ -127,18 +167,55 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: Can
             }
             _ = sleep_until(plan.retry_at) => plan.retry_at = None,
             _ = sleep_until(cooldown) => {}
+            _ = sleep_until(stale_at) => {
+                let cutoff = std::time::Instant::now().checked_sub(shared.config.prefetch_max_wait);
+                let stale = cutoff.map_or_else(Vec::new, |cutoff| {
+                    queue.buffer.lock().unwrap_or_else(|e| e.into_inner()).take_since(cutoff)
+                });
+                if !stale.is_empty() {
+                    plan.stalled_at = Some(queue.run_time.runs());
+                }
+                hand_back(&shared, stale, "it waited too long for a slot").await;
+            }
         }
     }
 }
 
+/// Gives buffered jobs back to the queue (available at once, in their place, attempt
+/// given back): they are no longer this node's.
+async fn hand_back(shared: &Shared, jobs: Vec<Buffered>, why: &str) {
+    if jobs.is_empty() {
+        return;
+    }
+    tracing::debug!(count = jobs.len(), why, "handing buffered jobs back");
+    metrics::counter!("jobs_buffer_handed_back_total").increment(jobs.len() as u64);
+    for b in jobs {
+        shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&b.job.id);
+        shared.completions.submit(b.hand_back()).await;
+    }
+}
+
 /// The size of the next claim, or `None` if the producer should not claim now: the
-/// queue is paused, looked empty, or is backing off after an error; or fewer slots than
-/// a batch are free and the cooldown has not passed.
+/// queue is paused, looked empty, or is backing off after an error; its buffer is above
+/// its low-water mark; or (with no buffer) fewer slots than a batch are free and the
+/// cooldown has not passed.
 fn claim_size(shared: &Shared, queue: &QueueRuntime, plan: &Plan, batch: usize) -> Option<usize> {
     if plan.idle || plan.retry_at.is_some() || queue.paused.load(Ordering::Acquire) {
         return None;
     }
     let free = queue.slots.available_permits();
+    let target = plan.target;
+    if target > 0 {
+        // Fill the free slots and bring the buffer back up; while it is above its
+        // low-water mark the executors have work and the claim can wait.
+        let buffered = queue.buffered();
+        if buffered > prefetch::low_water(target) {
+            return None;
+        }
+        // Claims in flight at once share the refill, as they share the slots.
+        let share = (free + prefetch::refill(target)).div_ceil(shared.config.claims_in_flight.max(1));
+        return Some(share.clamp(1, shared.config.max_fetch.max(1)));
+    }
     if free >= batch {
         return Some(batch);
     }
@@ -162,6 +239,7 @@ async fn claim(
     wanted: usize,
     slots: OwnedSemaphorePermit,
     wakes_before: u64,
+    recurring_size: bool,
 ) -> Claimed {
     queue.fetches.fetch_add(1, Ordering::Relaxed);
     let params = JobClaimParams {
@@ -170,14 +248,16 @@ async fn claim(
         node: &shared.node,
         now: shared.clock.db_now(),
         // The size claimed again and again: a driver may keep a statement planned for it.
-        recurring_size: wanted == queue.batch,
+        recurring_size,
     };
     let jobs = shared.driver.job_claim(params).await.map_err(crate::error::Error::from);
     Claimed { wanted, slots, jobs, wakes_before }
 }
 
-/// Starts the jobs a claim brought back, one slot each, gives back the slots it did not
-/// fill, and updates the plan: a short claim means the queue looked empty.
+/// Takes in the jobs a claim brought back: each is held; as many as the claim reserved
+/// slots for start at once (the claim returns them in claim order), and the rest wait in
+/// the buffer. Then buffered jobs start on any other free slot, highest priority first.
+/// Updates the plan: a short claim means the queue looked empty.
 fn start(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>, claimed: Claimed, plan: &mut Plan) {
     let Claimed { wanted, mut slots, jobs, wakes_before } = claimed;
     match jobs {
@@ -188,22 +268,38 @@ fn start(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>, claimed: Claimed, plan
                 metrics::counter!("jobs_claimed_total", "queue" => queue.label).increment(jobs.len() as u64);
                 metrics::counter!("jobs_fetches_total", "queue" => queue.label).increment(1);
             }
+            // A buffered job of higher priority than this claim's goes first: then every
+            // job queues up in the buffer. Otherwise the reserved slots start the claim's
+            // first jobs directly.
+            let mut buffer_first = queue.buffered() > 0;
             for job in jobs {
-                match slots.split(1) {
-                    Some(slot) => executor::spawn(shared.clone(), queue.clone(), job, slot),
-                    // Cannot happen: the claim asked for no more jobs than it reserved.
-                    None => tracing::error!(
-                        job.id = job.id,
-                        "claimed more jobs than reserved slots; the orphan check will hand it back"
-                    ),
+                let held = executor::hold(shared, job);
+                match (buffer_first, slots.split(1)) {
+                    (false, Some(slot)) => executor::spawn(shared.clone(), queue.clone(), held, slot),
+                    _ => {
+                        buffer_first = true;
+                        queue.buffer.lock().unwrap_or_else(|e| e.into_inner()).push(held);
+                    }
                 }
             }
             drop(slots);
+            dispatch(shared, queue);
         }
         Err(e) => {
-            tracing::warn!(queue = %queue.name, error = %e, "fetching jobs failed; retrying");
             drop(slots);
+            tracing::warn!(queue = %queue.name, error = %e, "fetching jobs failed; retrying");
             plan.retry_at = Some(Instant::now() + plan.error_pause.failed());
+        }
+    }
+}
+
+/// Starts buffered jobs on the free slots, highest priority first.
+fn dispatch(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>) {
+    while let Ok(slot) = queue.slots.clone().try_acquire_owned() {
+        let next = queue.buffer.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match next {
+            Some(job) => executor::spawn(shared.clone(), queue.clone(), job, slot),
+            None => break,
         }
     }
 }
@@ -231,6 +327,8 @@ mod tests {
             error_pause: claim_retry_pause(Duration::from_secs(1)),
             cooldown_until: None,
             wakes: 0,
+            target: 0,
+            stalled_at: None,
         };
         // A claim comes back short with no wake-up since it was sent: the queue is empty.
         let before = plan.wakes;

@@ -11,8 +11,10 @@ use tokio_util::task::TaskTracker;
 
 use jobs_driver::Driver;
 
+use super::buffer::{Buffer, Buffered};
 use super::completions::CompletionSender;
 use super::config::{QueueConfig, UnknownKindPolicy};
+use super::prefetch::{Prefetch, RunTime};
 use super::running::RunningJob;
 use crate::clock::Clock;
 use crate::registry::Registry;
@@ -23,7 +25,10 @@ pub(crate) struct RuntimeConfig {
     pub(crate) poll_interval: Duration,
     pub(crate) heartbeat_interval: Duration,
     pub(crate) claims_in_flight: usize,
+    pub(crate) max_fetch: usize,
     pub(crate) fetch_cooldown: Duration,
+    /// A buffered job waiting this long goes back to the table.
+    pub(crate) prefetch_max_wait: Duration,
     pub(crate) orphan_grace: Duration,
     pub(crate) unknown_kinds: UnknownKindPolicy,
 }
@@ -43,9 +48,18 @@ pub(crate) struct QueueRuntime {
     pub(crate) batch: usize,
     /// Slots freed since the producer last started a claim; see [`QueueRuntime::free_slot`].
     pub(crate) freed: AtomicUsize,
-    /// Rung when the first slot frees after the producer started a claim, and when a
-    /// batch's worth has freed: the two moments it may act on.
+    /// Rung when the first slot frees after the producer started a claim, when a batch's
+    /// worth has freed, and when the buffer falls to its low-water mark: the moments the
+    /// producer may act on.
     pub(crate) slot_freed: Notify,
+    /// Claimed jobs waiting for a slot (see `buffer`).
+    pub(crate) buffer: Mutex<Buffer>,
+    /// How the buffer is sized.
+    pub(crate) prefetch: Prefetch,
+    /// The mean run time of this queue's jobs here (the buffer's size follows it).
+    pub(crate) run_time: RunTime,
+    /// The producer refills the buffer when it holds this many or fewer.
+    pub(crate) low_water: AtomicUsize,
     pub(crate) paused: AtomicBool,
     /// Claim statements issued for this queue.
     pub(crate) fetches: AtomicU64,
@@ -62,6 +76,22 @@ impl QueueRuntime {
             self.slot_freed.notify_one();
         }
     }
+
+    /// The next buffered job for an executor whose job just finished (none once the buffer
+    /// is closed). Wakes the producer when the buffer falls to its low-water mark.
+    pub(crate) fn take_buffered(&self) -> Option<Buffered> {
+        let mut buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
+        let next = buffer.pop()?;
+        if buffer.len() <= self.low_water.load(Ordering::Relaxed) {
+            self.slot_freed.notify_one();
+        }
+        Some(next)
+    }
+
+    /// How many claimed jobs wait for a slot.
+    pub(crate) fn buffered(&self) -> usize {
+        self.buffer.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
 }
 
 /// Everything shared by the producers, executors, completer, listener and heartbeat.
@@ -74,7 +104,8 @@ pub(crate) struct Shared {
     pub(crate) pid: i32,
     pub(crate) config: RuntimeConfig,
     pub(crate) queues: HashMap<String, Arc<QueueRuntime>>,
-    /// Keyed by job id; hashed with `FxHash`, as every job is inserted and removed once
+    /// The jobs this node holds in memory, running or buffered, with their cancellation
+    /// handles. Keyed by job id; hashed with `FxHash`, as every job is inserted and removed once
     /// (SipHash was 5 % of a worker's CPU in the burn-down).
     pub(crate) running: Mutex<FxHashMap<i64, RunningJob>>,
     /// Jobs this node claimed and has not yet reported: running, or with an outcome

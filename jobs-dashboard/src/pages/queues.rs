@@ -13,6 +13,8 @@ pub(crate) struct NodeUse {
     pub(crate) node: String,
     pub(crate) queue: String,
     pub(crate) running: i64,
+    /// Jobs it claimed ahead of a free slot (in the `running` state, not started).
+    pub(crate) buffered: i64,
     pub(crate) limit: i64,
 }
 
@@ -42,6 +44,7 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
                     node: node.name.clone(),
                     queue: queue.clone(),
                     running: v.get("running").and_then(|r| r.as_i64()).unwrap_or(0),
+                    buffered: v.get("buffered").and_then(|r| r.as_i64()).unwrap_or(0),
                     limit: v.get("limit").and_then(|r| r.as_i64()).unwrap_or(0),
                 });
             }

@@ -38,7 +38,12 @@ impl Ledger {
         Record { ledger: self.0, n }
     }
 
-    /// Every run so far.
+    /// The arguments of a [`nap`] job recording `n` to this ledger, then sleeping `ms`.
+    pub fn nap(&self, n: i64, ms: u64) -> Nap {
+        Nap { ledger: self.0, n, ms }
+    }
+
+    /// Every run so far, in the order they started.
     pub fn runs(&self) -> Vec<Run> {
         LEDGERS
             .lock()
@@ -62,17 +67,38 @@ pub struct Record {
     n: i64,
 }
 
-/// Records its run in the ledger and returns `n`.
-#[job(kind = "conformance.record", queue = "work")]
-pub async fn record(ctx: JobContext, args: Record) -> Result<i64, std::io::Error> {
-    let run = Run { job: ctx.id(), attempt: ctx.attempt(), n: args.n, node: ctx.node().to_owned() };
+fn note(ctx: &JobContext, ledger: u64, n: i64) {
+    let run = Run { job: ctx.id(), attempt: ctx.attempt(), n, node: ctx.node().to_owned() };
     LEDGERS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get_or_insert_default()
-        .entry(args.ledger)
+        .entry(ledger)
         .or_default()
         .push(run);
+}
+
+/// Records its run in the ledger and returns `n`.
+#[job(kind = "conformance.record", queue = "work")]
+pub async fn record(ctx: JobContext, args: Record) -> Result<i64, std::io::Error> {
+    note(&ctx, args.ledger, args.n);
+    Ok(args.n)
+}
+
+/// The arguments of [`nap`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Nap {
+    ledger: u64,
+    n: i64,
+    ms: u64,
+}
+
+/// Records its run in the ledger, then takes `ms` to finish: a job that takes a while.
+/// Its timeout is 300 ms.
+#[job(kind = "conformance.nap", queue = "work", timeout = "300ms")]
+pub async fn nap(ctx: JobContext, args: Nap) -> Result<i64, std::io::Error> {
+    note(&ctx, args.ledger, args.n);
+    tokio::time::sleep(Duration::from_millis(args.ms)).await;
     Ok(args.n)
 }
 
@@ -154,6 +180,7 @@ pub async fn sync_account(_ctx: JobContext, _args: Sync) -> Result<(), std::io::
 pub fn registry() -> Registry {
     Registry::new()
         .with::<record>()
+        .and_then(|r| r.with::<nap>())
         .and_then(|r| r.with::<behave>())
         .and_then(|r| r.with::<wait_until_cancelled>())
         .and_then(|r| r.with::<tick>())

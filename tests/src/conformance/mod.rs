@@ -131,6 +131,13 @@ pub const CASES: &[Case] = &[
     Case { name: "jobs_whose_uniqueness_key_was_taken_meanwhile_are_discarded_not_stuck", requires: &[] },
     Case { name: "one_leader_at_a_time_and_another_takes_over_when_the_lease_expires", requires: &[] },
     Case { name: "a_paused_queue_is_not_claimed_until_resumed", requires: &[] },
+    Case { name: "a_higher_priority_job_overtakes_the_buffer", requires: &[] },
+    Case { name: "two_nodes_on_one_queue_both_get_work", requires: &[] },
+    Case { name: "buffered_jobs_are_the_nodes_and_go_back_on_shutdown", requires: &[] },
+    Case { name: "a_killed_nodes_buffered_jobs_are_rescued", requires: &[] },
+    Case { name: "a_buffered_jobs_timeout_starts_when_it_runs", requires: &[] },
+    Case { name: "a_buffered_job_that_waits_too_long_goes_to_a_free_node", requires: &[] },
+    Case { name: "pausing_a_queue_hands_its_buffer_back", requires: &[] },
     Case { name: "shutdown_finishes_what_it_can_and_hands_back_the_rest", requires: &[] },
     Case {
         name: "a_notification_wakes_an_idle_worker_before_its_poll",

@@ -31,12 +31,18 @@ impl WorkerBuilder {
                     ),
                 });
             }
+            // Zero is allowed: no buffer.
+            if let Some(n) = q.prefetch.filter(|&n| n > 0) {
+                settings::count("prefetch", i64::try_from(n).unwrap_or(i64::MAX), settings::MAX_BATCH)?;
+            }
         }
         settings::period("poll_interval", self.poll_interval)?;
         settings::period("heartbeat_interval", self.heartbeat_interval)?;
         settings::at_most_max_period("shutdown_timeout", self.shutdown_timeout)?;
         settings::at_most_max_period("fetch_cooldown", self.fetch_cooldown)?;
         settings::at_most_max_period("orphan_grace", self.orphan_grace)?;
+        settings::at_most_max_period("prefetch_window", self.prefetch_window)?;
+        settings::period("prefetch_max_wait", self.prefetch_max_wait)?;
         settings::count("max_fetch", i64::try_from(self.max_fetch).unwrap_or(i64::MAX), settings::MAX_BATCH)?;
         settings::count("claims_in_flight", i64::try_from(self.claims_in_flight).unwrap_or(i64::MAX), 64)?;
         match self.unknown_kinds {
@@ -60,6 +66,14 @@ impl WorkerBuilder {
                 self.rescuer.node_stale_after,
                 "heartbeat_interval",
                 self.heartbeat_interval,
+            )?;
+            // A buffered job's row says it was claimed when it was buffered; the rescuer
+            // must not take it for an overrun timeout while it waits for a slot.
+            settings::longer_than(
+                "rescuer.timeout_grace",
+                self.rescuer.timeout_grace,
+                "prefetch_max_wait",
+                self.prefetch_max_wait,
             )?;
             // Likewise a live leader would lose its lease between two of its heartbeats.
             settings::longer_than(

@@ -104,11 +104,12 @@ pub async fn three_workers_of_fifty_slots_run_each_job_exactly_once(db: TestDb) 
     assert!(db.driver.node_list(NodeListParams {}).await.expect("nodes").is_empty(), "nodes unregistered");
 }
 
-/// Ten slots and two claims in flight: five jobs per claim at most.
+/// Ten slots and two claims in flight, without a buffer: five jobs per claim at most.
 pub async fn each_claim_asks_for_its_share_of_the_slots(db: TestDb) {
     let ledger = Ledger::new();
     enqueue_many(&db.driver, (0..40).map(|n| record::build(ledger.record(n)))).await.expect("enqueue");
-    let handle = db.worker().claims_in_flight(2).build().expect("build").start().await.expect("start");
+    let worker = db.worker().claims_in_flight(2).prefetch_window(Duration::ZERO).build().expect("build");
+    let handle = worker.start().await.expect("start");
     wait_for("all 40 jobs to complete", crate::conformance::DEADLINE, || async {
         (db.count(Some(JobState::Completed)).await == 40).then_some(())
     })

@@ -20,7 +20,7 @@ use crate::conformance::{DEADLINE, TestDb};
 use crate::wait_for;
 
 /// Records a heartbeat of `node` at `at`, as a live worker would.
-async fn heartbeat(db: &TestDb, node: &str, at: DateTime<Utc>) {
+pub(crate) async fn heartbeat(db: &TestDb, node: &str, at: DateTime<Utc>) {
     let queues = serde_json::json!({});
     let params =
         NodeHeartbeatParams { node, host: "host", pid: 1, queues: &queues, kinds: &[], now: Some(at) };
@@ -79,6 +79,19 @@ pub async fn a_late_completion_after_a_rescue_is_ignored(db: TestDb) {
     assert_eq!((row.state, row.result), (JobState::Completed, Some(serde_json::json!("on time"))));
 }
 
+/// Starts node "survivor", which leads and rescues and schedules every 100 ms.
+pub(crate) async fn start_survivor(db: &TestDb) -> jobs_core::WorkerHandle {
+    db.worker()
+        .node_name("survivor")
+        .rescuer(RescuerConfig { interval: Duration::from_millis(100), ..RescuerConfig::default() })
+        .scheduler(SchedulerConfig { interval: Duration::from_millis(100), ..SchedulerConfig::default() })
+        .build()
+        .expect("build")
+        .start()
+        .await
+        .expect("start")
+}
+
 /// A node dies with a job running; once its heartbeat is stale, a surviving leader
 /// rescues the job and runs it; a cancellation then reaches the survivor.
 pub async fn a_dead_nodes_jobs_are_rescued_and_run_elsewhere(db: TestDb) {
@@ -90,16 +103,7 @@ pub async fn a_dead_nodes_jobs_are_rescued_and_run_elsewhere(db: TestDb) {
     // Its row says it was last seen a minute ago (rather than wait for it to go stale).
     heartbeat(&db, "doomed", Utc::now() - chrono::Duration::minutes(1)).await;
 
-    let survivor = db
-        .worker()
-        .node_name("survivor")
-        .rescuer(RescuerConfig { interval: Duration::from_millis(100), ..RescuerConfig::default() })
-        .scheduler(SchedulerConfig { interval: Duration::from_millis(100), ..SchedulerConfig::default() })
-        .build()
-        .expect("build")
-        .start()
-        .await
-        .expect("start");
+    let survivor = start_survivor(&db).await;
     assert!(survivor.is_leader());
     let row = wait_for("the survivor to pick the job up", DEADLINE, || async {
         let row = db.driver.job_get(JobGetParams { id }).await.ok()??;
@@ -175,7 +179,8 @@ pub async fn a_claim_whose_reply_was_lost_is_handed_back_by_its_own_node(db: Tes
         .await
         .expect("start");
     let held = wait_until_cancelled::enqueue(&db.driver, ()).await.expect("enqueue").id;
-    db.wait_state(held, JobState::Running).await;
+    // Running in the node, not only in the table: the claim's reply has arrived.
+    wait_for("the node to hold the job", DEADLINE, || async { (handle.running() == 1).then_some(()) }).await;
 
     clock.advance(Duration::from_secs(60));
     // Released in place, the node claims it again at once.
