@@ -60,6 +60,7 @@ jobs_tests::conformance_suite! {
         one_leader_at_a_time_and_another_takes_over_when_the_lease_expires,
         a_paused_queue_is_not_claimed_until_resumed,
         a_higher_priority_job_overtakes_the_buffer,
+        a_buffered_job_of_higher_priority_starts_first,
         two_nodes_on_one_queue_both_get_work,
         buffered_jobs_are_the_nodes_and_go_back_on_shutdown,
         a_killed_nodes_buffered_jobs_are_rescued,

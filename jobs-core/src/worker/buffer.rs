@@ -122,6 +122,11 @@ impl Buffer {
         self.heap.iter().map(|b| b.since).min()
     }
 
+    /// Whether the buffer was closed (shutdown).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed
+    }
+
     /// Closes the buffer for good (shutdown) and returns what it held.
     pub(crate) fn close(&mut self) -> Vec<Buffered> {
         self.closed = true;

@@ -163,17 +163,23 @@ pub(crate) fn spawn(
 ) {
     let tracker = shared.tracker.clone();
     tracker.spawn(async move {
-        let mut next = Some(first);
-        while let Some(Buffered { job, running, .. }) = next {
+        let mut next = Some((first, permit));
+        while let Some((Buffered { job, running, since }, permit)) = next {
+            // A job that waited too long goes back rather than start: its row reads as
+            // claimed when it was buffered, and the rescuer's timeout check counts from then.
+            if since.elapsed() > shared.config.prefetch_max_wait {
+                shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&job.id);
+                let stale = Buffered { job, running, since };
+                shared.completions.submit(stale.hand_back()).await;
+                next = queue.next_or_free(permit);
+                continue;
+            }
             let span = tracing::info_span!("job", job.id = job.id, job.kind = %job.kind, job.attempt = job.attempt, job.queue = %job.queue);
-            let started = Instant::now();
             let completion = execute(&shared, &queue, &job, &running).instrument(span).await;
-            queue.run_time.record(started.elapsed());
             shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&job.id);
             shared.completions.submit(completion).await;
-            next = queue.take_buffered();
+            next = queue.next_or_free(permit);
         }
-        queue.free_slot(permit);
     });
 }
 
@@ -192,6 +198,11 @@ pub(crate) async fn execute(
     let descriptor = shared.registry.get(&job.kind).copied();
     let started = Instant::now();
     let ended = run(shared, queue, job, descriptor.as_ref(), running).await;
+    // The buffer is sized from handlers' run times: a job stopped before it ran, or one
+    // that never reached its handler, says nothing about them.
+    if matches!(ended, Ended::Ran(_) | Ended::TimedOut(_) | Ended::Panicked(_)) {
+        queue.run_time.record(started.elapsed());
+    }
     let kind_label: &'static str = descriptor.map_or("unknown", |d| d.kind);
     metrics::histogram!("jobs_duration_seconds", "queue" => queue.label, "kind" => kind_label)
         .record(started.elapsed().as_secs_f64());

@@ -59,6 +59,9 @@ struct Plan {
     /// Buffered jobs went back for waiting too long when this many runs were recorded:
     /// buffer nothing until another run ends.
     stalled_at: Option<u64>,
+    /// Jobs asked for by the claims in flight (counted with the buffer, so that claims
+    /// in flight at once do not each refill it).
+    requested: usize,
 }
 
 impl Plan {
@@ -103,6 +106,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: Can
         wakes: 0,
         target: 0,
         stalled_at: None,
+        requested: 0,
     };
     loop {
         if stop.is_cancelled() {
@@ -120,6 +124,8 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: Can
             let left = queue.buffer.lock().unwrap_or_else(|e| e.into_inner()).take_all();
             hand_back(&shared, left, "the queue is paused").await;
         }
+        // Buffered jobs and free slots never wait for each other (cheap when either is none).
+        dispatch(&shared, &queue);
         let runs = queue.run_time.runs();
         plan.stalled_at = plan.stalled_at.filter(|&at| at == runs);
         plan.target =
@@ -136,6 +142,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: Can
             plan.cooldown_until = None;
             let refill = prefetch::refill(plan.target).div_ceil(shared.config.claims_in_flight.max(1));
             let recurring = want == batch || want == refill;
+            plan.requested += want;
             in_flight.push(claim(shared.clone(), queue.clone(), want, slots, plan.wakes, recurring));
         }
         let waiting_for_slots = !plan.idle
@@ -208,7 +215,7 @@ fn claim_size(shared: &Shared, queue: &QueueRuntime, plan: &Plan, batch: usize) 
     if target > 0 {
         // Fill the free slots and bring the buffer back up; while it is above its
         // low-water mark the executors have work and the claim can wait.
-        let buffered = queue.buffered();
+        let buffered = queue.buffered() + plan.requested;
         if buffered > prefetch::low_water(target) {
             return None;
         }
@@ -260,6 +267,7 @@ async fn claim(
 /// Updates the plan: a short claim means the queue looked empty.
 fn start(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>, claimed: Claimed, plan: &mut Plan) {
     let Claimed { wanted, mut slots, jobs, wakes_before } = claimed;
+    plan.requested = plan.requested.saturating_sub(wanted);
     match jobs {
         Ok(jobs) => {
             plan.error_pause.succeeded();
@@ -271,7 +279,12 @@ fn start(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>, claimed: Claimed, plan
             // A buffered job of higher priority than this claim's goes first: then every
             // job queues up in the buffer. Otherwise the reserved slots start the claim's
             // first jobs directly.
-            let mut buffer_first = queue.buffered() > 0;
+            // So does everything once the worker stops or the queue is paused: the buffer
+            // is then handed back, and nothing more starts.
+            let mut buffer_first = {
+                let buffer = queue.buffer.lock().unwrap_or_else(|e| e.into_inner());
+                buffer.len() > 0 || buffer.is_closed() || queue.paused.load(Ordering::Acquire)
+            };
             for job in jobs {
                 let held = executor::hold(shared, job);
                 match (buffer_first, slots.split(1)) {
@@ -329,6 +342,7 @@ mod tests {
             wakes: 0,
             target: 0,
             stalled_at: None,
+            requested: 0,
         };
         // A claim comes back short with no wake-up since it was sent: the queue is empty.
         let before = plan.wakes;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rustc_hash::{FxHashMap, FxHashSet};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
 
 use jobs_driver::Driver;
@@ -69,7 +69,7 @@ impl QueueRuntime {
     /// Gives a slot back. Wakes the producer only when it may act: at the first slot freed
     /// since its last claim (to start its cooldown) and when a batch's worth has freed, not
     /// once per job.
-    pub(crate) fn free_slot(&self, permit: tokio::sync::OwnedSemaphorePermit) {
+    pub(crate) fn free_slot(&self, permit: OwnedSemaphorePermit) {
         drop(permit);
         let freed = self.freed.fetch_add(1, Ordering::AcqRel) + 1;
         if freed == 1 || freed == self.batch {
@@ -77,15 +77,24 @@ impl QueueRuntime {
         }
     }
 
-    /// The next buffered job for an executor whose job just finished (none once the buffer
-    /// is closed). Wakes the producer when the buffer falls to its low-water mark.
-    pub(crate) fn take_buffered(&self) -> Option<Buffered> {
+    /// The next buffered job for an executor whose job just finished, or, when none waits
+    /// (or the buffer is closed), its slot given back. Both under the buffer's lock: a
+    /// claim's jobs pushed meanwhile either come out here or find the slot free when the
+    /// producer starts them, never neither. Wakes the producer when the buffer falls to
+    /// its low-water mark.
+    pub(crate) fn next_or_free(
+        &self,
+        permit: OwnedSemaphorePermit,
+    ) -> Option<(Buffered, OwnedSemaphorePermit)> {
         let mut buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
-        let next = buffer.pop()?;
+        let Some(next) = buffer.pop() else {
+            self.free_slot(permit);
+            return None;
+        };
         if buffer.len() <= self.low_water.load(Ordering::Relaxed) {
             self.slot_freed.notify_one();
         }
-        Some(next)
+        Some((next, permit))
     }
 
     /// How many claimed jobs wait for a slot.

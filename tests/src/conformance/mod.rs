@@ -132,6 +132,7 @@ pub const CASES: &[Case] = &[
     Case { name: "one_leader_at_a_time_and_another_takes_over_when_the_lease_expires", requires: &[] },
     Case { name: "a_paused_queue_is_not_claimed_until_resumed", requires: &[] },
     Case { name: "a_higher_priority_job_overtakes_the_buffer", requires: &[] },
+    Case { name: "a_buffered_job_of_higher_priority_starts_first", requires: &[] },
     Case { name: "two_nodes_on_one_queue_both_get_work", requires: &[] },
     Case { name: "buffered_jobs_are_the_nodes_and_go_back_on_shutdown", requires: &[] },
     Case { name: "a_killed_nodes_buffered_jobs_are_rescued", requires: &[] },

@@ -147,7 +147,9 @@ pub async fn two_nodes_on_one_queue_both_get_work(db: TestDb) {
 /// attempt given back and no error recorded, while the running job is handed back at the
 /// deadline as before.
 pub async fn buffered_jobs_are_the_nodes_and_go_back_on_shutdown(db: TestDb) {
-    let handle = start(one_slot(&db, "buffering").shutdown_timeout(Duration::from_millis(300))).await;
+    // Far longer than the case may wait: only the shutdown can send them back.
+    let builder = one_slot(&db, "buffering").prefetch_max_wait(Duration::from_secs(600));
+    let handle = start(builder.shutdown_timeout(Duration::from_millis(300))).await;
     warm_up(&db, &handle).await;
     let (blocker, buffered) = block_and_buffer(&db, &handle, &Ledger::new()).await;
     for &id in &buffered {
@@ -162,6 +164,7 @@ pub async fn buffered_jobs_are_the_nodes_and_go_back_on_shutdown(db: TestDb) {
     })
     .await;
 
+    assert_eq!(handle.buffered(), 2, "still buffered when the shutdown starts");
     let report = handle.shutdown().await.expect("shutdown");
     assert_eq!(report.handed_back, 1, "only the running job reaches the deadline");
     for &id in &buffered {
@@ -176,7 +179,7 @@ pub async fn buffered_jobs_are_the_nodes_and_go_back_on_shutdown(db: TestDb) {
 /// A node killed with jobs in its buffer: the rescuer hands them back and another node
 /// runs them.
 pub async fn a_killed_nodes_buffered_jobs_are_rescued(db: TestDb) {
-    let doomed = start(one_slot(&db, "doomed")).await;
+    let doomed = start(one_slot(&db, "doomed").prefetch_max_wait(Duration::from_secs(600))).await;
     warm_up(&db, &doomed).await;
     let ledger = Ledger::new();
     let (blocker, buffered) = block_and_buffer(&db, &doomed, &ledger).await;
@@ -223,7 +226,7 @@ pub async fn a_buffered_jobs_timeout_starts_when_it_runs(db: TestDb) {
 /// A buffered job that waits longer than `prefetch_max_wait` goes back, and a node with a
 /// free slot runs it; the busy node does not claim ahead again until a slot of its frees.
 pub async fn a_buffered_job_that_waits_too_long_goes_to_a_free_node(db: TestDb) {
-    let busy = start(one_slot(&db, "busy").prefetch_max_wait(Duration::from_millis(300))).await;
+    let busy = start(one_slot(&db, "busy").prefetch_max_wait(Duration::from_secs(2))).await;
     warm_up(&db, &busy).await;
     let ledger = Ledger::new();
     let (blocker, buffered) = block_and_buffer(&db, &busy, &ledger).await;
@@ -231,13 +234,36 @@ pub async fn a_buffered_job_that_waits_too_long_goes_to_a_free_node(db: TestDb) 
     for &id in &buffered {
         let row = db.wait_state(id, JobState::Completed).await;
         assert_eq!(row.attempt, 1, "the wait in the buffer used no attempt");
-        assert_eq!(row.attempted_by.last().map(String::as_str), Some("idle"));
+        // Not claimed back by the busy node: it buffers nothing until a slot of its frees.
+        assert_eq!(row.attempted_by, vec!["busy".to_owned(), "idle".to_owned()]);
     }
     let ran: Vec<String> = ledger.runs().into_iter().map(|r| r.node).collect();
     assert_eq!(ran, vec!["idle".to_owned(), "idle".to_owned()]);
     db.driver.job_cancel_many(JobCancelManyParams { ids: &[blocker] }).await.expect("cancel");
     idle.shutdown().await.expect("shutdown");
     busy.shutdown().await.expect("shutdown");
+}
+
+/// A job of higher priority claimed while lower ones wait in the buffer starts before
+/// them, whichever claim brought it.
+pub async fn a_buffered_job_of_higher_priority_starts_first(db: TestDb) {
+    let handle = start(one_slot(&db, "ordered").prefetch_max_wait(Duration::from_secs(600))).await;
+    warm_up(&db, &handle).await;
+    let ledger = Ledger::new();
+    let (blocker, _) = block_and_buffer(&db, &handle, &ledger).await;
+    let urgent = record::build(ledger.record(-1)).priority(0).enqueue(&db.driver).await.expect("enqueue").id;
+    wait_for("the urgent job buffered behind the blocker", DEADLINE, || async {
+        (handle.buffered() == 3).then_some(())
+    })
+    .await;
+    db.driver.job_cancel_many(JobCancelManyParams { ids: &[blocker] }).await.expect("cancel");
+    let runs = wait_for("the three buffered jobs to run", DEADLINE, || async {
+        let runs = ledger.runs();
+        (runs.len() == 3).then_some(runs)
+    })
+    .await;
+    assert_eq!(runs[0].job, urgent, "{runs:?}");
+    handle.shutdown().await.expect("shutdown");
 }
 
 /// Pausing the queue sends its buffered jobs back at once, their attempt given back.
