@@ -132,67 +132,6 @@ async fn a_job_page_shows_args_errors_backtrace_and_timeline() {
 }
 
 #[actix_web::test]
-async fn a_waiting_job_says_which_live_nodes_can_run_it() {
-    let db = TestDatabase::new().await.expect("db");
-    let pool = db.pool(4).expect("pool");
-    let ids = insert(
-        &pool,
-        vec![
-            new_job("mail", "mailers", serde_json::json!({})),
-            new_job("newer.kind", "mailers", serde_json::json!({})),
-        ],
-    )
-    .await;
-    let queues = serde_json::json!({"mailers": {"limit": 5, "running": 0}});
-    for (node, kinds) in
-        [("node-a", &["mail"][..]), ("node-b", &["mail", "report"][..]), ("node-c", &["report"][..])]
-    {
-        let beat = jobs_core::driver::NodeHeartbeatParams {
-            node,
-            host: "h",
-            pid: 1,
-            queues: &queues,
-            kinds,
-            now: None,
-        };
-        test_app::driver(&pool).node_heartbeat(beat).await.expect("heartbeat");
-    }
-    let app = app(&pool, Access::Full).await;
-    let (_, body, _) = get(&app, &format!("/admin/jobs/jobs/{}", ids[0])).await;
-    assert!(
-        body.contains(r#"<dd id="runnable-on">node-b, node-a</dd>"#)
-            || body.contains(r#"<dd id="runnable-on">node-a, node-b</dd>"#),
-        "{body}"
-    );
-    let (_, body, _) = get(&app, &format!("/admin/jobs/jobs/{}", ids[1])).await;
-    assert!(body.contains("no live node runs queue mailers with kind newer.kind registered"), "{body}");
-}
-
-#[actix_web::test]
-async fn the_queues_page_shows_each_nodes_running_and_buffered_jobs() {
-    let db = TestDatabase::new().await.expect("db");
-    let pool = db.pool(4).expect("pool");
-    let queues = serde_json::json!({"mailers": {"limit": 24, "running": 24, "buffered": 57}});
-    let beat = jobs_core::driver::NodeHeartbeatParams {
-        node: "node-a",
-        host: "h",
-        pid: 1,
-        queues: &queues,
-        kinds: &["mail"],
-        now: None,
-    };
-    test_app::driver(&pool).node_heartbeat(beat).await.expect("heartbeat");
-    let app = app(&pool, Access::Full).await;
-    let (status, body, _) = get(&app, "/admin/jobs/queues").await;
-    assert_eq!(status, StatusCode::OK);
-    assert!(body.contains("<th title=\"claimed ahead of a free slot"), "{body}");
-    assert!(
-        body.contains("<tr><td>node-a</td><td>mailers</td><td>24</td><td>57</td><td>24</td></tr>"),
-        "{body}"
-    );
-}
-
-#[actix_web::test]
 async fn actions_need_the_csrf_token_and_change_the_job() {
     let db = TestDatabase::new().await.expect("db");
     let pool = db.pool(4).expect("pool");

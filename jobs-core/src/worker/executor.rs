@@ -152,6 +152,13 @@ pub(crate) fn hold(shared: &Shared, job: ClaimedJob) -> Buffered {
     Buffered { job, running, since: std::time::Instant::now() }
 }
 
+/// Gives a buffered job back to the queue (see [`Buffered::hand_back`]): it is no longer
+/// this node's.
+pub(crate) async fn give_back(shared: &Shared, b: Buffered) {
+    shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&b.job.id);
+    shared.completions.submit(b.hand_back()).await;
+}
+
 /// Spawns the task that runs `first` holding `permit` (a concurrency slot), then the
 /// queue's buffered jobs one after another while any wait, and frees the slot when none
 /// is left. Each outcome goes to the completer as soon as its job ends.
@@ -168,9 +175,7 @@ pub(crate) fn spawn(
             // A job that waited too long goes back rather than start: its row reads as
             // claimed when it was buffered, and the rescuer's timeout check counts from then.
             if since.elapsed() > shared.config.prefetch_max_wait {
-                shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&job.id);
-                let stale = Buffered { job, running, since };
-                shared.completions.submit(stale.hand_back()).await;
+                give_back(&shared, Buffered { job, running, since }).await;
                 next = queue.next_or_free(permit);
                 continue;
             }

@@ -197,8 +197,7 @@ async fn hand_back(shared: &Shared, jobs: Vec<Buffered>, why: &str) {
     tracing::debug!(count = jobs.len(), why, "handing buffered jobs back");
     metrics::counter!("jobs_buffer_handed_back_total").increment(jobs.len() as u64);
     for b in jobs {
-        shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&b.job.id);
-        shared.completions.submit(b.hand_back()).await;
+        executor::give_back(shared, b).await;
     }
 }
 
