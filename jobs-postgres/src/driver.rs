@@ -6,6 +6,8 @@ use std::any::Any;
 use async_trait::async_trait;
 use jobs_driver::*;
 
+use diesel_async::{AnsiTransactionManager, AsyncPgConnection, TransactionManager};
+
 use crate::pool::{self, Pool, PooledConnection};
 use crate::{jobs, leader, listener, migrate, nodes, queues, schedules, stats, wakeups};
 
@@ -18,6 +20,59 @@ use crate::{jobs, leader, listener, migrate, nodes, queues, schedules, stats, wa
 pub struct PgDriver {
     pool: Pool,
     capabilities: Capabilities,
+    /// Each operation in a transaction of its own (the pool goes through a pooler in
+    /// transaction mode).
+    through_pooler: bool,
+    /// Where LISTEN connects when the pool cannot carry it: a direct URL.
+    listen_url: Option<String>,
+}
+
+/// Runs `$body` (an operation's future, on `$c: &mut AsyncPgConnection`) on a connection
+/// from the driver's pool, inside a transaction of its own through a pooler.
+macro_rules! on_conn {
+    ($self:ident, $c:ident => $body:expr) => {{
+        let mut conn = OpConn::begin(&$self.pool, $self.through_pooler).await?;
+        let $c: &mut AsyncPgConnection = &mut conn.conn;
+        let result = $body.await;
+        conn.finish(result).await
+    }};
+}
+
+/// A connection checked out for one operation.
+struct OpConn {
+    conn: PooledConnection,
+    transaction: bool,
+}
+
+impl OpConn {
+    /// A connection from `pool`, in a new transaction if `transaction`.
+    async fn begin(pool: &Pool, transaction: bool) -> Result<OpConn> {
+        let mut conn = pool::get(pool).await?;
+        if transaction {
+            AnsiTransactionManager::begin_transaction(&mut *conn).await?;
+        }
+        Ok(OpConn { conn, transaction })
+    }
+
+    /// Commits the operation's transaction if it succeeded, rolls it back if not. A
+    /// connection whose rollback failed is marked broken by diesel and leaves the pool.
+    async fn finish<T>(mut self, result: Result<T>) -> Result<T> {
+        if !self.transaction {
+            return result;
+        }
+        match result {
+            Ok(value) => {
+                AnsiTransactionManager::commit_transaction(&mut *self.conn).await?;
+                Ok(value)
+            }
+            Err(e) => {
+                if let Err(rollback) = AnsiTransactionManager::rollback_transaction(&mut *self.conn).await {
+                    tracing::debug!(error = %rollback, "rolling back a failed operation failed");
+                }
+                Err(e)
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for PgDriver {
@@ -35,7 +90,40 @@ impl PgDriver {
     /// The driver on `pool`. Size the pool for the worker's claims, its completer,
     /// heartbeat and listener, the dashboard, and the connections jobs take themselves.
     pub fn new(pool: Pool) -> PgDriver {
-        PgDriver { pool, capabilities: Capabilities::ALL }
+        PgDriver { pool, capabilities: Capabilities::ALL, through_pooler: false, listen_url: None }
+    }
+
+    /// The driver on a pool that reaches Postgres through a pooler in transaction mode
+    /// (PgBouncer's `pool_mode = transaction`); make the pool with [`pooler::pool`](crate::pooler::pool).
+    ///
+    /// Every operation runs in a transaction of its own, so that no prepared statement or
+    /// lock outlives the server connection the pooler lent it; leader election, heartbeats
+    /// and cron keep their state in tables, never in a session. LISTEN cannot pass such a
+    /// pooler: the driver lacks [`ListenNotify`](Capability::ListenNotify) and workers poll,
+    /// unless [`listen_directly`](Self::listen_directly) gives them a direct connection.
+    /// Enqueues still notify (NOTIFY is part of the transaction, which a pooler passes).
+    pub fn through_pooler(pool: Pool) -> PgDriver {
+        PgDriver {
+            pool,
+            capabilities: Capabilities::ALL.without(Capability::ListenNotify),
+            through_pooler: true,
+            listen_url: None,
+        }
+    }
+
+    /// LISTEN on a connection of its own to `database_url` (the database itself, not the
+    /// pooler), while every other operation goes through the pool: gives a
+    /// [`through_pooler`](Self::through_pooler) driver [`ListenNotify`](Capability::ListenNotify)
+    /// back, at one direct connection per worker process.
+    pub fn listen_directly(mut self, database_url: impl Into<String>) -> PgDriver {
+        self.listen_url = Some(database_url.into());
+        self.capabilities = self.capabilities.with(Capability::ListenNotify);
+        self
+    }
+
+    /// Whether every operation runs in a transaction of its own (see [`through_pooler`](Self::through_pooler)).
+    pub fn is_through_pooler(&self) -> bool {
+        self.through_pooler
     }
 
     /// The same driver declaring that it lacks `capability`, and doing without it:
@@ -56,10 +144,6 @@ impl PgDriver {
     /// The pool.
     pub fn pool(&self) -> &Pool {
         &self.pool
-    }
-
-    async fn conn(&self) -> Result<PooledConnection> {
-        pool::get(&self.pool).await
     }
 
     /// A filter this driver can apply: a search needs JSON containment.
@@ -89,174 +173,189 @@ impl Driver for PgDriver {
     }
 
     async fn migrate(&self) -> Result<Vec<String>> {
-        migrate::migrate(self.conn().await?).await
+        let conn = pool::get(&self.pool).await?;
+        if self.through_pooler {
+            migrate::migrate_in_one_transaction(conn).await
+        } else {
+            migrate::migrate(conn).await
+        }
     }
 
     async fn listen(&self) -> Result<Option<Box<dyn Listener>>> {
         if !self.capabilities.has(Capability::ListenNotify) {
             return Ok(None);
         }
-        Ok(Some(Box::new(listener::listen(&self.pool).await?)))
+        let listener = match &self.listen_url {
+            Some(url) => listener::listen_on(crate::pool::connect(url).await?).await?,
+            None => listener::listen(&self.pool).await?,
+        };
+        Ok(Some(Box::new(listener)))
     }
 
     async fn job_insert_many(&self, params: JobInsertManyParams<'_>) -> Result<Vec<Inserted>> {
-        wakeups::insert_through_pool(&self.pool, params.jobs, params.now).await
+        if !self.through_pooler {
+            return wakeups::insert_through_pool(&self.pool, params.jobs, params.now).await;
+        }
+        // Each insert notifies from its own statement: the rationed trailing wake-up would
+        // be a statement outside any transaction.
+        on_conn!(self, c => jobs::insert::insert_many_committed(c, params.jobs, params.now, true))
+            .map(|(inserted, _)| inserted)
     }
 
     async fn job_insert_full_many(&self, params: JobInsertFullManyParams<'_>) -> Result<Vec<i64>> {
-        jobs::insert_full::insert_full_many(&mut self.conn().await?, params.jobs).await
+        on_conn!(self, c => jobs::insert_full::insert_full_many(c, params.jobs))
     }
 
     async fn job_claim(&self, params: JobClaimParams<'_>) -> Result<Vec<ClaimedJob>> {
-        jobs::claim::claim(&mut self.conn().await?, params).await
+        on_conn!(self, c => jobs::claim::claim(c, params))
     }
 
     async fn job_complete_many(&self, params: JobCompleteManyParams<'_>) -> Result<Vec<i64>> {
-        jobs::complete::complete_many(&mut self.conn().await?, params.completions, params.now).await
+        on_conn!(self, c => jobs::complete::complete_many(c, params.completions, params.now))
     }
 
     async fn job_schedule_due(&self, params: JobScheduleDueParams) -> Result<i64> {
-        jobs::maintenance::schedule_due(&mut self.conn().await?, params).await
+        on_conn!(self, c => jobs::maintenance::schedule_due(c, params))
     }
 
     async fn job_rescue_stuck(&self, params: JobRescueStuckParams<'_>) -> Result<Vec<i64>> {
-        jobs::maintenance::rescue_stuck(&mut self.conn().await?, params).await
+        on_conn!(self, c => jobs::maintenance::rescue_stuck(c, params))
     }
 
     async fn job_release_orphans(&self, params: JobReleaseOrphansParams<'_>) -> Result<Vec<i64>> {
-        jobs::maintenance::release_orphans(&mut self.conn().await?, params).await
+        on_conn!(self, c => jobs::maintenance::release_orphans(c, params))
     }
 
     async fn job_prune(&self, params: JobPruneParams) -> Result<i64> {
-        jobs::maintenance::prune(&mut self.conn().await?, params).await
+        on_conn!(self, c => jobs::maintenance::prune(c, params))
     }
 
     async fn job_cancel_many(&self, params: JobCancelManyParams<'_>) -> Result<Vec<JobState>> {
-        jobs::control::cancel_many(&mut self.conn().await?, params.ids).await
+        on_conn!(self, c => jobs::control::cancel_many(c, params.ids))
     }
 
     async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<i64> {
-        jobs::control::retry_many(&mut self.conn().await?, params.ids).await
+        on_conn!(self, c => jobs::control::retry_many(c, params.ids))
     }
 
     async fn job_delete_many(&self, params: JobDeleteManyParams<'_>) -> Result<i64> {
-        jobs::control::delete_many(&mut self.conn().await?, params.ids).await
+        on_conn!(self, c => jobs::control::delete_many(c, params.ids))
     }
 
     async fn job_get(&self, params: JobGetParams) -> Result<Option<JobRow>> {
-        jobs::read::get(&mut self.conn().await?, params.id).await
+        on_conn!(self, c => jobs::read::get(c, params.id))
     }
 
     async fn job_list(&self, params: JobListParams<'_>) -> Result<Vec<JobRow>> {
         self.can_filter(params.filter)?;
-        jobs::list::list(&mut self.conn().await?, params).await
+        on_conn!(self, c => jobs::list::list(c, params))
     }
 
     async fn job_list_ids(&self, params: JobListParams<'_>) -> Result<Vec<i64>> {
         self.can_filter(params.filter)?;
-        jobs::list::list_ids(&mut self.conn().await?, params).await
+        on_conn!(self, c => jobs::list::list_ids(c, params))
     }
 
     async fn job_count(&self, params: JobCountParams<'_>) -> Result<Count> {
         self.can_filter(params.filter)?;
         let estimate = self.capabilities.has(Capability::CountEstimates);
-        jobs::list::count(&mut self.conn().await?, params.filter, params.cap, estimate).await
+        on_conn!(self, c => jobs::list::count(c, params.filter, params.cap, estimate))
     }
 
     async fn job_count_by_queue_and_state(
         &self,
         _params: JobCountByQueueAndStateParams,
     ) -> Result<Vec<(String, JobState, i64)>> {
-        jobs::list::counts_by_queue_and_state(&mut self.conn().await?).await
+        on_conn!(self, c => jobs::list::counts_by_queue_and_state(c))
     }
 
     async fn job_list_waiting(&self, params: JobListWaitingParams<'_>) -> Result<Vec<JobRow>> {
         let Some(want) = params.args.filter(|_| !self.capabilities.has(Capability::JsonContainment)) else {
-            return jobs::read::list_waiting(&mut self.conn().await?, params).await;
+            return on_conn!(self, c => jobs::read::list_waiting(c, params));
         };
         // Without containment in SQL, the arguments are matched here.
         let all = JobListWaitingParams { args: None, ..params };
-        let rows = jobs::read::list_waiting(&mut self.conn().await?, all).await?;
+        let rows = on_conn!(self, c => jobs::read::list_waiting(c, all))?;
         Ok(rows.into_iter().filter(|row| json_contains(&row.args, want)).collect())
     }
 
     async fn job_list_cancel_requested(&self, params: JobListCancelRequestedParams<'_>) -> Result<Vec<i64>> {
-        jobs::read::list_cancel_requested(&mut self.conn().await?, params.ids).await
+        on_conn!(self, c => jobs::read::list_cancel_requested(c, params.ids))
     }
 
     async fn queue_set_paused(&self, params: QueueSetPausedParams<'_>) -> Result<()> {
-        queues::set_paused(&mut self.conn().await?, params.queue, params.paused).await
+        on_conn!(self, c => queues::set_paused(c, params.queue, params.paused))
     }
 
     async fn queue_is_paused(&self, params: QueueIsPausedParams<'_>) -> Result<bool> {
-        queues::is_paused(&mut self.conn().await?, params.queue).await
+        on_conn!(self, c => queues::is_paused(c, params.queue))
     }
 
     async fn queue_list_paused(&self, _params: QueueListPausedParams) -> Result<Vec<String>> {
-        queues::list_paused(&mut self.conn().await?).await
+        on_conn!(self, c => queues::list_paused(c))
     }
 
     async fn queue_list_depths(&self, _params: QueueListDepthsParams) -> Result<Vec<QueueDepth>> {
-        queues::list_depths(&mut self.conn().await?).await
+        on_conn!(self, c => queues::list_depths(c))
     }
 
     async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()> {
-        nodes::heartbeat(&mut self.conn().await?, params).await
+        on_conn!(self, c => nodes::heartbeat(c, params))
     }
 
     async fn node_delete(&self, params: NodeDeleteParams<'_>) -> Result<()> {
-        nodes::delete(&mut self.conn().await?, params.node).await
+        on_conn!(self, c => nodes::delete(c, params.node))
     }
 
     async fn node_delete_stale(&self, params: NodeDeleteStaleParams) -> Result<i64> {
-        nodes::delete_stale(&mut self.conn().await?, params).await
+        on_conn!(self, c => nodes::delete_stale(c, params))
     }
 
     async fn node_list(&self, _params: NodeListParams) -> Result<Vec<NodeRow>> {
-        nodes::list(&mut self.conn().await?).await
+        on_conn!(self, c => nodes::list(c))
     }
 
     async fn leader_try_acquire(&self, params: LeaderTryAcquireParams<'_>) -> Result<bool> {
-        leader::try_acquire(&mut self.conn().await?, params).await
+        on_conn!(self, c => leader::try_acquire(c, params))
     }
 
     async fn leader_release(&self, params: LeaderReleaseParams<'_>) -> Result<()> {
-        leader::release(&mut self.conn().await?, params).await
+        on_conn!(self, c => leader::release(c, params))
     }
 
     async fn leader_get(&self, params: LeaderGetParams<'_>) -> Result<Option<String>> {
-        leader::get(&mut self.conn().await?, params).await
+        on_conn!(self, c => leader::get(c, params))
     }
 
     async fn schedule_sync(&self, params: ScheduleSyncParams<'_>) -> Result<i64> {
-        schedules::sync(&mut self.conn().await?, params).await
+        on_conn!(self, c => schedules::sync(c, params))
     }
 
     async fn schedule_fire_due(&self, params: ScheduleFireDueParams<'_>) -> Result<Vec<Fired>> {
-        schedules::fire_due(&mut self.conn().await?, params).await
+        on_conn!(self, c => schedules::fire_due(c, params))
     }
 
     async fn schedule_set_enabled(&self, params: ScheduleSetEnabledParams<'_>) -> Result<bool> {
-        schedules::set_enabled(&mut self.conn().await?, params.name, params.enabled).await
+        on_conn!(self, c => schedules::set_enabled(c, params.name, params.enabled))
     }
 
     async fn schedule_get(&self, params: ScheduleGetParams<'_>) -> Result<Option<ScheduleRow>> {
-        schedules::get(&mut self.conn().await?, params.name).await
+        on_conn!(self, c => schedules::get(c, params.name))
     }
 
     async fn schedule_list(&self, _params: ScheduleListParams) -> Result<Vec<ScheduleRow>> {
-        schedules::list(&mut self.conn().await?).await
+        on_conn!(self, c => schedules::list(c))
     }
 
     async fn stats_record(&self, params: StatsRecordParams<'_>) -> Result<()> {
-        stats::record(&mut self.conn().await?, params.counts).await
+        on_conn!(self, c => stats::record(c, params.counts))
     }
 
     async fn stats_prune(&self, params: StatsPruneParams) -> Result<i64> {
-        stats::prune(&mut self.conn().await?, params).await
+        on_conn!(self, c => stats::prune(c, params))
     }
 
     async fn stats_throughput(&self, _params: StatsThroughputParams) -> Result<Vec<Throughput>> {
-        stats::throughput(&mut self.conn().await?).await
+        on_conn!(self, c => stats::throughput(c))
     }
 }

@@ -39,6 +39,7 @@ mod nodes;
 #[cfg(test)]
 mod plans;
 mod pool;
+pub mod pooler;
 mod queues;
 mod rows;
 mod schedules;

@@ -1,11 +1,12 @@
-//! LISTEN: one connection of its own, taken out of the pool, subscribed to both channels.
+//! LISTEN: one connection of its own, taken out of the pool (or a direct one, when the pool
+//! goes through a pooler), subscribed to both channels.
 //!
 //! A task owns the connection and its notification stream and forwards what arrives; the
 //! [`Listener`] the engine holds reads them. When the connection fails the listener
 //! returns the error and the task ends; the engine asks for a new one.
 
 use async_trait::async_trait;
-use diesel_async::RunQueryDsl;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures::StreamExt;
 use jobs_driver::{DriverError, Listener, Notification, Result};
 use tokio::sync::mpsc;
@@ -28,7 +29,12 @@ impl Drop for PgListener {
 /// Takes a connection out of `pool`, subscribes, and starts forwarding.
 pub(crate) async fn listen(pool: &Pool) -> Result<PgListener> {
     let object = pool::get(pool).await?;
-    let mut conn = diesel_async::pooled_connection::deadpool::Object::take(object);
+    listen_on(diesel_async::pooled_connection::deadpool::Object::take(object)).await
+}
+
+/// Subscribes `conn` (a direct connection: LISTEN does not pass a pooler in transaction
+/// mode) and starts forwarding.
+pub(crate) async fn listen_on(mut conn: AsyncPgConnection) -> Result<PgListener> {
     diesel::sql_query(format!("LISTEN {AVAILABLE_CHANNEL}")).execute(&mut conn).await?;
     diesel::sql_query(format!("LISTEN {CONTROL_CHANNEL}")).execute(&mut conn).await?;
     let (tx, rx) = mpsc::channel(1024);

@@ -1,7 +1,7 @@
 //! Running the embedded schema migrations from Rust.
 
 use diesel::pg::Pg;
-use diesel_async::{AsyncConnection, AsyncMigrationHarness};
+use diesel_async::{AsyncConnection, AsyncMigrationHarness, TransactionManager};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use jobs_driver::{DriverError as Error, Result};
 
@@ -60,6 +60,39 @@ async fn run<C: MigrationConnection>(conn: C, direction: Direction) -> Result<Ve
 /// the others wait, then find nothing left to do. Needs tokio's multi-thread runtime.
 pub async fn migrate<C: MigrationConnection>(conn: C) -> Result<Vec<String>> {
     run(conn, Direction::Up).await
+}
+
+/// [`migrate`] through a pooler in transaction mode (PgBouncer): a session advisory lock
+/// would stay on whichever server connection took it, so every migration runs in one
+/// transaction that holds a transaction-level lock instead (each migration is a savepoint
+/// in it). Pass a connection from [`pooler::pool`](crate::pooler::pool) or
+/// [`pooler::connect`](crate::pooler::connect).
+pub async fn migrate_in_one_transaction<C: MigrationConnection>(conn: C) -> Result<Vec<String>> {
+    needs_multi_thread()?;
+    let mut conn = conn;
+    C::TransactionManager::begin_transaction(&mut conn).await?;
+    let locked = migration_lock::lock_for_transaction(&mut conn).await;
+    let (outcome, mut conn) = match locked {
+        Ok(()) => {
+            let mut harness = AsyncMigrationHarness::new(conn);
+            let outcome = harness
+                .run_pending_migrations(MIGRATIONS)
+                .map(|versions| versions.iter().map(ToString::to_string).collect::<Vec<_>>())
+                .map_err(|e| Error::Migration(e.to_string()));
+            (outcome, harness.into_inner())
+        }
+        Err(e) => (Err(e), conn),
+    };
+    match outcome {
+        Ok(applied) => {
+            C::TransactionManager::commit_transaction(&mut conn).await?;
+            Ok(applied)
+        }
+        Err(e) => {
+            let _ = C::TransactionManager::rollback_transaction(&mut conn).await;
+            Err(e)
+        }
+    }
 }
 
 /// Reverts every applied migration, leaving no trace of the schema. Destroys all jobs.

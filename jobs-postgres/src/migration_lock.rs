@@ -23,3 +23,14 @@ pub(crate) async fn unlock<C: AsyncConnection<Backend = Pg>>(conn: &mut C) -> Re
         .await?;
     Ok(())
 }
+
+/// Takes the migration lock until the current transaction ends (for a connection through a
+/// pooler, where a session lock would outlive the transaction on a server connection the
+/// pooler lends to others).
+pub(crate) async fn lock_for_transaction<C: AsyncConnection<Backend = Pg>>(conn: &mut C) -> Result<()> {
+    diesel::sql_query("SELECT pg_advisory_xact_lock($1)")
+        .bind::<BigInt, _>(MIGRATION_LOCK)
+        .execute(conn)
+        .await?;
+    Ok(())
+}

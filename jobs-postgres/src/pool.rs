@@ -20,7 +20,16 @@ pub type PooledConnection = Object<AsyncPgConnection>;
 /// query (one round trip less per checkout) unless it is closed or its transaction broken;
 /// a connection that died unnoticed fails its next query, which every caller retries.
 pub fn pool(database_url: &str, max_size: usize) -> Result<Pool> {
-    let mut config = ManagerConfig::default();
+    build(database_url, max_size, ManagerConfig::default())
+}
+
+/// A pool of `config`'s connections to `database_url`, with this module's recycling and
+/// time limits.
+pub(crate) fn build(
+    database_url: &str,
+    max_size: usize,
+    mut config: ManagerConfig<AsyncPgConnection>,
+) -> Result<Pool> {
     config.recycling_method = RecyclingMethod::Fast;
     let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(database_url, config);
     DeadPool::builder(manager)

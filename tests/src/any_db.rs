@@ -49,8 +49,18 @@ macro_rules! with_connection {
     ($db:expr, |$conn:ident| $body:expr) => {
         match $db {
             AnyDb::Postgres(pool) => {
+                use diesel_async::{AnsiTransactionManager, TransactionManager};
                 let mut $conn = pool.get().await.map_err(|e| e.to_string())?;
-                $body
+                // A transaction of its own: the pool may go through PgBouncer in
+                // transaction mode, where a statement outside one is not safe.
+                AnsiTransactionManager::begin_transaction(&mut *$conn).await.map_err(|e| e.to_string())?;
+                let result = $body;
+                match &result {
+                    Ok(_) => AnsiTransactionManager::commit_transaction(&mut *$conn).await,
+                    Err(_) => AnsiTransactionManager::rollback_transaction(&mut *$conn).await,
+                }
+                .map_err(|e| e.to_string())?;
+                result
             }
             AnyDb::Sqlite(pool) => {
                 let mut $conn = pool.get().await.map_err(|e| e.to_string())?;

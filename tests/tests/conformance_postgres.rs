@@ -70,3 +70,35 @@ jobs_tests::conformance_suite! {
     ];
     skip: [];
 }
+
+/// The oldest Postgres major version the migrations run on (README: "Postgres 14 or later").
+const OLDEST_SUPPORTED_MAJOR: i32 = 14;
+
+/// The suite ran on the server it was meant for: `JOBS_EXPECT_POSTGRES_MAJOR` (set by
+/// `scripts/test` for its run on a second major version) names the major version, else any
+/// supported one will do. Without this check, a run meant for another version could attach
+/// to a shared cluster of the first one and pass without testing anything new.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suite_runs_on_the_postgres_major_version_it_was_meant_for() {
+    use diesel::sql_types::Integer;
+    use diesel_async::RunQueryDsl;
+
+    #[derive(diesel::QueryableByName)]
+    struct Version {
+        #[diesel(sql_type = Integer)]
+        major: i32,
+    }
+    let db = TestDatabase::new().await.expect("a test database");
+    let mut conn = db.connect().await.expect("connect");
+    let version: Version =
+        diesel::sql_query("SELECT current_setting('server_version_num')::int / 10000 AS major")
+            .get_result(&mut conn)
+            .await
+            .expect("server version");
+    match std::env::var("JOBS_EXPECT_POSTGRES_MAJOR").ok().filter(|v| !v.is_empty()) {
+        Some(expected) => assert_eq!(version.major.to_string(), expected, "the server's major version"),
+        None => {
+            assert!(version.major >= OLDEST_SUPPORTED_MAJOR, "Postgres {} is not supported", version.major)
+        }
+    }
+}

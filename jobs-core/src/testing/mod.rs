@@ -37,7 +37,7 @@ pub use inline::{InlineDriver, inline};
 #[cfg(feature = "mysql")]
 pub use jobs_mysql::testing::TestDatabase as MysqlTestDatabase;
 #[cfg(feature = "postgres")]
-pub use jobs_postgres::testing::{PgCluster, Server, TestDatabase, cluster, replace_database};
+pub use jobs_postgres::testing::{PgBouncer, PgCluster, Server, TestDatabase, cluster, replace_database};
 /// A migrated SQLite database file per test (feature `sqlite`).
 #[cfg(feature = "sqlite")]
 pub use jobs_sqlite::testing::TestDatabase as SqliteTestDatabase;

@@ -239,6 +239,11 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 /// One claim statement for `wanted` jobs, holding their slots.
+///
+/// The statement runs on a task of its own, so that it runs to its end whatever the
+/// producer awaits meanwhile: a claim left unpolled between its statement and its commit
+/// would hold its connection, and through a pooler in transaction mode the server
+/// connection behind it, which other nodes may be waiting for.
 async fn claim(
     shared: Arc<Shared>,
     queue: Arc<QueueRuntime>,
@@ -248,15 +253,20 @@ async fn claim(
     recurring_size: bool,
 ) -> Claimed {
     queue.fetches.fetch_add(1, Ordering::Relaxed);
-    let params = JobClaimParams {
-        queue: &queue.name,
-        limit: wanted,
-        node: &shared.node,
-        now: shared.clock.db_now(),
-        // The size claimed again and again: a driver may keep a statement planned for it.
-        recurring_size,
-    };
-    let jobs = shared.driver.job_claim(params).await.map_err(crate::error::Error::from);
+    let statement = tokio::spawn(async move {
+        let params = JobClaimParams {
+            queue: &queue.name,
+            limit: wanted,
+            node: &shared.node,
+            now: shared.clock.db_now(),
+            // The size claimed again and again: a driver may keep a statement planned for it.
+            recurring_size,
+        };
+        shared.driver.job_claim(params).await.map_err(crate::error::Error::from)
+    });
+    let jobs = statement
+        .await
+        .unwrap_or_else(|e| Err(crate::error::Error::Runtime(format!("the claim's task failed: {e}"))));
     Claimed { wanted, slots, jobs, wakes_before }
 }
 

@@ -46,7 +46,7 @@ fn cluster_error(what: impl Into<String>) -> Error {
 }
 
 /// Whether this process runs as root (the owner of `/proc/self` is the effective uid).
-fn running_as_root() -> bool {
+pub(crate) fn running_as_root() -> bool {
     fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
 

@@ -11,7 +11,7 @@ use clap::Parser;
 use jobs_core::maintenance::{LeaderConfig, RescuerConfig, SchedulerConfig};
 use tokio::signal::unix::{SignalKind, signal};
 
-use jobs_core::{Registry, Worker};
+use jobs_core::{IntoDriver, Registry, Worker};
 use jobs_tests::fault_jobs::{noop, step};
 
 #[derive(Debug, Parser)]
@@ -32,6 +32,12 @@ struct Args {
     /// Forget nodes silent for this many seconds (the rescuer's `forget_nodes_after`).
     #[arg(long)]
     forget_nodes_after_secs: Option<u64>,
+    /// `--url` is a pooler in transaction mode (PgBouncer): `PgDriver::through_pooler`.
+    #[arg(long)]
+    through_pooler: bool,
+    /// With `--through-pooler`: LISTEN on a direct connection to this URL.
+    #[arg(long)]
+    listen_url: Option<String>,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -43,7 +49,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_ansi(false)
         .with_writer(std::io::stderr)
         .init();
-    let driver = jobs_core::driver_for_url(&args.url, args.concurrency + 6)?;
+    let driver = if args.through_pooler {
+        let pool = jobs_core::postgres::pooler::pool(&args.url, args.concurrency + 6)?;
+        let driver = jobs_core::PgDriver::through_pooler(pool);
+        match &args.listen_url {
+            Some(url) => driver.listen_directly(url.clone()),
+            None => driver,
+        }
+        .into_driver()
+    } else {
+        jobs_core::driver_for_url(&args.url, args.concurrency + 6)?
+    };
     // Naming the jobs also keeps the library's registrations linked into the binary.
     let registry = Registry::from_inventory()?;
     for kind in [step::KIND, noop::KIND] {

@@ -1,0 +1,168 @@
+//! The conformance suite through a real PgBouncer 1.18 in transaction mode (started per
+//! case in front of the case's database, with fewer server connections than the clients
+//! have, so that they share them as in production), both ways the guide documents:
+//! - `polling`: every statement through PgBouncer (`PgDriver::through_pooler`); LISTEN
+//!   cannot pass it, so workers poll and the notification case is skipped;
+//! - `listening`: the same, with LISTEN on a direct connection
+//!   (`PgDriver::listen_directly`): every case runs.
+//!
+//! PgBouncer 1.18 keeps no prepared statements and no session state across transactions:
+//! a statement that leaked out of its transaction fails here ("prepared statement ... does
+//! not exist" / "already exists"), as `tests/pgbouncer.rs` shows for a driver that does not
+//! know it is behind the pooler.
+
+use std::sync::Arc;
+
+use jobs_core::driver::Driver;
+use jobs_core::testing::{PgBouncer, TestDatabase};
+use jobs_core::{IntoDriver, PgDriver};
+use jobs_tests::conformance::TestDb;
+
+/// Server connections PgBouncer lends per database: fewer than a case's clients.
+const SERVER_CONNECTIONS: usize = 8;
+
+/// A case's database, a PgBouncer in front of it, and drivers through it; `direct` gives
+/// them LISTEN on a direct connection.
+async fn through_pgbouncer(connections: usize, direct: bool) -> TestDb {
+    let db = TestDatabase::new().await.expect("a test database");
+    let bouncer = PgBouncer::start_in_front_of(db.url(), SERVER_CONNECTIONS).expect("pgbouncer");
+    let pooled_url = bouncer.url(db.name());
+    let direct_url = db.url().to_owned();
+    let driver_for = move |n: usize| -> Arc<dyn Driver> {
+        let pool = jobs_core::postgres::pooler::pool(&pooled_url, n).expect("pool");
+        let driver = PgDriver::through_pooler(pool);
+        if direct { driver.listen_directly(direct_url.clone()) } else { driver }.into_driver()
+    };
+    TestDb {
+        driver: driver_for(connections),
+        another: Box::new(driver_for),
+        // PgBouncer goes first, closing its server connections before the database is dropped.
+        keep_alive: Box::new((bouncer, db)),
+    }
+}
+
+mod polling {
+    use async_trait::async_trait;
+    use jobs_core::driver::{Capabilities, Capability};
+    use jobs_tests::conformance::{Backend, TestDb};
+
+    struct PgBouncerPolling;
+
+    #[async_trait]
+    impl Backend for PgBouncerPolling {
+        const CAPABILITIES: Capabilities = Capabilities::ALL.without(Capability::ListenNotify);
+
+        async fn database(connections: usize) -> TestDb {
+            super::through_pgbouncer(connections, false).await
+        }
+    }
+
+    jobs_tests::conformance_suite! {
+        backend: PgBouncerPolling;
+        run: [
+            claims_follow_priority_then_due_time_then_age,
+            three_workers_of_fifty_slots_run_each_job_exactly_once,
+            each_claim_asks_for_its_share_of_the_slots,
+            failures_retry_on_the_backoff_policy_then_discard,
+            panics_timeouts_snoozes_cancels_and_discards_are_recorded,
+            delete_on_completion_leaves_no_row,
+            a_late_completion_after_a_rescue_is_ignored,
+            a_dead_nodes_jobs_are_rescued_and_run_elsewhere,
+            a_job_past_its_timeout_on_a_live_node_is_rescued_and_fenced,
+            a_claim_whose_reply_was_lost_is_handed_back_by_its_own_node,
+            a_rescued_job_runs_before_jobs_enqueued_after_it,
+            a_standby_leads_as_soon_as_the_leaders_node_is_silent,
+            dead_nodes_are_forgotten_after_the_cleanup_period,
+            jobs_whose_uniqueness_key_was_taken_meanwhile_are_discarded_not_stuck,
+            one_leader_at_a_time_and_another_takes_over_when_the_lease_expires,
+            a_paused_queue_is_not_claimed_until_resumed,
+            a_higher_priority_job_overtakes_the_buffer,
+            a_buffered_job_of_higher_priority_starts_first,
+            two_nodes_on_one_queue_both_get_work,
+            buffered_jobs_are_the_nodes_and_go_back_on_shutdown,
+            a_killed_nodes_buffered_jobs_are_rescued,
+            a_buffered_jobs_timeout_starts_when_it_runs,
+            a_buffered_job_that_waits_too_long_goes_to_a_free_node,
+            pausing_a_queue_hands_its_buffer_back,
+            shutdown_finishes_what_it_can_and_hands_back_the_rest,
+            a_running_job_is_cancelled_without_notifications,
+            unique_keys_hold_in_their_states_and_free_up_after,
+            three_racing_nodes_fire_every_cron_slot_exactly_once,
+            daylight_saving_changes_neither_skip_nor_double_a_slot,
+            missed_slots_are_skipped_or_the_latest_runs_once,
+            schedules_are_retired_disabled_and_run_on_demand,
+            the_pruner_deletes_exactly_what_the_retention_says,
+            one_pruner_pass_keeps_pace_with_a_busy_queue,
+            actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter,
+            the_read_model_filters_pages_and_counts,
+            search_finds_jobs_by_a_subset_of_their_arguments_or_metadata,
+            counts_past_the_cap_are_estimated,
+        ];
+        skip: [
+            a_notification_wakes_an_idle_worker_before_its_poll => ListenNotify,
+        ];
+    }
+}
+
+mod listening {
+    use async_trait::async_trait;
+    use jobs_core::driver::Capabilities;
+    use jobs_tests::conformance::{Backend, TestDb};
+
+    struct PgBouncerListeningDirectly;
+
+    #[async_trait]
+    impl Backend for PgBouncerListeningDirectly {
+        const CAPABILITIES: Capabilities = Capabilities::ALL;
+
+        async fn database(connections: usize) -> TestDb {
+            super::through_pgbouncer(connections, true).await
+        }
+    }
+
+    jobs_tests::conformance_suite! {
+        backend: PgBouncerListeningDirectly;
+        run: [
+            claims_follow_priority_then_due_time_then_age,
+            three_workers_of_fifty_slots_run_each_job_exactly_once,
+            each_claim_asks_for_its_share_of_the_slots,
+            failures_retry_on_the_backoff_policy_then_discard,
+            panics_timeouts_snoozes_cancels_and_discards_are_recorded,
+            delete_on_completion_leaves_no_row,
+            a_late_completion_after_a_rescue_is_ignored,
+            a_dead_nodes_jobs_are_rescued_and_run_elsewhere,
+            a_job_past_its_timeout_on_a_live_node_is_rescued_and_fenced,
+            a_claim_whose_reply_was_lost_is_handed_back_by_its_own_node,
+            a_rescued_job_runs_before_jobs_enqueued_after_it,
+            a_standby_leads_as_soon_as_the_leaders_node_is_silent,
+            dead_nodes_are_forgotten_after_the_cleanup_period,
+            jobs_whose_uniqueness_key_was_taken_meanwhile_are_discarded_not_stuck,
+            one_leader_at_a_time_and_another_takes_over_when_the_lease_expires,
+            a_paused_queue_is_not_claimed_until_resumed,
+            a_higher_priority_job_overtakes_the_buffer,
+            a_buffered_job_of_higher_priority_starts_first,
+            two_nodes_on_one_queue_both_get_work,
+            buffered_jobs_are_the_nodes_and_go_back_on_shutdown,
+            a_killed_nodes_buffered_jobs_are_rescued,
+            a_buffered_jobs_timeout_starts_when_it_runs,
+            a_buffered_job_that_waits_too_long_goes_to_a_free_node,
+            pausing_a_queue_hands_its_buffer_back,
+            shutdown_finishes_what_it_can_and_hands_back_the_rest,
+            a_notification_wakes_an_idle_worker_before_its_poll,
+            a_running_job_is_cancelled_without_notifications,
+            unique_keys_hold_in_their_states_and_free_up_after,
+            three_racing_nodes_fire_every_cron_slot_exactly_once,
+            daylight_saving_changes_neither_skip_nor_double_a_slot,
+            missed_slots_are_skipped_or_the_latest_runs_once,
+            schedules_are_retired_disabled_and_run_on_demand,
+            the_pruner_deletes_exactly_what_the_retention_says,
+            one_pruner_pass_keeps_pace_with_a_busy_queue,
+            actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter,
+            the_read_model_filters_pages_and_counts,
+            search_finds_jobs_by_a_subset_of_their_arguments_or_metadata,
+            counts_past_the_cap_are_estimated,
+        ];
+        skip: [
+        ];
+    }
+}
