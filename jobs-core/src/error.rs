@@ -130,6 +130,11 @@ pub enum Error {
     #[error("throwaway database server: {0}")]
     Cluster(String),
 
+    /// The database cannot run workers: a read-only replica, or a server older than the
+    /// oldest supported version (checked when a worker starts).
+    #[error("this database cannot run workers: {0}")]
+    UnfitServer(String),
+
     /// The driver cannot perform this operation (see its capabilities).
     #[error("the {driver} driver cannot {operation}")]
     Unsupported {

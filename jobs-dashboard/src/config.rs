@@ -11,6 +11,8 @@ use crate::access::{self, AllowAll, Authorize};
 #[derive(Clone)]
 pub struct DashboardConfig {
     pub(crate) driver: Arc<dyn Driver>,
+    /// Where pages read, when not from `driver`: a read-only replica.
+    pub(crate) replica: Option<Arc<dyn Driver>>,
     pub(crate) auth: access::SharedAuthorize,
     pub(crate) refresh_seconds: u32,
 }
@@ -19,6 +21,7 @@ impl std::fmt::Debug for DashboardConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DashboardConfig")
             .field("driver", &self.driver.name())
+            .field("replica", &self.replica.as_ref().map(|r| r.name()))
             .field("refresh_seconds", &self.refresh_seconds)
             .finish_non_exhaustive()
     }
@@ -30,7 +33,27 @@ impl DashboardConfig {
     /// reads and acts only through the driver, and hides what the driver cannot do: without
     /// [`Capability::JsonContainment`] there is no search of arguments and metadata.
     pub fn new(driver: impl IntoDriver) -> DashboardConfig {
-        DashboardConfig { driver: driver.into_driver(), auth: Arc::new(AllowAll), refresh_seconds: 5 }
+        DashboardConfig {
+            driver: driver.into_driver(),
+            replica: None,
+            auth: Arc::new(AllowAll),
+            refresh_seconds: 5,
+        }
+    }
+
+    /// Pages read from `replica`, a driver on a read-only replica of the same database
+    /// (a Postgres hot standby: `DashboardConfig::new(primary_pool).read_from(replica_pool)`),
+    /// so that browsing never loads the primary; actions (and the count a bulk action's
+    /// confirmation shows) still go to the primary. The overview shows how far the replica
+    /// is behind: what a page shows may be that old.
+    pub fn read_from(mut self, replica: impl IntoDriver) -> DashboardConfig {
+        self.replica = Some(replica.into_driver());
+        self
+    }
+
+    /// The driver pages read through: the replica if there is one.
+    pub(crate) fn reads(&self) -> &dyn Driver {
+        self.replica.as_deref().unwrap_or(&*self.driver)
     }
 
     /// Whether the driver can search arguments and metadata (the jobs page's search box).

@@ -12,6 +12,7 @@ use crate::node::*;
 use crate::notification::Notification;
 use crate::queue::*;
 use crate::schedule::*;
+use crate::server::*;
 use crate::state::JobState;
 use crate::stats::*;
 
@@ -143,6 +144,11 @@ pub trait Driver: Send + Sync + std::fmt::Debug + 'static {
     async fn stats_prune(&self, params: StatsPruneParams) -> Result<i64>;
     /// See [`StatsThroughputParams`].
     async fn stats_throughput(&self, params: StatsThroughputParams) -> Result<Vec<Throughput>>;
+
+    // --- the server ---
+
+    /// See [`ServerStatusParams`].
+    async fn server_status(&self, params: ServerStatusParams) -> Result<ServerStatus>;
 }
 
 /// A connection receiving [`Notification`]s.

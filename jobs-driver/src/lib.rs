@@ -39,6 +39,7 @@ pub mod polled_listener;
 mod queue;
 pub mod rows;
 mod schedule;
+mod server;
 #[cfg(feature = "postgres")]
 pub mod sql_types;
 mod state;
@@ -63,5 +64,6 @@ pub use schedule::{
     Fired, ScheduleDef, ScheduleFireDueParams, ScheduleGetParams, ScheduleListParams, ScheduleRow,
     ScheduleSetEnabledParams, ScheduleSyncParams, SlotDecision,
 };
+pub use server::{OLDEST_POSTGRES_MAJOR, ServerStatus, ServerStatusParams};
 pub use state::{JobState, ParseStateError};
 pub use stats::{StatsCount, StatsPruneParams, StatsRecordParams, StatsThroughputParams, Throughput};

@@ -45,6 +45,7 @@ mod pool;
 mod queues;
 mod rows;
 mod schedules;
+mod server;
 mod stats;
 #[cfg(feature = "testing")]
 pub mod testing;

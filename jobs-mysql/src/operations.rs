@@ -9,7 +9,7 @@ use jobs_driver::*;
 
 use crate::driver::{CAPABILITIES, MysqlDriver};
 use crate::jobs::{claim, complete, control, insert, insert_full, list, maintenance, read as jobs_read};
-use crate::{leader, listener, migrate, nodes, queues, schedules, stats};
+use crate::{leader, listener, migrate, nodes, queues, schedules, server, stats};
 
 /// Runs `$body` (async, on `$tx`, returning the result and the notifications it added) in
 /// a transaction on a pooled connection; delivers the notifications once it commits.
@@ -223,5 +223,9 @@ impl Driver for MysqlDriver {
 
     async fn stats_throughput(&self, _params: StatsThroughputParams) -> Result<Vec<Throughput>> {
         on_connection!(self, |c| stats::throughput(c).await)
+    }
+
+    async fn server_status(&self, _params: ServerStatusParams) -> Result<ServerStatus> {
+        on_connection!(self, |c| server::status(c).await)
     }
 }

@@ -9,7 +9,7 @@ use jobs_driver::*;
 use diesel_async::{AnsiTransactionManager, AsyncPgConnection, TransactionManager};
 
 use crate::pool::{self, Pool, PooledConnection};
-use crate::{jobs, leader, listener, migrate, nodes, queues, schedules, stats, wakeups};
+use crate::{jobs, leader, listener, migrate, nodes, queues, schedules, server, stats, wakeups};
 
 /// The Postgres driver: every capability (LISTEN/NOTIFY, SKIP LOCKED, planner estimates,
 /// `jsonb` containment, RETURNING), unless told to do without one ([`without`](Self::without)).
@@ -357,5 +357,9 @@ impl Driver for PgDriver {
 
     async fn stats_throughput(&self, _params: StatsThroughputParams) -> Result<Vec<Throughput>> {
         on_conn!(self, c => stats::throughput(c))
+    }
+
+    async fn server_status(&self, _params: ServerStatusParams) -> Result<ServerStatus> {
+        on_conn!(self, c => server::status(c))
     }
 }

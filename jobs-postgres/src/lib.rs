@@ -44,6 +44,7 @@ mod queues;
 mod rows;
 mod schedules;
 pub mod schema;
+mod server;
 mod stats;
 #[cfg(feature = "testing")]
 pub mod testing;

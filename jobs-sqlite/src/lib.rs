@@ -50,6 +50,7 @@ mod queues;
 mod rows;
 mod schedules;
 mod search;
+mod server;
 mod stats;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -10,7 +10,7 @@ use crate::driver::{CAPABILITIES, SqliteDriver};
 use crate::exec::{read, write};
 use crate::jobs::{claim, complete, control, insert, insert_full, list, maintenance, read as jobs_read};
 use crate::time::{millis, now_ms};
-use crate::{leader, listener, migrate, nodes, queues, schedules, stats};
+use crate::{leader, listener, migrate, nodes, queues, schedules, server, stats};
 
 /// Runs `$body` (async, on `$conn`, returning the result and the notifications it added)
 /// in an immediate transaction on a pooled connection, in this process's turn to write;
@@ -272,5 +272,9 @@ impl Driver for SqliteDriver {
 
     async fn stats_throughput(&self, _params: StatsThroughputParams) -> Result<Vec<Throughput>> {
         read(&self.pool, |c| stats::throughput(c, chrono::Utc::now())).await
+    }
+
+    async fn server_status(&self, _params: ServerStatusParams) -> Result<ServerStatus> {
+        read(&self.pool, server::status).await
     }
 }

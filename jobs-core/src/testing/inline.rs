@@ -251,4 +251,8 @@ impl Driver for InlineDriver {
     async fn stats_throughput(&self, _: StatsThroughputParams) -> Result<Vec<Throughput>> {
         self.unsupported("read outcome counts")
     }
+
+    async fn server_status(&self, _: ServerStatusParams) -> Result<ServerStatus> {
+        Ok(ServerStatus { version: "inline".into(), major: None, read_only: false, replica_lag: None })
+    }
 }

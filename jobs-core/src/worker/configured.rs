@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use jobs_driver::{Completion, QueueListPausedParams};
+use jobs_driver::{Completion, QueueListPausedParams, ServerStatusParams};
 use tokio_util::sync::CancellationToken;
 
 use super::completions::CompleterConfig;
@@ -46,11 +46,23 @@ pub(crate) const START_RETRY_FOR: Duration = Duration::from_secs(30);
 /// Registers the node before it claims anything (so the rescuer never mistakes its jobs
 /// for orphans) and reads the pause flags (so a paused queue is not fetched even once).
 /// A transient error is retried for [`START_RETRY_FOR`].
+/// Refuses a server workers cannot run on (a read-only replica, a Postgres older than the
+/// oldest supported), with the reason; logs what the server is.
+async fn check_server(shared: &Shared) -> Result<()> {
+    let status = shared.driver.server_status(ServerStatusParams {}).await?;
+    if let Some(why) = status.unfit_for_workers(shared.driver.name()) {
+        return Err(crate::error::Error::UnfitServer(why));
+    }
+    tracing::info!(node = %shared.node, server = %status.version, "the worker's database");
+    Ok(())
+}
+
 async fn register(shared: &Shared) -> Result<()> {
     let deadline = tokio::time::Instant::now() + START_RETRY_FOR;
     let mut pause = RetryPause::new(Duration::from_millis(50), Duration::from_secs(2));
     loop {
         let registered = async {
+            check_server(shared).await?;
             heartbeat::beat(shared).await?;
             Ok::<_, crate::error::Error>(shared.driver.queue_list_paused(QueueListPausedParams {}).await?)
         }

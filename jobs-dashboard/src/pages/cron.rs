@@ -32,7 +32,7 @@ struct CronPage {
 
 pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(&req, &d, "cron")?;
-    let driver = &*d.config.driver;
+    let driver = d.config.reads();
     let mut schedules = Vec::new();
     for row in driver.schedule_list(ScheduleListParams {}).await? {
         let mut next_runs = Vec::new();

@@ -50,7 +50,7 @@ const LIVE_NODE: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
 
 /// The live nodes that can run `job`: they serve its queue and registered its kind.
 async fn runnable_on(d: &Dashboard, job: &JobRow) -> Result<Vec<String>, DashboardError> {
-    let nodes = d.config.driver.node_list(jobs_core::driver::NodeListParams {}).await?;
+    let nodes = d.config.reads().node_list(jobs_core::driver::NodeListParams {}).await?;
     let now = Utc::now();
     Ok(nodes
         .into_iter()
@@ -134,7 +134,7 @@ pub(crate) async fn page(
         path.parse().map_err(|_| DashboardError::BadRequest(format!("`{path}` is not a job id")))?;
     let job = d
         .config
-        .driver
+        .reads()
         .job_get(JobGetParams { id })
         .await?
         .ok_or_else(|| DashboardError::NotFound(format!("job {id}")))?;

@@ -75,7 +75,7 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
     let can_search = d.config.can_search();
     let filter = params::filter(&pairs, can_search)?;
     let before = params::id(&pairs, "before")?;
-    let driver = &*d.config.driver;
+    let driver = d.config.reads();
     let count = driver.job_count(JobCountParams { filter: &filter, cap: COUNT_CAP }).await?;
     let mut rows = driver.job_list(JobListParams { filter: &filter, before, limit: PAGE_SIZE + 1 }).await?;
     let next_before = if rows.len() as i64 > PAGE_SIZE {

@@ -5,7 +5,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use jobs_core::JobFilter;
 use jobs_core::driver::{
-    JobCountParams, JobState, NodeListParams, NodeRow, QueueDepth, QueueListDepthsParams,
+    JobCountParams, JobState, NodeListParams, NodeRow, QueueDepth, QueueListDepthsParams, ServerStatusParams,
     StatsThroughputParams, Throughput,
 };
 
@@ -35,6 +35,8 @@ struct Overview {
     failed_last_hour: i64,
     nodes: Vec<NodeRow>,
     now: chrono::DateTime<chrono::Utc>,
+    /// The replica pages read from, and how far behind it is (`None`: the primary).
+    replica: Option<(String, String)>,
 }
 
 impl Overview {
@@ -76,7 +78,7 @@ pub(crate) async fn redirect_to_slash(d: web::Data<Dashboard>) -> HttpResponse {
 
 pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(&req, &d, "overview")?;
-    let driver = &*d.config.driver;
+    let driver = d.config.reads();
     let mut states = Vec::with_capacity(JobState::ALL.len());
     for state in JobState::ALL {
         let filter = JobFilter { states: vec![state], ..JobFilter::default() };
@@ -86,6 +88,17 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
     let queues = driver.queue_list_depths(QueueListDepthsParams {}).await?;
     let minutes = driver.stats_throughput(StatsThroughputParams {}).await?;
     let nodes = driver.node_list(NodeListParams {}).await?;
+    let replica = match &d.config.replica {
+        Some(replica) => {
+            let status = replica.server_status(ServerStatusParams {}).await?;
+            let lag = status.replica_lag.map_or_else(
+                || "not replaying (this server is not a replica)".to_owned(),
+                |lag| format!("{} behind the primary", human_duration(lag.as_secs_f64())),
+            );
+            Some((status.version, lag))
+        }
+        None => None,
+    };
     let cookie = c.take_cookie();
     let page = Overview {
         states,
@@ -95,6 +108,7 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
         bars: bars(&minutes),
         nodes,
         now: chrono::Utc::now(),
+        replica,
         c,
     };
     view::respond(&page, cookie)

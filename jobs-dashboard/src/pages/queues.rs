@@ -34,7 +34,7 @@ impl QueuesPage {
 
 pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(&req, &d, "queues")?;
-    let driver = &*d.config.driver;
+    let driver = d.config.reads();
     let queues = driver.queue_list_depths(QueueListDepthsParams {}).await?;
     let mut usage = Vec::new();
     for node in driver.node_list(NodeListParams {}).await? {
