@@ -9,7 +9,7 @@ use jobs_core::driver::QueueSetPausedParams;
 use jobs_core::{JobState, enqueue_many};
 
 use crate::jobs::noop;
-use crate::measure::{BenchResult, Figures, machine_busy_seconds, percentile};
+use crate::measure::{BenchResult, Figures, machine_busy_seconds, percentile, postgres_cpu_seconds};
 use crate::target::Admin;
 use crate::worker_process::{WorkerArgs, WorkerProcess};
 
@@ -30,31 +30,44 @@ pub(crate) struct Shape {
     pub(crate) prefetch_window_ms: u64,
     /// The queue's prefetch cap (`None`: the framework's default).
     pub(crate) prefetch: Option<usize>,
+    /// Queues the jobs are spread over (`bench`, `bench-1`, ...), each served by every
+    /// process with its share of the slots.
+    pub(crate) queues: usize,
     /// Delete jobs on completion instead of keeping them.
     pub(crate) delete: bool,
 }
 
-/// Loads `n` available no-op jobs, 10,000 per statement.
-pub(crate) async fn preload(admin: &Admin, n: usize) -> BenchResult {
+/// Loads `n` available no-op jobs over `queues` queues, round robin, 10,000 per statement.
+pub(crate) async fn preload(admin: &Admin, n: usize, queues: usize) -> BenchResult {
+    let names = queue_names(queues);
     let mut i = 0;
     while i < n {
         let batch = (n - i).min(10_000);
-        enqueue_many(&admin.driver, (i..i + batch).map(|k| noop::build(k as i64))).await?;
+        let jobs = (i..i + batch).map(|k| noop::build(k as i64).queue(&names[k % names.len()]));
+        enqueue_many(&admin.driver, jobs).await?;
         i += batch;
     }
     admin.analyze().await
 }
 
-async fn pause(admin: &Admin, paused: bool) -> BenchResult {
-    Ok(admin.driver.queue_set_paused(QueueSetPausedParams { queue: "bench", paused }).await?)
+/// The burn-down's queues: `bench`, then `bench-1`, `bench-2`, ...
+pub(crate) fn queue_names(queues: usize) -> Vec<String> {
+    (0..queues.max(1)).map(|i| if i == 0 { "bench".to_owned() } else { format!("bench-{i}") }).collect()
+}
+
+async fn pause(admin: &Admin, queues: usize, paused: bool) -> BenchResult {
+    for queue in queue_names(queues) {
+        admin.driver.queue_set_paused(QueueSetPausedParams { queue: &queue, paused }).await?;
+    }
+    Ok(())
 }
 
 /// Runs one burn-down and records it as `name` in `figures`.
 pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figures) -> BenchResult {
     let admin = Admin::open(url, 4)?;
     admin.reset().await?;
-    pause(&admin, true).await?;
-    preload(&admin, shape.jobs).await?;
+    pause(&admin, shape.queues, true).await?;
+    preload(&admin, shape.jobs, shape.queues).await?;
     let mut workers = Vec::new();
     for i in 0..shape.processes {
         let args = WorkerArgs {
@@ -64,6 +77,7 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
             prefetch_window_ms: shape.prefetch_window_ms,
             prefetch: shape.prefetch,
             delete_on_completion: shape.delete,
+            queues: shape.queues,
             node: format!("bench-{i}"),
         };
         workers.push(WorkerProcess::start(url, &args)?);
@@ -74,8 +88,9 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
 
     let worker_cpu0: f64 = workers.iter().map(WorkerProcess::cpu_seconds).sum();
     let busy0 = machine_busy_seconds();
+    let postgres0 = postgres_cpu_seconds();
     let started = Instant::now();
-    pause(&admin, false).await?;
+    pause(&admin, shape.queues, false).await?;
     let target = shape.jobs as u64;
     while workers.iter().map(WorkerProcess::done).sum::<u64>() < target {
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -87,6 +102,7 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
     }
     let elapsed = started.elapsed().as_secs_f64();
     let machine_us_per_job = (machine_busy_seconds() - busy0) / shape.jobs as f64 * 1e6;
+    let postgres_us_per_job = (postgres_cpu_seconds() - postgres0) / shape.jobs as f64 * 1e6;
     let worker_cpu = workers.iter().map(WorkerProcess::cpu_seconds).sum::<f64>() - worker_cpu0;
     let mut claims = 0;
     for worker in workers {
@@ -99,7 +115,8 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
         "jobs": shape.jobs, "processes": shape.processes, "concurrency": shape.concurrency,
         "claims_in_flight": shape.claims_in_flight, "max_fetch": shape.max_fetch, "prefetch_window_ms": shape.prefetch_window_ms, "prefetch": shape.prefetch, "seconds": elapsed, "jobs_per_s": rate,
         "claims": claims, "worker_cpu_ms_per_1000_jobs": worker_ms_per_1000,
-        "machine_cpu_us_per_job": machine_us_per_job,
+        "machine_cpu_us_per_job": machine_us_per_job, "queues": shape.queues,
+        "postgres_cpu_us_per_job": postgres_us_per_job,
     });
     let mut extra = String::new();
     if !shape.delete {
@@ -109,7 +126,7 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
         extra = format!("  claim→completion p50 {p50:.1} ms, p99 {p99:.1} ms");
     }
     println!(
-        "{name:<22} {rate:>10.0} jobs/s   ({} jobs, {}×{} slots, {:.1} jobs per claim, {worker_ms_per_1000:.1} ms worker CPU per 1,000 jobs, {machine_us_per_job:.1} µs machine CPU per job){extra}",
+        "{name:<22} {rate:>10.0} jobs/s   ({} jobs, {}×{} slots, {:.1} jobs per claim, {worker_ms_per_1000:.1} ms worker CPU per 1,000 jobs, {machine_us_per_job:.1} µs machine CPU per job, {postgres_us_per_job:.1} µs of it Postgres){extra}",
         shape.jobs,
         shape.processes,
         shape.concurrency,

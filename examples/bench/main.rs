@@ -87,6 +87,10 @@ struct Args {
     /// The queue's `QueueConfig::prefetch` cap (default: the framework's).
     #[arg(long)]
     prefetch: Option<usize>,
+    /// Burn-downs spread their jobs over this many queues, each worker process serving all
+    /// of them with its slots split between them (names get a `_q<N>` suffix when above 1).
+    #[arg(long, default_value_t = 1)]
+    queues: usize,
     /// Tasks enqueueing concurrently in the enqueue scenario (N); the batched run is repeated
     /// for each.
     #[arg(long, value_delimiter = ',', default_value = "4,8")]
@@ -199,6 +203,7 @@ async fn main() -> BenchResult {
         max_fetch: args.max_fetch,
         prefetch_window_ms: args.prefetch_window_ms,
         prefetch: args.prefetch,
+        queues: args.queues,
         delete,
     };
     // (framework figure, ceiling figure, ceiling runs before it)
@@ -234,7 +239,8 @@ async fn main() -> BenchResult {
                     ("burndown_kept", "ceiling_claim_100_update")
                 };
                 for s in &args.shapes {
-                    let name = format!("{kind}_{}x{}", s.processes, s.concurrency);
+                    let queues = if args.queues > 1 { format!("_q{}", args.queues) } else { String::new() };
+                    let name = format!("{kind}_{}x{}{queues}", s.processes, s.concurrency);
                     burndown::run(&url, shape(s, delete), &name, &mut figures).await?;
                     ratios.push((name, ceiling.to_owned(), ceilings_run));
                 }

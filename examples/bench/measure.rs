@@ -55,6 +55,28 @@ pub(crate) fn machine_busy_seconds() -> f64 {
     busy / 100.0
 }
 
+/// CPU seconds the machine's Postgres servers have used: every process named `postgres`
+/// (the postmasters and their live backends), plus what each postmaster's ended children
+/// used. Compare two readings taken while one benchmark cluster runs.
+pub(crate) fn postgres_cpu_seconds() -> f64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0.0 };
+    let mut total = 0.0;
+    for entry in entries.flatten() {
+        let pid = entry.file_name();
+        let Some(pid) = pid.to_str().filter(|p| p.bytes().all(|b| b.is_ascii_digit())) else { continue };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let Some((head, rest)) = stat.rsplit_once(')') else { continue };
+        if !head.ends_with("(postgres") {
+            continue;
+        }
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        // utime, stime; and cutime, cstime: a postmaster's reaped backends.
+        total += (ticks(11) + ticks(12) + ticks(13) + ticks(14)) / 100.0;
+    }
+    total
+}
+
 /// This process's resident memory, in MB.
 pub(crate) fn rss_mb() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

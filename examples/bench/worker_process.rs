@@ -39,6 +39,9 @@ pub(crate) struct WorkerArgs {
     /// Delete jobs when they complete instead of keeping them.
     #[arg(long)]
     pub(crate) delete_on_completion: bool,
+    /// Serve this many queues (`bench`, `bench-1`, ...), the slots split between them.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) queues: usize,
     /// The worker's node name.
     #[arg(long)]
     pub(crate) node: String,
@@ -47,15 +50,24 @@ pub(crate) struct WorkerArgs {
 /// The child's side: runs a worker on the `bench` queue until told to stop.
 pub(crate) async fn run(args: WorkerArgs) -> BenchResult {
     let url = std::env::var("DATABASE_URL")?;
-    let mut queue = QueueConfig::new("bench", args.concurrency);
-    if args.delete_on_completion {
-        queue = queue.delete_on_completion();
+    let names = crate::burndown::queue_names(args.queues);
+    let slots = args.concurrency.div_ceil(names.len()).max(1);
+    let mut builder = Worker::builder(jobs_core::driver_for_url(&url, 8)?);
+    for name in &names {
+        let mut queue = QueueConfig::new(name, slots);
+        if args.delete_on_completion {
+            queue = queue.delete_on_completion();
+        }
+        if let Some(n) = args.prefetch {
+            queue = queue.prefetch(n);
+        }
+        builder = builder.queue_config(queue);
     }
-    if let Some(n) = args.prefetch {
-        queue = queue.prefetch(n);
+    if names.len() > 1 {
+        // bench.noop is registered for `bench`; the others get it by a per-call queue.
+        builder = builder.allow_queues_without_jobs();
     }
-    let worker = Worker::builder(jobs_core::driver_for_url(&url, 8)?)
-        .queue_config(queue)
+    let worker = builder
         .registry(registry()?)
         .node_name(args.node)
         .claims_in_flight(args.claims_in_flight)
@@ -88,7 +100,7 @@ pub(crate) async fn run(args: WorkerArgs) -> BenchResult {
     }
     reporter.abort();
     println!("done {}", DONE.load(Ordering::Relaxed));
-    println!("claims {}", worker.fetch_count("bench"));
+    println!("claims {}", names.iter().map(|q| worker.fetch_count(q)).sum::<u64>());
     worker.shutdown().await?;
     Ok(())
 }
@@ -118,6 +130,7 @@ impl WorkerProcess {
             command.args(["--prefetch", &n.to_string()]);
         }
         command
+            .args(["--queues", &args.queues.to_string()])
             .args(["--node", &args.node])
             .env("DATABASE_URL", database_url)
             .stdin(Stdio::piped())

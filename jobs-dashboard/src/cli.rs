@@ -69,6 +69,10 @@ enum Command {
         /// Hide and refuse every action.
         #[arg(long)]
         read_only: bool,
+        /// Read pages from this replica of the database (actions still go to
+        /// `--database-url`); the overview shows how far behind it is.
+        #[arg(long, env = "JOBS_REPLICA_URL", hide_env_values = true)]
+        replica_url: Option<String>,
     },
 }
 
@@ -159,7 +163,9 @@ impl Cli {
             Command::Cancel(selection) => act(&url, Action::Cancel, selection, out).await?,
             Command::Delete(selection) => act(&url, Action::Delete, selection, out).await?,
             Command::Enqueue(args) => enqueue(&url, args, out).await?,
-            Command::Serve { bind, mount, read_only } => serve(&url, &bind, &mount, read_only, out).await?,
+            Command::Serve { bind, mount, read_only, replica_url } => {
+                serve(&url, replica_url.as_deref(), &bind, &mount, read_only, out).await?
+            }
         }
         Ok(())
     }
@@ -278,12 +284,16 @@ async fn enqueue(url: &str, args: EnqueueArgs, out: &mut impl Write) -> Result<(
 
 async fn serve(
     url: &str,
+    replica_url: Option<&str>,
     bind: &str,
     mount: &str,
     read_only: bool,
     out: &mut impl Write,
 ) -> Result<(), CliError> {
     let mut config = crate::config::DashboardConfig::new(driver_for_url(url, 8)?);
+    if let Some(replica) = replica_url {
+        config = config.read_from(driver_for_url(replica, 8)?);
+    }
     if read_only {
         config = config.authorize(|_: &actix_web::HttpRequest| crate::access::Access::ReadOnly);
     }
