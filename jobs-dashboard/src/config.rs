@@ -58,7 +58,7 @@ impl DashboardConfig {
 
     /// Whether the driver can search arguments and metadata (the jobs page's search box).
     pub(crate) fn can_search(&self) -> bool {
-        self.driver.capabilities().has(Capability::JsonContainment)
+        self.reads().capabilities().has(Capability::JsonContainment)
     }
 
     /// The hook deciding each request's [`Access`](crate::Access).

@@ -60,7 +60,7 @@ async fn pages_read_from_a_replica_and_actions_write_to_the_primary() {
     run(&mut on_replica, "SELECT pg_wal_replay_pause()").await;
     let second = insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({"n": 2}))]).await[0];
     let mut on_primary = db.connect().await.expect("primary connection");
-    let written: Lsn = diesel::sql_query("SELECT pg_current_wal_lsn()::text AS lsn")
+    let written: Lsn = diesel::sql_query("SELECT pg_current_wal_insert_lsn()::text AS lsn")
         .get_result(&mut on_primary)
         .await
         .expect("primary LSN");

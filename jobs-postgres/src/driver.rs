@@ -6,9 +6,8 @@ use std::any::Any;
 use async_trait::async_trait;
 use jobs_driver::*;
 
-use diesel_async::{AnsiTransactionManager, AsyncPgConnection, TransactionManager};
-
-use crate::pool::{self, Pool, PooledConnection};
+use crate::op_conn::on_conn;
+use crate::pool::{self, Pool};
 use crate::{jobs, leader, listener, migrate, nodes, queues, schedules, server, stats, wakeups};
 
 /// The Postgres driver: every capability (LISTEN/NOTIFY, SKIP LOCKED, planner estimates,
@@ -27,54 +26,6 @@ pub struct PgDriver {
     listen_url: Option<String>,
 }
 
-/// Runs `$body` (an operation's future, on `$c: &mut AsyncPgConnection`) on a connection
-/// from the driver's pool, inside a transaction of its own through a pooler.
-macro_rules! on_conn {
-    ($self:ident, $c:ident => $body:expr) => {{
-        let mut conn = OpConn::begin(&$self.pool, $self.through_pooler).await?;
-        let $c: &mut AsyncPgConnection = &mut conn.conn;
-        let result = $body.await;
-        conn.finish(result).await
-    }};
-}
-
-/// A connection checked out for one operation.
-struct OpConn {
-    conn: PooledConnection,
-    transaction: bool,
-}
-
-impl OpConn {
-    /// A connection from `pool`, in a new transaction if `transaction`.
-    async fn begin(pool: &Pool, transaction: bool) -> Result<OpConn> {
-        let mut conn = pool::get(pool).await?;
-        if transaction {
-            AnsiTransactionManager::begin_transaction(&mut *conn).await?;
-        }
-        Ok(OpConn { conn, transaction })
-    }
-
-    /// Commits the operation's transaction if it succeeded, rolls it back if not. A
-    /// connection whose rollback failed is marked broken by diesel and leaves the pool.
-    async fn finish<T>(mut self, result: Result<T>) -> Result<T> {
-        if !self.transaction {
-            return result;
-        }
-        match result {
-            Ok(value) => {
-                AnsiTransactionManager::commit_transaction(&mut *self.conn).await?;
-                Ok(value)
-            }
-            Err(e) => {
-                if let Err(rollback) = AnsiTransactionManager::rollback_transaction(&mut *self.conn).await {
-                    tracing::debug!(error = %rollback, "rolling back a failed operation failed");
-                }
-                Err(e)
-            }
-        }
-    }
-}
-
 impl std::fmt::Debug for PgDriver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let status = self.pool.status();
@@ -89,7 +40,13 @@ impl std::fmt::Debug for PgDriver {
 impl PgDriver {
     /// The driver on `pool`. Size the pool for the worker's claims, its completer,
     /// heartbeat and listener, the dashboard, and the connections jobs take themselves.
+    ///
+    /// A pool made by [`pooler::pool`](crate::pooler::pool) makes a
+    /// [`through_pooler`](Self::through_pooler) driver.
     pub fn new(pool: Pool) -> PgDriver {
+        if crate::pooler::is_pooler_pool(&pool) {
+            return PgDriver::through_pooler(pool);
+        }
         PgDriver { pool, capabilities: Capabilities::ALL, through_pooler: false, listen_url: None }
     }
 
@@ -127,9 +84,9 @@ impl PgDriver {
     }
 
     /// The same driver declaring that it lacks `capability`, and doing without it:
-    /// - [`ListenNotify`](Capability::ListenNotify): no listener (the database sits behind a
-    ///   pooler in transaction mode, where LISTEN does not work); workers poll, and learn of
-    ///   cancellations at their heartbeat;
+    /// - [`ListenNotify`](Capability::ListenNotify): no listener; workers poll, and learn of
+    ///   cancellations at their heartbeat (behind a pooler in transaction mode this is not
+    ///   enough: use [`through_pooler`](Self::through_pooler));
     /// - [`CountEstimates`](Capability::CountEstimates): counts past their cap are
     ///   `Count::AtLeast`;
     /// - [`JsonContainment`](Capability::JsonContainment): no search of arguments and
@@ -175,7 +132,11 @@ impl Driver for PgDriver {
     async fn migrate(&self) -> Result<Vec<String>> {
         let conn = pool::get(&self.pool).await?;
         if self.through_pooler {
-            migrate::migrate_in_one_transaction(conn).await
+            let applied = migrate::migrate_in_one_transaction(conn).await;
+            // Connections made before the schema existed have not looked its types up
+            // (see `pooler`): drop the idle ones, so that new ones are made.
+            self.pool.retain(|_, _| false);
+            applied
         } else {
             migrate::migrate(conn).await
         }

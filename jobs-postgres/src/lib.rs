@@ -36,6 +36,7 @@ mod listener;
 pub mod migrate;
 mod migration_lock;
 mod nodes;
+mod op_conn;
 #[cfg(test)]
 mod plans;
 mod pool;

@@ -185,6 +185,13 @@ pub async fn insert_through_pool(
     jobs: &[NewJob],
     now: Option<DateTime<Utc>>,
 ) -> Result<Vec<Inserted>> {
+    if crate::pooler::is_pooler_pool(pool) {
+        // Through a pooler: in a transaction of its own, notifying from its own statement
+        // (a trailing wake-up would be a statement outside any transaction).
+        let mut conn = crate::op_conn::OpConn::begin(pool, true).await?;
+        let inserted = insert_many_committed(conn.conn(), jobs, now, true).await;
+        return conn.finish(inserted).await.map(|(inserted, _)| inserted);
+    }
     let wakeups = for_pool(pool);
     let due = due_queues(jobs);
     let leading = !due.is_empty() && wakeups.claim_leading(&due);

@@ -120,20 +120,32 @@ async fn the_applications_enqueue_commits_and_rolls_back_with_its_transaction_th
         handler.await.expect("handler");
     }
 
-    // A sync diesel connection (libpq) through the same pooler, in its transaction.
+    // Sync diesel connections (libpq) through the same pooler, their statement cache off
+    // (diesel's cached statements are named per connection: two would collide), each
+    // committing one job and rolling one back, on the same server connection.
     let sync_url = url.clone();
     tokio::task::spawn_blocking(move || {
-        let mut conn = diesel::PgConnection::establish(&sync_url).expect("sync connection");
-        conn.transaction::<_, jobs_core::Error, _>(|tx| {
-            step::build(Step { work_ms: 100_000 }).enqueue_sync(tx)?;
-            Ok(())
-        })
-        .expect("sync enqueue");
-        let rolled_back = conn.transaction::<(), jobs_core::Error, _>(|tx| {
-            step::build(Step { work_ms: 100_001 }).enqueue_sync(tx)?;
-            Err(jobs_core::Error::Pool("rolled back".into()))
-        });
-        assert!(rolled_back.is_err());
+        let connect = || {
+            let mut conn = diesel::PgConnection::establish(&sync_url).expect("sync connection");
+            conn.set_prepared_statement_cache_size(diesel::connection::CacheSize::Disabled);
+            conn
+        };
+        for (n, mut conn) in [connect(), connect()].into_iter().enumerate() {
+            let work = 100_000 + 10 * n as u64;
+            conn.transaction::<_, jobs_core::Error, _>(|tx| {
+                step::build(Step { work_ms: work }).enqueue_sync(tx)?;
+                Ok(())
+            })
+            .expect("sync enqueue");
+            let rolled_back = conn.transaction::<(), jobs_core::Error, _>(|tx| {
+                step::build(Step { work_ms: work + 1 }).enqueue_sync(tx)?;
+                Err(jobs_core::Error::Pool("rolled back".into()))
+            });
+            assert!(
+                matches!(rolled_back, Err(jobs_core::Error::Pool(ref r)) if r == "rolled back"),
+                "{rolled_back:?}"
+            );
+        }
     })
     .await
     .expect("sync enqueue task");
@@ -145,7 +157,7 @@ async fn the_applications_enqueue_commits_and_rolls_back_with_its_transaction_th
     orders.sort_unstable();
     let mut expected: Vec<i64> =
         (0..12).flat_map(|h| (0..20).map(move |n| h * 100 + n)).filter(|o| o % 2 == 0).collect();
-    expected.push(100_000);
+    expected.extend([100_000, 100_010]);
     assert_eq!(orders, expected, "exactly the committed orders' jobs exist");
 }
 
@@ -215,4 +227,50 @@ async fn two_worker_processes_sharing_pgbouncers_server_connections_run_every_jo
         assert!(!is_prepared_statement_error(log), "{node} tripped over a prepared statement:\n{log}");
     }
     assert!(!bouncer.log().contains("prepared statement"), "pgbouncer log:\n{}", bouncer.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_prepared_statement_outlives_its_transaction_on_pgbouncers_server_connection() {
+    use diesel::sql_types::BigInt;
+    use jobs_core::driver::{JobFilter, JobListParams, JobState};
+
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let db = TestDatabase::new().await.expect("test database");
+    // One server connection: every client's statements meet in one server session.
+    let bouncer = PgBouncer::start_in_front_of(db.url(), 1).expect("pgbouncer");
+    let pool = pooler::pool(&bouncer.url(db.name()), 4).expect("pool");
+    // `PgDriver::new` on a pooler pool is a `through_pooler` driver.
+    let driver = PgDriver::new(pool.clone());
+    assert!(driver.is_through_pooler());
+    let ids = driver
+        .job_insert_many(JobInsertManyParams { jobs: &[NewJob::new("k", "q", "{}")], now: None })
+        .await
+        .expect("insert");
+    // Reads and writes that carry the `job_state` enum and its array, on several
+    // connections at once (each one's first use of the types).
+    let filter = JobFilter { states: vec![JobState::Available, JobState::Running], ..JobFilter::default() };
+    let reads = (0..8).map(|_| async {
+        driver.job_get(JobGetParams { id: ids[0].id }).await.expect("get");
+        driver.job_list(JobListParams { filter: &filter, before: None, limit: 10 }).await.expect("list");
+    });
+    futures::future::join_all(reads).await;
+    let mut conn = pool.get().await.expect("connection");
+    let left = conn
+        .transaction(async |tx| {
+            diesel_async::RunQueryDsl::get_result::<Count>(
+                // Not counting this statement itself (prepared to run).
+                diesel::sql_query(
+                    "SELECT count(*) AS n FROM pg_prepared_statements WHERE statement NOT LIKE '%pg_prepared_statements%'",
+                ),
+                tx,
+            )
+            .await
+        })
+        .await
+        .expect("count");
+    assert_eq!(left.n, 0, "prepared statements left on the server connection PgBouncer lends to everyone");
 }

@@ -43,9 +43,6 @@ pub struct Worker {
 /// write lock held by another process) before `start` fails with its error.
 pub(crate) const START_RETRY_FOR: Duration = Duration::from_secs(30);
 
-/// Registers the node before it claims anything (so the rescuer never mistakes its jobs
-/// for orphans) and reads the pause flags (so a paused queue is not fetched even once).
-/// A transient error is retried for [`START_RETRY_FOR`].
 /// Refuses a server workers cannot run on (a read-only replica, a Postgres older than the
 /// oldest supported), with the reason; logs what the server is.
 async fn check_server(shared: &Shared) -> Result<()> {
@@ -57,6 +54,9 @@ async fn check_server(shared: &Shared) -> Result<()> {
     Ok(())
 }
 
+/// Registers the node before it claims anything (so the rescuer never mistakes its jobs
+/// for orphans) and reads the pause flags (so a paused queue is not fetched even once).
+/// A transient error is retried for [`START_RETRY_FOR`].
 async fn register(shared: &Shared) -> Result<()> {
     let deadline = tokio::time::Instant::now() + START_RETRY_FOR;
     let mut pause = RetryPause::new(Duration::from_millis(50), Duration::from_secs(2));

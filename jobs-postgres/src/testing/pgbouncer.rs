@@ -79,6 +79,24 @@ fn binary() -> PathBuf {
     on_path.unwrap_or_else(|| PathBuf::from("/usr/sbin/pgbouncer"))
 }
 
+/// Settings that keep a newer PgBouncer as bare as 1.18: from 1.21 it can track prepared
+/// statements itself (`max_prepared_statements`, on by default from 1.24), which would hide
+/// exactly what these tests check. 1.18 rejects the setting, so it is written only for
+/// versions that know it.
+fn version_settings(binary: &Path) -> String {
+    let version = Command::new(binary).arg("--version").output().ok();
+    let text = version.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    let numbers: Vec<u32> = text
+        .split_whitespace()
+        .nth(1)
+        .map(|v| v.split('.').filter_map(|n| n.parse().ok()).collect())
+        .unwrap_or_default();
+    match numbers.as_slice() {
+        [major, minor, ..] if (*major, *minor) >= (1, 21) => "max_prepared_statements = 0\n".to_owned(),
+        _ => String::new(),
+    }
+}
+
 impl PgBouncer {
     /// Starts a PgBouncer in transaction mode in front of the server of `database_url`
     /// (any of its databases), lending at most `server_connections` server connections per
@@ -87,9 +105,10 @@ impl PgBouncer {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let upstream = upstream(database_url)?;
         let dir = std::env::temp_dir().join(format!(
-            "jobs-pgbouncer-{}-{}",
+            "jobs-pgbouncer-{}-{}-{:08x}",
             std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
+            COUNTER.fetch_add(1, Ordering::Relaxed),
+            rand::random::<u32>()
         ));
         fs::create_dir_all(&dir)?;
         let password = upstream.password.as_ref().map(|p| format!(" password={p}")).unwrap_or_default();
@@ -109,12 +128,14 @@ impl PgBouncer {
              log_connections = 0\n\
              log_disconnections = 0\n\
              logfile = {dir}/pgbouncer.log\n\
-             pidfile = {dir}/pgbouncer.pid\n",
+             pidfile = {dir}/pgbouncer.pid\n\
+             {newer}",
             host = upstream.host,
             port = upstream.port,
             user = upstream.user,
             pool = server_connections.max(1),
             dir = dir.display(),
+            newer = version_settings(&binary()),
         );
         fs::write(dir.join("pgbouncer.ini"), config)?;
         let mut cmd = Command::new(binary());

@@ -248,9 +248,10 @@ impl WorkerBuilder {
         self
     }
 
-    /// Whether to listen for notifications (default `true`). Turn it off behind a pooler in
-    /// transaction mode, where LISTEN does not work; queues then rely on polling, and the
-    /// heartbeat asks for cancellations. A driver without notifications always polls.
+    /// Whether to listen for notifications (default `true`). Off, queues rely on polling,
+    /// and the heartbeat asks for cancellations. A driver without notifications always
+    /// polls (behind PgBouncer in transaction mode, use `PgDriver::through_pooler`, which
+    /// has none unless it listens on a direct connection).
     pub fn listen(mut self, listen: bool) -> Self {
         self.listen = listen;
         self
