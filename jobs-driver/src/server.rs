@@ -19,8 +19,9 @@ pub struct ServerStatus {
     /// The server refuses writes: a hot standby replaying a primary's WAL, or a
     /// read-only MariaDB/MySQL replica. Workers refuse to start on one.
     pub read_only: bool,
-    /// On a replica: how long ago the last transaction it replayed committed on the
-    /// primary, zero when it has replayed everything it received. `None` on a primary.
+    /// On a streaming replica: how long ago the last transaction it replayed committed on
+    /// the primary, zero when it has replayed everything it received. `None` on a primary,
+    /// and on a replica whose lag is unknown (one replaying from an archive).
     pub replica_lag: Option<Duration>,
 }
 

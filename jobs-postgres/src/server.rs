@@ -29,6 +29,8 @@ SELECT 'PostgreSQL ' || current_setting('server_version') AS version,
        current_setting('server_version_num')::int / 10000 AS major,
        pg_is_in_recovery() AS in_recovery,
        CASE WHEN NOT pg_is_in_recovery() THEN NULL
+            -- Replaying from an archive, not streaming: how far behind is unknown.
+            WHEN pg_last_wal_receive_lsn() IS NULL THEN NULL
             WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() AND NOT pg_is_wal_replay_paused() THEN 0
             ELSE COALESCE((extract(epoch FROM now() - pg_last_xact_replay_timestamp()) * 1000)::bigint, 0)
        END AS lag_ms";

@@ -71,9 +71,6 @@ jobs_tests::conformance_suite! {
     skip: [];
 }
 
-/// The oldest Postgres major version the migrations run on (README: "Postgres 14 or later").
-const OLDEST_SUPPORTED_MAJOR: i32 = 14;
-
 /// The suite ran on the server it was meant for: `JOBS_EXPECT_POSTGRES_MAJOR` (set by
 /// `scripts/test` for its run on a second major version) names the major version, else any
 /// supported one will do. Without this check, a run meant for another version could attach
@@ -98,7 +95,11 @@ async fn the_suite_runs_on_the_postgres_major_version_it_was_meant_for() {
     match std::env::var("JOBS_EXPECT_POSTGRES_MAJOR").ok().filter(|v| !v.is_empty()) {
         Some(expected) => assert_eq!(version.major.to_string(), expected, "the server's major version"),
         None => {
-            assert!(version.major >= OLDEST_SUPPORTED_MAJOR, "Postgres {} is not supported", version.major)
+            assert!(
+                version.major >= jobs_core::driver::OLDEST_POSTGRES_MAJOR as i32,
+                "Postgres {} is not supported",
+                version.major
+            )
         }
     }
 }

@@ -91,10 +91,11 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
     let replica = match &d.config.replica {
         Some(replica) => {
             let status = replica.server_status(ServerStatusParams {}).await?;
-            let lag = status.replica_lag.map_or_else(
-                || "not replaying (this server is not a replica)".to_owned(),
-                |lag| format!("{} behind the primary", human_duration(lag.as_secs_f64())),
-            );
+            let lag = match (status.replica_lag, status.read_only) {
+                (Some(lag), _) => format!("{} behind the primary", human_duration(lag.as_secs_f64())),
+                (None, true) => "how far behind the primary is unknown (not streaming)".to_owned(),
+                (None, false) => "not a replica: it takes writes".to_owned(),
+            };
             Some((status.version, lag))
         }
         None => None,
