@@ -124,6 +124,7 @@ impl PgBouncer {
              pool_mode = transaction\n\
              default_pool_size = {pool}\n\
              max_client_conn = 2000\n\
+             listen_backlog = 1024\n\
              max_db_connections = 0\n\
              log_connections = 0\n\
              log_disconnections = 0\n\
@@ -162,7 +163,9 @@ impl PgBouncer {
     fn wait_until_listening(&mut self) -> Result<()> {
         let socket = self.dir.join(format!(".s.PGSQL.{PORT}"));
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !socket.exists() {
+        // The socket file appears when it is bound, a moment before it accepts: wait until
+        // a connection is accepted.
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
             if let Some(status) = self.child.try_wait()? {
                 let log = fs::read_to_string(self.dir.join("pgbouncer.log")).unwrap_or_default();
                 return Err(Error::Server(format!("pgbouncer exited ({status}): {log}")));
