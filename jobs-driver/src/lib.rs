@@ -36,6 +36,7 @@ mod leader;
 mod node;
 mod notification;
 pub mod polled_listener;
+pub mod process_wait;
 mod queue;
 pub mod rows;
 mod schedule;

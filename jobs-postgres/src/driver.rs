@@ -154,13 +154,7 @@ impl Driver for PgDriver {
     }
 
     async fn job_insert_many(&self, params: JobInsertManyParams<'_>) -> Result<Vec<Inserted>> {
-        if !self.through_pooler {
-            return wakeups::insert_through_pool(&self.pool, params.jobs, params.now).await;
-        }
-        // Each insert notifies from its own statement: the rationed trailing wake-up would
-        // be a statement outside any transaction.
-        on_conn!(self, c => jobs::insert::insert_many_committed(c, params.jobs, params.now, true))
-            .map(|(inserted, _)| inserted)
+        wakeups::insert(&self.pool, params.jobs, params.now, self.through_pooler).await
     }
 
     async fn job_insert_full_many(&self, params: JobInsertFullManyParams<'_>) -> Result<Vec<i64>> {

@@ -180,12 +180,25 @@ impl PoolWakeups {
 /// wake-up is rationed per queue (see the module docs): the first insert of a window
 /// notifies from its own statement; later ones in the window get one trailing wake-up at
 /// its end.
+///
+/// Through a pooler in transaction mode (a pool of [`pooler::pool`](crate::pooler::pool)),
+/// the insert runs in a transaction of its own and notifies from its own statement.
 pub async fn insert_through_pool(
     pool: &Pool,
     jobs: &[NewJob],
     now: Option<DateTime<Utc>>,
 ) -> Result<Vec<Inserted>> {
-    if crate::pooler::is_pooler_pool(pool) {
+    insert(pool, jobs, now, crate::pooler::is_pooler_pool(pool)).await
+}
+
+/// [`insert_through_pool`], through a pooler if `through_pooler`.
+pub(crate) async fn insert(
+    pool: &Pool,
+    jobs: &[NewJob],
+    now: Option<DateTime<Utc>>,
+    through_pooler: bool,
+) -> Result<Vec<Inserted>> {
+    if through_pooler {
         // Through a pooler: in a transaction of its own, notifying from its own statement
         // (a trailing wake-up would be a statement outside any transaction).
         let mut conn = crate::op_conn::OpConn::begin(pool, true).await?;

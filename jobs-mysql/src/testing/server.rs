@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use jobs_driver::process_wait::wait_until;
 use jobs_driver::{DriverError as Error, Result};
 
 /// The variable naming the directory that holds `mariadbd` and `mariadb-install-db`.
@@ -374,17 +375,4 @@ fn run(cmd: &mut Command, what: &str) -> Result<()> {
             String::from_utf8_lossy(&out.stderr)
         )))
     }
-}
-
-/// Checks `done` until it says yes, fails, or `timeout` passes (then an error naming
-/// `what`): the one wait on a server process's state, which no call reports by itself.
-fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> Result<bool>) -> Result<()> {
-    let deadline = Instant::now() + timeout;
-    while !done()? {
-        if Instant::now() > deadline {
-            return Err(server_error(format!("timed out after {timeout:?} waiting for {what}")));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
 }

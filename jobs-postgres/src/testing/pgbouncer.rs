@@ -9,8 +9,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use jobs_driver::process_wait::wait_until;
 use jobs_driver::{DriverError as Error, Result};
 
 use super::cluster::running_as_root;
@@ -162,20 +163,16 @@ impl PgBouncer {
 
     fn wait_until_listening(&mut self) -> Result<()> {
         let socket = self.dir.join(format!(".s.PGSQL.{PORT}"));
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let (child, dir) = (&mut self.child, &self.dir);
         // The socket file appears when it is bound, a moment before it accepts: wait until
         // a connection is accepted.
-        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            if let Some(status) = self.child.try_wait()? {
-                let log = fs::read_to_string(self.dir.join("pgbouncer.log")).unwrap_or_default();
+        wait_until("pgbouncer to accept connections", Duration::from_secs(10), || {
+            if let Some(status) = child.try_wait()? {
+                let log = fs::read_to_string(dir.join("pgbouncer.log")).unwrap_or_default();
                 return Err(Error::Server(format!("pgbouncer exited ({status}): {log}")));
             }
-            if Instant::now() > deadline {
-                return Err(Error::Server("pgbouncer did not listen within 10 s".into()));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(())
+            Ok(std::os::unix::net::UnixStream::connect(&socket).is_ok())
+        })
     }
 
     /// The directory of its socket, config and log.
