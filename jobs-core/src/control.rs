@@ -108,9 +108,23 @@ impl Action {
     /// statement (each its own transaction, so a large filter never holds long locks).
     /// Returns how many jobs it changed.
     pub async fn apply_to_matching(self, driver: &dyn Driver, filter: &JobFilter, batch: i64) -> Result<i64> {
+        self.apply_to_matching_through(driver, filter, None, batch).await
+    }
+
+    /// [`apply_to_matching`](Self::apply_to_matching), pinned to the jobs with an id at
+    /// most `through` (when given): what a confirmation showed, without the jobs enqueued
+    /// since. Take `through` from [`newest_matching`](Self::newest_matching) when the
+    /// confirmation is shown.
+    pub async fn apply_to_matching_through(
+        self,
+        driver: &dyn Driver,
+        filter: &JobFilter,
+        through: Option<i64>,
+        batch: i64,
+    ) -> Result<i64> {
         let batch = batch.max(1);
         let mut total = 0;
-        let mut before = None;
+        let mut before = through.map(|id| id.saturating_add(1));
         loop {
             let ids = driver.job_list_ids(JobListParams { filter, before, limit: batch }).await?;
             let Some(&last) = ids.last() else { break };
@@ -121,5 +135,11 @@ impl Action {
             before = Some(last);
         }
         Ok(total)
+    }
+
+    /// The newest job matching `filter` now (the pin of
+    /// [`apply_to_matching_through`](Self::apply_to_matching_through)), `None` when none does.
+    pub async fn newest_matching(driver: &dyn Driver, filter: &JobFilter) -> Result<Option<i64>> {
+        Ok(driver.job_list_ids(JobListParams { filter, before: None, limit: 1 }).await?.first().copied())
     }
 }

@@ -3,13 +3,13 @@
 //! and resume queues; enable, disable and run schedules.
 //!
 //! Each checks the access hook (read-only users are refused) and the CSRF token, then
-//! redirects (303) back with a notice.
+//! redirects (303) back, with a notice for the next page in a cookie (shown once).
 
 use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use jobs_core::driver::{JobGetParams, QueueSetPausedParams, ScheduleSetEnabledParams};
-use jobs_core::{Action, JobFilter};
+use jobs_core::Action;
+use jobs_core::driver::{JobCountParams, JobGetParams, QueueSetPausedParams, ScheduleSetEnabledParams};
 
 use crate::access::{self, Access};
 use crate::config::Dashboard;
@@ -48,9 +48,7 @@ fn back(d: &Dashboard, fields: &[(String, String)], fallback: String, notice: &s
         .filter(|t| t.starts_with(&format!("{}/", d.base)) && !t.starts_with("//") && !t.contains("://"))
         .map(str::to_owned)
         .unwrap_or(fallback);
-    let sep = if target.contains('?') { '&' } else { '?' };
-    let notice: String = form_urlencoded::byte_serialize(notice.as_bytes()).collect();
-    HttpResponse::SeeOther().insert_header(("location", format!("{target}{sep}notice={notice}"))).finish()
+    HttpResponse::SeeOther().insert_header(("location", target)).cookie(view::flash(&d.base, notice)).finish()
 }
 
 /// `POST /jobs/{id}/{action}`.
@@ -87,14 +85,19 @@ pub(crate) async fn one(
 struct Confirm {
     c: PageCtx,
     action: &'static str,
-    count: String,
-    count_value: i64,
-    query: String,
+    /// "12 selected jobs", "~41,000 jobs matching the current filter".
+    what: String,
+    /// Where "Cancel" goes.
+    back: String,
+    /// The fields to post again, with `confirmed` added by the form.
     fields: Vec<(String, String)>,
 }
 
 /// `POST /jobs/bulk`: `action`, and either `scope=selected` with `id` fields, or
-/// `scope=all` with the filter's fields (confirmed with `confirmed=<count>`).
+/// `scope=all` with the filter's fields. Deleting a selection and anything on a whole
+/// filter first shows a confirmation; posted again with `confirmed`, it acts. A
+/// filter's confirmation pins the newest matching job (`through`), so jobs enqueued
+/// after it are not touched.
 pub(crate) async fn bulk(
     req: HttpRequest,
     d: web::Data<Dashboard>,
@@ -103,6 +106,8 @@ pub(crate) async fn bulk(
     let fields = authorize_post(&req, &d, &body)?;
     let action = parse_action(params::value(&fields, "action").unwrap_or(""))?;
     let driver = &*d.config.driver;
+    let confirmed = params::value(&fields, "confirmed").is_some();
+    let back_to = params::value(&fields, "return_to").unwrap_or("").to_owned();
     match params::value(&fields, "scope").unwrap_or("selected") {
         "selected" => {
             let ids = params::ids(&fields, "id")?;
@@ -112,42 +117,59 @@ pub(crate) async fn bulk(
             if ids.len() > 10_000 {
                 return Err(DashboardError::BadRequest("select at most 10,000 jobs at once".into()));
             }
+            if action == Action::Delete && !confirmed {
+                let what = format!("{} selected jobs", view::thousands(ids.len() as i64));
+                return confirm(&req, &d, action, what, back_to, fields);
+            }
             let n = action.apply(driver, &ids).await?;
             let notice = format!("{n} of {} selected jobs {}", ids.len(), action.past());
             Ok(back(&d, &fields, format!("{}/jobs", d.base), &notice))
         }
         "all" => {
             let filter = params::filter(&fields, d.config.can_search())?;
-            if params::value(&fields, "confirmed").is_none() {
-                return confirm(&req, &d, action, &filter, &fields).await;
+            let list = format!("{}/jobs?{}", d.base, params::query_string(&filter));
+            if !confirmed {
+                let count = driver.job_count(JobCountParams { filter: &filter, cap: 100_000 }).await?;
+                let mut fields: Vec<_> = fields.into_iter().filter(|(k, _)| k != "through").collect();
+                if let Some(newest) = Action::newest_matching(driver, &filter).await? {
+                    fields.push(("through".into(), newest.to_string()));
+                }
+                let what = format!("{} jobs matching the current filter", count_label(count));
+                return confirm(&req, &d, action, what, list, fields);
             }
-            let total = action.apply_to_matching(driver, &filter, BULK_BATCH).await?;
-            let notice = format!("{total} matching jobs {}", action.past());
-            Ok(back(&d, &fields, format!("{}/jobs?{}", d.base, params::query_string(&filter)), &notice))
+            let through = params::id(&fields, "through")?;
+            if through.is_none() {
+                let notice = format!("no job matched, so none was {}", action.past());
+                return Ok(back(&d, &fields, list, &notice));
+            }
+            let total = action.apply_to_matching_through(driver, &filter, through, BULK_BATCH).await?;
+            let notice = format!("{} matching jobs {}", view::thousands(total), action.past());
+            Ok(back(&d, &fields, list, &notice))
         }
         other => Err(DashboardError::BadRequest(format!("unknown scope `{other}`"))),
     }
 }
 
-async fn confirm(
+fn confirm(
     req: &HttpRequest,
     d: &web::Data<Dashboard>,
     action: Action,
-    filter: &JobFilter,
-    fields: &[(String, String)],
+    what: String,
+    back_to: String,
+    fields: Vec<(String, String)>,
 ) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(req, d, "jobs")?;
-    let count = d.config.driver.job_count(jobs_core::driver::JobCountParams { filter, cap: 100_000 }).await?;
-    let cookie = c.take_cookie();
+    let cookies = c.take_cookies();
+    let back =
+        if back_to.starts_with(&format!("{}/", d.base)) { back_to } else { format!("{}/jobs", d.base) };
     let page = Confirm {
         c,
         action: action.verb(),
-        count: count_label(count),
-        count_value: count.value(),
-        query: params::query_string(filter),
-        fields: fields.iter().filter(|(k, _)| k != "csrf" && k != "confirmed").cloned().collect(),
+        what,
+        back,
+        fields: fields.into_iter().filter(|(k, _)| k != "csrf" && k != "confirmed").collect(),
     };
-    view::respond(&page, cookie)
+    view::respond(&page, cookies)
 }
 
 /// `POST /queues/{name}/pause|resume`.

@@ -37,8 +37,10 @@ impl From<jobs_core::driver::DriverError> for DashboardError {
     }
 }
 
+/// The bare error page, for when the dashboard's layout cannot be used (see
+/// [`crate::friendly`] for the page users normally see).
 #[derive(Template)]
-#[template(path = "error.html")]
+#[template(path = "error_bare.html")]
 struct ErrorPage<'a> {
     status: u16,
     reason: &'a str,

@@ -1,11 +1,12 @@
 //! The security headers every response carries, pages and error pages alike.
 
-/// Headers on every page: no script but the dashboard's own file (so markup that slipped
-/// through escaping still cannot run), no framing, no MIME sniffing, no caching.
+/// Headers on every page: no script or style but the dashboard's own files (so markup that
+/// slipped through escaping still cannot run or restyle the page), no framing, no MIME
+/// sniffing, no caching.
 pub(crate) const PAGE_HEADERS: [(&str, &str); 5] = [
     (
         "content-security-policy",
-        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; \
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
          object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
     ),
     ("x-content-type-options", "nosniff"),

@@ -1,9 +1,10 @@
 //! Mounting the dashboard: its routes, in a scope of their own or in the app's.
 
+use actix_web::middleware::from_fn;
 use actix_web::web;
 
 use crate::config::{Dashboard, DashboardConfig};
-use crate::{actions, assets, pages};
+use crate::{actions, assets, friendly, pages};
 
 /// The dashboard as an actix-web scope mounted at `path`:
 /// `App::new().service(jobs_dashboard::scope("/jobs", config))`.
@@ -19,17 +20,32 @@ pub fn configure_at(base: &str, config: DashboardConfig) -> impl FnOnce(&mut web
     move |cfg: &mut web::ServiceConfig| {
         cfg.app_data(data)
             .route("", web::get().to(pages::overview::redirect_to_slash))
-            .route("/", web::get().to(pages::overview::page))
-            .route("/jobs", web::get().to(pages::jobs::page))
-            .route("/jobs/bulk", web::post().to(actions::bulk))
-            .route("/jobs/{id}", web::get().to(pages::job::page))
-            .route("/jobs/{id}/{action}", web::post().to(actions::one))
-            .route("/queues", web::get().to(pages::queues::page))
-            .route("/queues/{name}/{action}", web::post().to(actions::queue))
-            .route("/cron", web::get().to(pages::cron::page))
-            .route("/cron/{name}/{action}", web::post().to(actions::schedule))
+            .service(at("/").route(web::get().to(pages::overview::page)))
+            .service(at("/jobs").route(web::get().to(pages::jobs::page)))
+            .service(at("/jobs/bulk").route(web::post().to(actions::bulk)))
+            .service(at("/jobs/{id}").route(web::get().to(pages::job::page)))
+            .service(at("/jobs/{id}/{action}").route(web::post().to(actions::one)))
+            .service(at("/queues").route(web::get().to(pages::queues::page)))
+            .service(at("/queues/{name}/{action}").route(web::post().to(actions::queue)))
+            .service(at("/cron").route(web::get().to(pages::cron::page)))
+            .service(at("/cron/{name}/{action}").route(web::post().to(actions::schedule)))
             .route("/assets/dashboard.css", web::get().to(assets::css))
             .route("/assets/dashboard.js", web::get().to(assets::js))
             .default_service(web::to(pages::not_found));
     }
+}
+
+/// A resource whose error responses are friendly pages ([`friendly::errors`]).
+fn at(
+    path: &str,
+) -> actix_web::Resource<
+    impl actix_web::dev::ServiceFactory<
+        actix_web::dev::ServiceRequest,
+        Config = (),
+        Response = actix_web::dev::ServiceResponse<actix_web::body::BoxBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    web::resource(path).wrap(from_fn(friendly::errors))
 }

@@ -23,9 +23,39 @@ pub(crate) struct PageCtx {
     pub(crate) refresh: u32,
     /// The active tab.
     pub(crate) nav: &'static str,
-    /// A one-line notice after an action.
+    /// A one-line notice after an action, shown once (see [`flash`]).
     pub(crate) notice: Option<String>,
-    cookie: Option<Cookie<'static>>,
+    cookies: Vec<Cookie<'static>>,
+}
+
+/// The cookie that carries an action's notice to the page it redirects to. The page shows
+/// it and clears it, so a reload or a shared link never shows it again (a notice in the
+/// URL did).
+pub(crate) const NOTICE_COOKIE: &str = "jobs_dashboard_notice";
+
+/// The cookie path for a dashboard mounted at `base`.
+pub(crate) fn cookie_path(base: &str) -> String {
+    if base.is_empty() { "/".to_owned() } else { base.to_owned() }
+}
+
+/// The cookie carrying `notice` to the next page.
+pub(crate) fn flash(base: &str, notice: &str) -> Cookie<'static> {
+    let value: String = form_urlencoded::byte_serialize(notice.as_bytes()).collect();
+    Cookie::build(NOTICE_COOKIE, value)
+        .path(cookie_path(base))
+        .http_only(true)
+        .same_site(actix_web::cookie::SameSite::Strict)
+        .max_age(actix_web::cookie::time::Duration::minutes(1))
+        .finish()
+}
+
+/// The notice a request carries, if any.
+fn read_flash(req: &HttpRequest) -> Option<String> {
+    let cookie = req.cookie(NOTICE_COOKIE)?;
+    let notice: String = form_urlencoded::parse(format!("n={}", cookie.value()).as_bytes())
+        .map(|(_, v)| v.into_owned())
+        .next()?;
+    Some(notice).filter(|n| !n.is_empty() && n.len() < 300)
 }
 
 impl PageCtx {
@@ -39,12 +69,15 @@ impl PageCtx {
         if access == Access::Denied {
             return Err(DashboardError::Denied);
         }
-        let cookie_path = if d.base.is_empty() { "/".to_owned() } else { d.base.clone() };
-        let (csrf, cookie) = access::csrf_token(req, &cookie_path);
-        let notice = web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string())
-            .ok()
-            .and_then(|q| q.get("notice").cloned())
-            .filter(|n| !n.is_empty() && n.len() < 300);
+        let path = cookie_path(&d.base);
+        let (csrf, cookie) = access::csrf_token(req, &path);
+        let mut cookies: Vec<Cookie<'static>> = cookie.into_iter().collect();
+        let notice = read_flash(req);
+        if req.cookie(NOTICE_COOKIE).is_some() {
+            let mut gone = Cookie::build(NOTICE_COOKIE, "").path(path).finish();
+            gone.make_removal();
+            cookies.push(gone);
+        }
         Ok(PageCtx {
             base: d.base.clone(),
             csrf,
@@ -52,20 +85,21 @@ impl PageCtx {
             refresh: d.config.refresh_seconds,
             nav,
             notice,
-            cookie,
+            cookies,
         })
     }
 
-    /// The CSRF cookie to set with the response, if the request had none.
-    pub(crate) fn take_cookie(&mut self) -> Option<Cookie<'static>> {
-        self.cookie.take()
+    /// The cookies to set with the response: the CSRF token if the request had none, and
+    /// the removal of a notice once shown.
+    pub(crate) fn take_cookies(&mut self) -> Vec<Cookie<'static>> {
+        std::mem::take(&mut self.cookies)
     }
 }
 
-/// Renders `page`, setting `cookie` if given.
+/// Renders `page`, setting `cookies`.
 pub(crate) fn respond(
     page: &impl Template,
-    cookie: Option<Cookie<'static>>,
+    cookies: Vec<Cookie<'static>>,
 ) -> Result<HttpResponse, DashboardError> {
     let body = page.render()?;
     let mut response = HttpResponse::Ok();
@@ -73,7 +107,7 @@ pub(crate) fn respond(
     for header in PAGE_HEADERS {
         response.insert_header(header);
     }
-    if let Some(cookie) = cookie {
+    for cookie in cookies {
         response.cookie(cookie);
     }
     Ok(response.body(body))
@@ -123,6 +157,33 @@ pub(crate) fn human_duration(secs: f64) -> String {
 /// A time as the pages show it.
 pub(crate) fn time(t: &chrono::DateTime<chrono::Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string()
+}
+
+/// A time as a `<time>` element: the exact time as its text and tooltip, which the
+/// page's script turns into a relative one ("3 min ago", "in 2 h"), keeping the tooltip.
+pub(crate) fn time_html(t: &chrono::DateTime<chrono::Utc>) -> String {
+    let exact = time(t);
+    format!(
+        r#"<time datetime="{}" title="{exact}">{exact}</time>"#,
+        t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    )
+}
+
+/// The templates' filters: `{{ n|num }}` groups digits, `{{ t|when|safe }}` is a
+/// [`time_html`] element (built only from the time, so safe to emit unescaped).
+pub(crate) mod filters {
+    use std::fmt::Display;
+
+    /// Digits grouped by thousands, for any integer.
+    pub(crate) fn num<T: Display>(n: T, _: &dyn askama::Values) -> askama::Result<String> {
+        let text = n.to_string();
+        Ok(text.parse::<i64>().map(super::thousands).unwrap_or(text))
+    }
+
+    /// A time as a `<time>` element.
+    pub(crate) fn when(t: &chrono::DateTime<chrono::Utc>, _: &dyn askama::Values) -> askama::Result<String> {
+        Ok(super::time_html(t))
+    }
 }
 
 #[cfg(test)]

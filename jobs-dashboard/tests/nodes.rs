@@ -59,12 +59,33 @@ async fn the_queues_page_shows_each_nodes_running_and_buffered_jobs() {
         now: None,
     };
     test_app::driver(&pool).node_heartbeat(beat).await.expect("heartbeat");
+    // A queue the node serves, and one no node serves (it used to read "running").
+    let mut jobs = vec![test_app::new_job("mail", "mailers", serde_json::json!({}))];
+    jobs.extend((0..1234).map(|_| test_app::new_job("mail", "orphans", serde_json::json!({}))));
+    test_app::insert(&pool, jobs).await;
     let app = app(&pool, Access::Full).await;
     let (status, body, _) = get(&app, "/admin/jobs/queues").await;
     assert_eq!(status, StatusCode::OK);
     assert!(body.contains("<th title=\"claimed ahead of a free slot"), "{body}");
     assert!(
-        body.contains("<tr><td>node-a</td><td>mailers</td><td>24</td><td>57</td><td>24</td></tr>"),
+        body.contains(
+            r#"<tr><td>node-a</td><td>mailers</td><td class="n">24</td><td class="n">57</td><td class="n">24</td></tr>"#
+        ),
         "{body}"
     );
+    let state = |queue: &str| {
+        let row = body.split(&format!(r#"<tr id="queue-{queue}">"#)).nth(1).expect("the queue's row");
+        row.split("</tr>").next().unwrap_or_default().to_owned()
+    };
+    assert!(
+        state("mailers").contains(r#"<span class="badge queue-served">running on 1 node</span>"#),
+        "{body}"
+    );
+    assert!(
+        state("orphans").contains(r#"<span class="badge queue-unserved">no node serves it</span>"#),
+        "{body}"
+    );
+    assert!(state("orphans").contains(r#"<td class="n">1,234</td>"#), "large numbers are grouped: {body}");
+    let (_, overview, _) = get(&app, "/admin/jobs/").await;
+    assert!(overview.contains("no node serves it") && overview.contains("1,234"), "{overview}");
 }

@@ -12,7 +12,7 @@ use jobs_core::NewJob;
 use jobs_core::schema::jobs;
 use jobs_core::testing::TestDatabase;
 use jobs_dashboard::Access;
-use test_app::{app, fail, get, insert, new_job, post, state_of, token};
+use test_app::{app, fail, get, get_with, insert, new_job, post, post_full, state_of, token};
 
 #[actix_web::test]
 async fn the_overview_shows_counts_queues_and_the_chart() {
@@ -124,11 +124,94 @@ async fn a_job_page_shows_args_errors_backtrace_and_timeline() {
     assert!(body.contains("&#60;script&#62;") && !body.contains("<script>&#34;"), "escaped");
     assert!(body.contains("payment gateway crashed"));
     assert!(body.contains("at shop::charge (src/lib.rs:62)"), "backtrace");
-    assert!(body.contains("attempt 1 started</strong> on node-a, ran 1.0 s"), "timeline: {body}");
+    assert!(
+        body.contains("<strong>attempt 1 failed</strong> panic: payment gateway crashed after 1.0 s"),
+        "{body}"
+    );
     assert!(body.contains(r#"id="retry""#) && body.contains(r#"id="delete""#));
 
-    assert_eq!(get(&app, "/admin/jobs/jobs/999999").await.0, StatusCode::NOT_FOUND);
-    assert_eq!(get(&app, "/admin/jobs/jobs/seven").await.0, StatusCode::BAD_REQUEST);
+    // 404 and 400 are pages of the dashboard: its navigation, what went wrong, a way back.
+    for (uri, status, says) in [
+        ("/admin/jobs/jobs/999999", StatusCode::NOT_FOUND, "job 999999 not found"),
+        ("/admin/jobs/jobs/seven", StatusCode::BAD_REQUEST, "`seven` is not a job id"),
+        ("/admin/jobs/nowhere", StatusCode::NOT_FOUND, "page /admin/jobs/nowhere not found"),
+        ("/admin/jobs/jobs?state=exploded", StatusCode::BAD_REQUEST, "unknown state `exploded`"),
+    ] {
+        let (got, body, _) = get(&app, uri).await;
+        assert_eq!(got, status, "{uri}");
+        assert!(body.contains(r#"<a href="/admin/jobs/jobs" >Jobs</a>"#), "the navigation: {body}");
+        assert!(body.contains(r#"id="error-page""#) && body.contains(says), "{uri}: {body}");
+        assert!(body.contains(r#"href="/admin/jobs/" data-back>Go back</a>"#), "{body}");
+    }
+}
+
+/// The timeline is in time order and shows every attempt with its node and duration,
+/// snoozes, failures, when the retry is due, and the upcoming run.
+#[actix_web::test]
+async fn a_job_timeline_is_ordered_with_snoozes_failures_and_the_retry_due() {
+    use diesel::prelude::*;
+    use diesel_async::RunQueryDsl;
+    use jobs_core::schema::jobs;
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    let ids = insert(&pool, vec![new_job("sync", "feeds", serde_json::json!({}))]).await;
+    // Created at 10:00; attempt 1 snoozed for 60 s on node-a; attempt 1 again failed on
+    // node-b, retry due at 10:05 (in the future relative to the failure, not the page).
+    let errors = serde_json::json!([
+        {"attempt": 1, "attempted_at": "2026-11-22T10:00:01Z", "at": "2026-11-22T10:00:02Z", "node": "node-a",
+         "error_type": "snoozed", "message": "snoozed for 60s", "retry_at": "2026-11-22T10:01:02Z"},
+        {"attempt": 1, "attempted_at": "2026-11-22T10:01:03Z", "at": "2026-11-22T10:01:05.5Z", "node": "node-b",
+         "error_type": "timeout", "message": "the attempt exceeded its 2.5s timeout", "retry_at": "2036-11-22T10:05:00Z"}
+    ]);
+    let at = |s: &str| chrono::DateTime::parse_from_rfc3339(s).expect("time").with_timezone(&chrono::Utc);
+    let mut conn = pool.get().await.expect("conn");
+    diesel::update(jobs::table.find(ids[0]))
+        .set((
+            jobs::state.eq(JobState::Retryable),
+            jobs::attempt.eq(1),
+            jobs::created_at.eq(at("2026-11-22T10:00:00Z")),
+            jobs::attempted_at.eq(Some(at("2026-11-22T10:01:03Z"))),
+            jobs::scheduled_at.eq(at("2036-11-22T10:05:00Z")),
+            jobs::attempted_by.eq(vec!["node-a".to_owned(), "node-b".to_owned()]),
+            jobs::errors.eq(errors),
+        ))
+        .execute(&mut conn)
+        .await
+        .expect("history");
+    let app = app(&pool, Access::Full).await;
+    let (_, body, _) = get(&app, &format!("/admin/jobs/jobs/{}", ids[0])).await;
+    let timeline =
+        body.split(r#"id="timeline">"#).nth(1).and_then(|t| t.split("</ol>").next()).expect("timeline");
+    let steps: Vec<&str> =
+        timeline.split("<strong>").skip(1).map(|s| s.split("</strong>").next().unwrap_or_default()).collect();
+    assert_eq!(
+        steps,
+        [
+            "created",
+            "attempt 1 started",
+            "attempt 1 snoozed",
+            "due again",
+            "attempt 1 started",
+            "attempt 1 failed",
+            "due again"
+        ],
+        "{timeline}"
+    );
+    assert!(timeline.contains("snoozed for 60s after 1.0 s; the attempt is not counted"), "{timeline}");
+    assert!(timeline.contains("on node-b"), "{timeline}");
+    assert!(timeline.contains("timeout: the attempt exceeded its 2.5s timeout after 2.5 s"), "{timeline}");
+    assert!(
+        timeline.contains(r#"<span class="badge">upcoming</span>"#),
+        "the retry is still due: {timeline}"
+    );
+    assert!(
+        timeline
+            .contains(r#"<time datetime="2026-11-22T10:00:00.000Z" title="2026-11-22 10:00:00.000 UTC">"#)
+    );
+    // The facts say when it is scheduled for.
+    assert!(body.contains(r#"<dd id="scheduled-at"><time datetime="2036-11-22T10:05:00.000Z""#), "{body}");
+    // The snooze is not listed among the errors.
+    assert_eq!(body.matches(r#"<article class="error">"#).count(), 1, "{body}");
 }
 
 #[actix_web::test]
@@ -154,12 +237,19 @@ async fn actions_need_the_csrf_token_and_change_the_job() {
     assert_eq!(test::call_service(&app, forged).await.status(), StatusCode::FORBIDDEN, "mismatch");
     assert_eq!(state_of(&pool, ids[0]).await, Some(JobState::Discarded));
 
-    let (status, _, location) = post(&app, &retry, Some(&csrf), &[]).await;
-    assert_eq!(status, StatusCode::SEE_OTHER);
+    let posted = post_full(&app, &retry, Some(&csrf), &[]).await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER);
+    // The notice travels in a cookie, not the URL: shown once, then cleared.
+    assert_eq!(posted.location, format!("/admin/jobs/jobs/{}", ids[0]));
+    assert_eq!(posted.notice.as_deref(), Some(format!("job {} retried", ids[0]).as_str()));
+    let cookie = posted.notice_cookie.expect("a notice cookie");
+    let (_, page, cleared) = get_with(&app, &posted.location, cookie).await;
     assert!(
-        location.starts_with(&format!("/admin/jobs/jobs/{}?notice=job+{}+retried", ids[0], ids[0])),
-        "{location}"
+        page.contains(&format!(r#"<p class="notice" id="notice" role="status">job {} retried</p>"#, ids[0]))
     );
+    assert!(cleared, "the page clears the notice it showed");
+    let (_, reloaded, _) = get(&app, &posted.location).await;
+    assert!(!reloaded.contains(r#"id="notice""#), "a reload does not show it again");
     assert_eq!(state_of(&pool, ids[0]).await, Some(JobState::Available));
 
     let (status, _, _) = post(&app, &format!("/admin/jobs/jobs/{}/cancel", ids[1]), Some(&csrf), &[]).await;
@@ -172,7 +262,7 @@ async fn actions_need_the_csrf_token_and_change_the_job() {
         &[("return_to", "https://evil.example/")],
     )
     .await;
-    assert!(location.starts_with("/admin/jobs/jobs?notice="), "no open redirect: {location}");
+    assert_eq!(location, "/admin/jobs/jobs", "no open redirect");
     assert_eq!(state_of(&pool, ids[2]).await, None);
 
     // "Run now" on a scheduled job makes it available at once.
@@ -189,7 +279,7 @@ async fn actions_need_the_csrf_token_and_change_the_job() {
     assert_eq!(post(&app, "/admin/jobs/jobs/1/explode", Some(&csrf), &[]).await.0, StatusCode::BAD_REQUEST);
     assert_eq!(post(&app, "/admin/jobs/jobs/424242/retry", Some(&csrf), &[]).await.0, StatusCode::NOT_FOUND);
     let (_, page, _) = get(&app, &format!("/admin/jobs/jobs/{}?notice=job+retried", ids[0])).await;
-    assert!(page.contains(r#"<p class="notice" id="notice">job retried</p>"#));
+    assert!(!page.contains("job retried"), "a notice in the URL is not shown");
 }
 
 #[actix_web::test]
@@ -204,28 +294,56 @@ async fn bulk_actions_on_selected_jobs_and_on_a_whole_filter_after_confirmation(
     let csrf = token(&app).await;
 
     let (first, second) = (ids[0].to_string(), ids[1].to_string());
-    let (status, _, location) = post(
+    let posted = post_full(
         &app,
         "/admin/jobs/jobs/bulk",
         Some(&csrf),
         &[("action", "retry"), ("scope", "selected"), ("id", &first), ("id", &second)],
     )
     .await;
-    assert_eq!(status, StatusCode::SEE_OTHER);
-    assert!(location.contains("notice=2+of+2+selected+jobs+retried"), "{location}");
+    assert_eq!(posted.status, StatusCode::SEE_OTHER);
+    assert_eq!(posted.notice.as_deref(), Some("2 of 2 selected jobs retried"));
     assert_eq!(state_of(&pool, ids[1]).await, Some(JobState::Available));
+
+    // Deleting a selection asks first, and deletes nothing until confirmed.
+    let (third, fourth) = (ids[2].to_string(), ids[3].to_string());
+    let delete =
+        [("action", "delete"), ("scope", "selected"), ("id", third.as_str()), ("id", fourth.as_str())];
+    let (status, body, _) = post(&app, "/admin/jobs/jobs/bulk", Some(&csrf), &delete).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("This will delete <strong>2 selected jobs</strong>"), "{body}");
+    assert!(body.contains(&format!(r#"<input type="hidden" name="id" value="{third}">"#)), "{body}");
+    assert_eq!(state_of(&pool, ids[2]).await, Some(JobState::Discarded), "not deleted before confirming");
+    let mut confirmed_delete = delete.to_vec();
+    confirmed_delete.push(("confirmed", "yes"));
+    let posted = post_full(&app, "/admin/jobs/jobs/bulk", Some(&csrf), &confirmed_delete).await;
+    assert_eq!(posted.notice.as_deref(), Some("2 of 2 selected jobs deleted"));
+    assert_eq!(state_of(&pool, ids[2]).await, None);
 
     // All matching: first a confirmation that states the count, then the action in batches.
     let filter = [("action", "retry"), ("scope", "all"), ("state", "discarded"), ("queue", "mailers")];
     let (status, body, _) = post(&app, "/admin/jobs/jobs/bulk", Some(&csrf), &filter).await;
     assert_eq!(status, StatusCode::OK);
-    assert!(body.contains("This will retry <strong>1,201</strong> jobs"), "{body}");
+    assert!(
+        body.contains("This will retry <strong>1,199 jobs matching the current filter</strong>"),
+        "{body}"
+    );
     assert_eq!(state_of(&pool, ids[5]).await, Some(JobState::Discarded), "nothing happens before confirming");
+    let newest = ids.iter().max().expect("ids").to_string();
+    assert!(
+        body.contains(&format!(r#"<input type="hidden" name="through" value="{newest}">"#)),
+        "pinned: {body}"
+    );
+    // Jobs that match but arrive after the confirmation are not acted on.
+    let late = insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({})); 3]).await;
+    for id in &late {
+        fail(&pool, *id, "boom").await;
+    }
     let mut confirmed = filter.to_vec();
-    confirmed.push(("confirmed", "1201"));
-    let (status, _, location) = post(&app, "/admin/jobs/jobs/bulk", Some(&csrf), &confirmed).await;
-    assert_eq!(status, StatusCode::SEE_OTHER);
-    assert!(location.contains("notice=1201+matching+jobs+retried"), "{location}");
+    confirmed.extend([("confirmed", "yes"), ("through", newest.as_str())]);
+    let posted = post_full(&app, "/admin/jobs/jobs/bulk", Some(&csrf), &confirmed).await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER);
+    assert_eq!(posted.notice.as_deref(), Some("1,199 matching jobs retried"));
     let mut conn = pool.get().await.expect("conn");
     let discarded: i64 = jobs::table
         .filter(jobs::state.eq(JobState::Discarded))
@@ -233,7 +351,7 @@ async fn bulk_actions_on_selected_jobs_and_on_a_whole_filter_after_confirmation(
         .get_result(&mut conn)
         .await
         .expect("count");
-    assert_eq!(discarded, 0);
+    assert_eq!(discarded, 3, "only the three that arrived after the confirmation");
 
     let (status, _, _) =
         post(&app, "/admin/jobs/jobs/bulk", Some(&csrf), &[("action", "retry"), ("scope", "selected")]).await;
@@ -292,7 +410,7 @@ async fn queues_pause_and_resume_and_cron_schedules_are_managed() {
     assert_eq!(status, StatusCode::SEE_OTHER);
     assert!(test_app::is_paused(&pool, "mailers").await);
     let (_, body, _) = get(&app, "/admin/jobs/queues").await;
-    assert!(body.contains(r#"<td class="queue-state">paused</td>"#));
+    assert!(body.contains(r#"<span class="badge queue-paused">paused</span>"#), "{body}");
     post(&app, "/admin/jobs/queues/mailers/resume", Some(&csrf), &[]).await;
     assert!(!test_app::is_paused(&pool, "mailers").await);
 
@@ -303,6 +421,10 @@ async fn queues_pause_and_resume_and_cron_schedules_are_managed() {
     assert!(!row.enabled);
     let (_, body, _) = get(&app, "/admin/jobs/cron").await;
     assert!(body.contains(">disabled<") && body.contains(">Enable</button>"));
+    assert!(
+        body.contains(r#"<td class="next-runs"><span class="muted">none: disabled</span></td>"#),
+        "{body}"
+    );
     post(&app, "/admin/jobs/cron/nightly-report/enable", Some(&csrf), &[]).await;
     let row = test_app::schedule(&pool, "nightly-report").await.expect("row");
     assert!(row.enabled);
@@ -310,12 +432,25 @@ async fn queues_pause_and_resume_and_cron_schedules_are_managed() {
         post(&app, "/admin/jobs/cron/nightly-report/explode", Some(&csrf), &[]).await.0,
         StatusCode::BAD_REQUEST
     );
-    let (status, _, location) = post(&app, "/admin/jobs/cron/nightly-report/run", Some(&csrf), &[]).await;
-    assert_eq!(status, StatusCode::SEE_OTHER);
-    assert!(location.contains("enqueued+job"), "{location}");
+    let (_, body, _) = get(&app, "/admin/jobs/cron").await;
+    assert_eq!(
+        body.matches("<time datetime=").count(),
+        3,
+        "an enabled schedule lists its next 3 runs: {body}"
+    );
+    let posted = post_full(&app, "/admin/jobs/cron/nightly-report/run", Some(&csrf), &[]).await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER);
+    assert!(posted.notice.as_deref().is_some_and(|n| n.contains("enqueued job")), "{:?}", posted.notice);
     let queued: i64 =
         jobs::table.filter(jobs::queue.eq("reports")).count().get_result(&mut conn).await.expect("n");
     assert_eq!(queued, 1);
+    // "Run now" is recorded: the schedule's last run is that job, marked as run now.
+    let row = test_app::schedule(&pool, "nightly-report").await.expect("row");
+    let job_id = row.last_job_id.expect("the run is recorded");
+    assert!(row.last_run_at.is_some());
+    let (_, body, _) = get(&app, "/admin/jobs/cron").await;
+    assert!(body.contains(&format!(r#"<a href="/admin/jobs/jobs/{job_id}">job {job_id}</a>"#)), "{body}");
+    assert!(body.contains(r#"<span class="badge run-now">run now</span>"#), "{body}");
     assert_eq!(post(&app, "/admin/jobs/cron/missing/run", Some(&csrf), &[]).await.0, StatusCode::NOT_FOUND);
 }
 
@@ -339,8 +474,16 @@ async fn a_driver_without_search_gets_a_jobs_page_without_it() {
     let plain = test_app::app_on(driver, Access::Full).await;
     let (status, body, _) = get(&plain, "/admin/jobs/jobs").await;
     assert_eq!(status, StatusCode::OK);
-    assert!(!body.contains(r#"name="q""#), "no search box without JSON containment");
+    assert!(body.contains(r#"placeholder='job id'"#), "only a search by id without JSON containment");
     assert_eq!(body.matches(r#"class="job-link""#).count(), 2, "the rest of the page is there");
+    // A job id in the search box opens that job, on every driver.
+    let response = actix_web::test::call_service(
+        &plain,
+        actix_web::test::TestRequest::get().uri("/admin/jobs/jobs?q=%2342").to_request(),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_eq!(response.headers().get("location").and_then(|l| l.to_str().ok()), Some("/admin/jobs/jobs/42"));
     let (status, body, _) = get(&plain, "/admin/jobs/jobs?q=user_id%3D7").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("JSON containment"), "{body}");

@@ -131,6 +131,8 @@ pub trait Driver: Send + Sync + std::fmt::Debug + 'static {
     async fn schedule_fire_due(&self, params: ScheduleFireDueParams<'_>) -> Result<Vec<Fired>>;
     /// See [`ScheduleSetEnabledParams`].
     async fn schedule_set_enabled(&self, params: ScheduleSetEnabledParams<'_>) -> Result<bool>;
+    /// See [`ScheduleRecordRunParams`].
+    async fn schedule_record_run(&self, params: ScheduleRecordRunParams<'_>) -> Result<bool>;
     /// See [`ScheduleGetParams`].
     async fn schedule_get(&self, params: ScheduleGetParams<'_>) -> Result<Option<ScheduleRow>>;
     /// See [`ScheduleListParams`].

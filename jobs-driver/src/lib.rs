@@ -62,8 +62,8 @@ pub use queue::{
     QueueDepth, QueueIsPausedParams, QueueListDepthsParams, QueueListPausedParams, QueueSetPausedParams,
 };
 pub use schedule::{
-    Fired, ScheduleDef, ScheduleFireDueParams, ScheduleGetParams, ScheduleListParams, ScheduleRow,
-    ScheduleSetEnabledParams, ScheduleSyncParams, SlotDecision,
+    Fired, ScheduleDef, ScheduleFireDueParams, ScheduleGetParams, ScheduleListParams,
+    ScheduleRecordRunParams, ScheduleRow, ScheduleSetEnabledParams, ScheduleSyncParams, SlotDecision,
 };
 pub use server::{OLDEST_POSTGRES_MAJOR, ServerStatus, ServerStatusParams};
 pub use state::{JobState, ParseStateError};

@@ -127,6 +127,19 @@ pub struct ScheduleSetEnabledParams<'a> {
     pub enabled: bool,
 }
 
+/// `schedule_record_run`: records that schedule `name` enqueued `job_id` outside its
+/// slots ("run now"), as its last run, without moving its next slot. Returns whether the
+/// schedule exists.
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduleRecordRunParams<'a> {
+    /// The schedule.
+    pub name: &'a str,
+    /// The job it enqueued.
+    pub job_id: i64,
+    /// When (the database's clock when `None`).
+    pub now: Option<chrono::DateTime<chrono::Utc>>,
+}
+
 /// `schedule_get`: one schedule.
 #[derive(Debug, Clone, Copy)]
 pub struct ScheduleGetParams<'a> {

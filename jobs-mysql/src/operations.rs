@@ -205,6 +205,10 @@ impl Driver for MysqlDriver {
         on_connection!(self, |c| schedules::set_enabled(c, params.name, params.enabled).await)
     }
 
+    async fn schedule_record_run(&self, params: ScheduleRecordRunParams<'_>) -> Result<bool> {
+        on_connection!(self, |c| schedules::record_manual_run(c, params).await)
+    }
+
     async fn schedule_get(&self, params: ScheduleGetParams<'_>) -> Result<Option<ScheduleRow>> {
         on_connection!(self, |c| schedules::get(c, params.name).await)
     }

@@ -168,11 +168,7 @@ where
 /// Enables or disables schedule `name` (re-enabling forgets the next slot, so no backlog
 /// fires). Returns whether it exists.
 pub(crate) async fn set_enabled(conn: &mut AsyncMysqlConnection, name: &str, enabled: bool) -> Result<bool> {
-    let found: Vec<crate::rows::Name> = CachedQuery::new("SELECT name FROM job_schedules WHERE name = $1")
-        .bind::<Text, _>(name)
-        .load(conn)
-        .await?;
-    if found.is_empty() {
+    if !exists(conn, name).await? {
         return Ok(false);
     }
     CachedQuery::new(
@@ -182,6 +178,37 @@ pub(crate) async fn set_enabled(conn: &mut AsyncMysqlConnection, name: &str, ena
     )
     .bind::<Text, _>(name)
     .bind::<Bool, _>(enabled)
+    .execute(conn)
+    .await?;
+    Ok(true)
+}
+
+/// Whether schedule `name` exists. (MariaDB counts changed rows, not matched ones, so an
+/// update cannot tell a missing schedule from one already as asked.)
+async fn exists(conn: &mut AsyncMysqlConnection, name: &str) -> Result<bool> {
+    let found: Vec<crate::rows::Name> = CachedQuery::new("SELECT name FROM job_schedules WHERE name = $1")
+        .bind::<Text, _>(name)
+        .load(conn)
+        .await?;
+    Ok(!found.is_empty())
+}
+
+/// Records a run outside the slots: last run and job, next slot untouched.
+pub(crate) async fn record_manual_run(
+    conn: &mut AsyncMysqlConnection,
+    params: jobs_driver::ScheduleRecordRunParams<'_>,
+) -> Result<bool> {
+    if !exists(conn, params.name).await? {
+        return Ok(false);
+    }
+    CachedQuery::new(
+        "UPDATE job_schedules
+         SET last_run_at = COALESCE($3, UTC_TIMESTAMP(6)), last_job_id = $2, updated_at = UTC_TIMESTAMP(6)
+         WHERE name = $1",
+    )
+    .bind::<Text, _>(params.name)
+    .bind::<BigInt, _>(params.job_id)
+    .bind::<Nullable<Datetime>, _>(params.now.map(|t| t.naive_utc()))
     .execute(conn)
     .await?;
     Ok(true)

@@ -294,6 +294,10 @@ impl Driver for PgDriver {
         on_conn!(self, c => schedules::set_enabled(c, params.name, params.enabled))
     }
 
+    async fn schedule_record_run(&self, params: ScheduleRecordRunParams<'_>) -> Result<bool> {
+        on_conn!(self, c => schedules::record_manual_run(c, params))
+    }
+
     async fn schedule_get(&self, params: ScheduleGetParams<'_>) -> Result<Option<ScheduleRow>> {
         on_conn!(self, c => schedules::get(c, params.name))
     }

@@ -7,7 +7,8 @@ use diesel::pg::Pg;
 use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnection, AsyncConnectionCore, RunQueryDsl, TransactionManager};
 use jobs_driver::{
-    Fired, Result, ScheduleDef, ScheduleFireDueParams, ScheduleRow, ScheduleSyncParams, SlotDecision,
+    Fired, Result, ScheduleDef, ScheduleFireDueParams, ScheduleRecordRunParams, ScheduleRow,
+    ScheduleSyncParams, SlotDecision,
 };
 
 use crate::jobs::insert::insert_many;
@@ -150,6 +151,23 @@ where
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// Records a run outside the slots (see [`ScheduleRecordRunParams`]).
+pub(crate) async fn record_manual_run<C>(conn: &mut C, params: ScheduleRecordRunParams<'_>) -> Result<bool>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let n = diesel::sql_query(
+        "UPDATE job_schedules SET last_run_at = COALESCE($3, now()), last_job_id = $2, updated_at = now()
+         WHERE name = $1",
+    )
+    .bind::<Text, _>(params.name)
+    .bind::<BigInt, _>(params.job_id)
+    .bind::<Nullable<Timestamptz>, _>(params.now)
+    .execute(conn)
+    .await?;
+    Ok(n > 0)
 }
 
 /// Enables or disables schedule `name`. Returns whether it exists.

@@ -251,6 +251,11 @@ impl Driver for SqliteDriver {
         write(&self.local, move |c| schedules::set_enabled(c, &name, enabled, now)).await
     }
 
+    async fn schedule_record_run(&self, params: ScheduleRecordRunParams<'_>) -> Result<bool> {
+        let (name, job_id, now) = (params.name.to_owned(), params.job_id, now_ms(params.now));
+        write(&self.local, move |c| schedules::record_manual_run(c, &name, job_id, now)).await
+    }
+
     async fn schedule_get(&self, params: ScheduleGetParams<'_>) -> Result<Option<ScheduleRow>> {
         let name = params.name.to_owned();
         read(&self.pool, move |c| schedules::get(c, &name)).await

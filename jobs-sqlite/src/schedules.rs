@@ -168,6 +168,23 @@ pub(crate) fn set_enabled(
     Ok(n > 0)
 }
 
+/// Records a run outside the slots: last run and job, next slot untouched.
+pub(crate) fn record_manual_run(
+    conn: &mut SqliteConnection,
+    name: &str,
+    job_id: i64,
+    now_ms: i64,
+) -> Result<bool> {
+    let n = diesel::sql_query(
+        "UPDATE job_schedules SET last_run_at = ?3, last_job_id = ?2, updated_at = ?3 WHERE name = ?1",
+    )
+    .bind::<Text, _>(name)
+    .bind::<BigInt, _>(job_id)
+    .bind::<BigInt, _>(now_ms)
+    .execute(conn)?;
+    Ok(n > 0)
+}
+
 /// Every schedule, by name.
 pub(crate) fn list(conn: &mut SqliteConnection) -> Result<Vec<ScheduleRow>> {
     into_schedules(

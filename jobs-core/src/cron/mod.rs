@@ -6,7 +6,8 @@ mod slots;
 
 use chrono::{DateTime, Utc};
 use jobs_driver::{
-    Driver, JobInsertManyParams, JobState, NewJob, ScheduleDef, ScheduleGetParams, ScheduleRow,
+    Driver, JobInsertManyParams, JobState, NewJob, ScheduleDef, ScheduleGetParams, ScheduleRecordRunParams,
+    ScheduleRow,
 };
 
 pub use slots::{CronExpr, normalize};
@@ -106,7 +107,8 @@ impl Periodic {
     }
 }
 
-/// The job a schedule enqueues. With a `slot`, the job carries a uniqueness key for
+/// The job a schedule enqueues. Without a slot, it is a "run now" (its metadata says so).
+/// With a `slot`, the job carries a uniqueness key for
 /// (schedule, slot) in every state, so a slot can only ever be enqueued once.
 pub(crate) fn job_for(row: &ScheduleRow, slot: Option<DateTime<Utc>>) -> NewJob {
     let o = &row.options;
@@ -117,8 +119,9 @@ pub(crate) fn job_for(row: &ScheduleRow, slot: Option<DateTime<Utc>>) -> NewJob 
         (options.key(&row.kind, &queue, &serde_json::Value::Null, None, 0), JobState::ALL.to_vec())
     });
     let mut meta = serde_json::json!({ "cron": row.name });
-    if let Some(slot) = slot {
-        meta["slot"] = serde_json::json!(slot);
+    match slot {
+        Some(slot) => meta["slot"] = serde_json::json!(slot),
+        None => meta["run_now"] = serde_json::json!(true),
     }
     NewJob {
         kind: row.kind.clone().into(),
@@ -143,8 +146,9 @@ pub(crate) fn job_for(row: &ScheduleRow, slot: Option<DateTime<Utc>>) -> NewJob 
     }
 }
 
-/// Enqueues schedule `name`'s job now, outside its slots ("run now" in the dashboard).
-/// `None` when no such schedule exists.
+/// Enqueues schedule `name`'s job now, outside its slots ("run now" in the dashboard),
+/// and records it as the schedule's last run (its job's metadata says `"run_now": true`);
+/// the next slot is unchanged. `None` when no such schedule exists.
 pub async fn run_now(driver: &dyn Driver, name: &str) -> Result<Option<Enqueued>> {
     let Some(row) = driver.schedule_get(ScheduleGetParams { name }).await? else {
         return Ok(None);
@@ -152,5 +156,8 @@ pub async fn run_now(driver: &dyn Driver, name: &str) -> Result<Option<Enqueued>
     let job = job_for(&row, None);
     let inserted =
         driver.job_insert_many(JobInsertManyParams { jobs: std::slice::from_ref(&job), now: None }).await?;
+    if let Some(enqueued) = inserted.first() {
+        driver.schedule_record_run(ScheduleRecordRunParams { name, job_id: enqueued.id, now: None }).await?;
+    }
     Ok(inserted.into_iter().next())
 }

@@ -236,6 +236,9 @@ impl Driver for InlineDriver {
     async fn schedule_set_enabled(&self, _: ScheduleSetEnabledParams<'_>) -> Result<bool> {
         self.unsupported("store schedules")
     }
+    async fn schedule_record_run(&self, _: ScheduleRecordRunParams<'_>) -> Result<bool> {
+        self.unsupported("store schedules")
+    }
     async fn schedule_get(&self, _: ScheduleGetParams<'_>) -> Result<Option<ScheduleRow>> {
         self.unsupported("read schedules")
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use jobs_driver::stored_text::{MAX_BACKTRACE_BYTES, MAX_ERROR_MESSAGE_BYTES, clip, storable_result};
-use jobs_driver::{ClaimedJob, Completion, JobState};
+use jobs_driver::{ClaimedJob, Completion, JobRow, JobState};
 use serde_json::value::RawValue;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
@@ -32,7 +32,8 @@ enum Ended {
     UnknownKind,
 }
 
-fn error_entry(shared: &Shared, job: &ClaimedJob, failure: &Failure) -> Option<String> {
+/// The `errors` entry of an attempt that did not complete (see `JobRow::errors`).
+fn error_entry(shared: &Shared, job: &ClaimedJob, failure: &Failure) -> Option<serde_json::Value> {
     let entry = serde_json::json!({
         "attempt": job.attempt,
         "attempted_at": job.attempted_at,
@@ -42,7 +43,7 @@ fn error_entry(shared: &Shared, job: &ClaimedJob, failure: &Failure) -> Option<S
         "message": clip(&failure.message, MAX_ERROR_MESSAGE_BYTES),
         "backtrace": failure.backtrace.as_deref().map(|b| clip(b, MAX_BACKTRACE_BYTES)),
     });
-    Some(entry.to_string())
+    Some(entry)
 }
 
 fn failure(error_type: &str, message: String) -> Failure {
@@ -68,8 +69,9 @@ fn completion(
         give_back_attempt: false,
         delete: false,
     };
-    let failed = |c: &mut Completion, f: Failure| {
-        c.error = error_entry(shared, job, &f);
+    let mut entry = None;
+    let failed = |c: &mut Completion, entry: &mut Option<serde_json::Value>, f: Failure| {
+        *entry = error_entry(shared, job, &f);
         if job.attempt >= job.max_attempts {
             c.state = JobState::Discarded;
         } else {
@@ -83,10 +85,12 @@ fn completion(
             c.result = result.map(storable_result);
             c.delete = queue.config.delete_on_completion;
         }
-        Ended::Ran(RunOutcome::Failed(f)) | Ended::Panicked(f) => failed(&mut c, f),
-        Ended::TimedOut(limit) => {
-            failed(&mut c, failure("timeout", format!("the attempt exceeded its {limit:?} timeout")))
-        }
+        Ended::Ran(RunOutcome::Failed(f)) | Ended::Panicked(f) => failed(&mut c, &mut entry, f),
+        Ended::TimedOut(limit) => failed(
+            &mut c,
+            &mut entry,
+            failure("timeout", format!("the attempt exceeded its {limit:?} timeout")),
+        ),
         Ended::UnknownKind => {
             let unknown = failure(
                 "unknown_kind",
@@ -101,12 +105,14 @@ fn completion(
                     c.delay_ms = Some(i64::try_from(retry_in.as_millis()).unwrap_or(i64::MAX));
                     c.give_back_attempt = true;
                 }
-                UnknownKindPolicy::HandBack { .. } | UnknownKindPolicy::Fail => failed(&mut c, unknown),
+                UnknownKindPolicy::HandBack { .. } | UnknownKindPolicy::Fail => {
+                    failed(&mut c, &mut entry, unknown)
+                }
                 UnknownKindPolicy::Postpone(delay) => {
                     c.state = JobState::Scheduled;
                     c.delay_ms = Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
                     c.give_back_attempt = true;
-                    c.error = error_entry(shared, job, &unknown);
+                    entry = error_entry(shared, job, &unknown);
                 }
             }
         }
@@ -114,32 +120,48 @@ fn completion(
             c.state = JobState::Scheduled;
             c.delay_ms = Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
             c.give_back_attempt = true;
+            // Recorded (without a backtrace, about 200 bytes) so that the job's timeline
+            // shows the snooze.
+            let snoozed = failure(JobRow::SNOOZED, format!("snoozed for {}", humantime_ms(c.delay_ms)));
+            entry = error_entry(shared, job, &snoozed);
         }
         Ended::Ran(RunOutcome::Cancelled(reason)) => {
             c.state = JobState::Cancelled;
-            c.error = error_entry(shared, job, &failure("cancelled", reason));
+            entry = error_entry(shared, job, &failure("cancelled", reason));
         }
         Ended::Ran(RunOutcome::Discarded(f)) => {
             c.state = JobState::Discarded;
-            c.error = error_entry(shared, job, &f);
+            entry = error_entry(shared, job, &f);
         }
         Ended::Stopped(StopReason::Cancelled) | Ended::Stopped(StopReason::None) => {
             c.state = JobState::Cancelled;
-            c.error = error_entry(shared, job, &failure("cancelled", "cancelled while running".into()));
+            entry = error_entry(shared, job, &failure("cancelled", "cancelled while running".into()));
         }
         Ended::Stopped(StopReason::Shutdown) => {
             // Handed back without using up the attempt; the scheduler makes it available.
             c.state = JobState::Retryable;
             c.delay_ms = Some(0);
             c.give_back_attempt = true;
-            c.error = error_entry(
+            entry = error_entry(
                 shared,
                 job,
                 &failure("shutdown", format!("node {} shut down before the job finished", shared.node)),
             );
         }
     }
+    // An attempt that runs again says when, for the job's timeline.
+    if let (Some(entry), Some(delay_ms)) = (entry.as_mut(), c.delay_ms) {
+        let delay = chrono::TimeDelta::try_milliseconds(delay_ms).unwrap_or(chrono::TimeDelta::MAX);
+        entry["retry_at"] = serde_json::json!(shared.clock.now().checked_add_signed(delay));
+    }
+    c.error = entry.map(|e| e.to_string());
     c
+}
+
+/// `1500` → `1.5s`: a delay as a snooze entry says it.
+fn humantime_ms(ms: Option<i64>) -> String {
+    let ms = ms.unwrap_or(0).max(0);
+    if ms % 1000 == 0 { format!("{}s", ms / 1000) } else { format!("{:.1}s", ms as f64 / 1000.0) }
 }
 
 /// Records a claimed job as held by this node (the orphan check leaves it alone) and
@@ -266,11 +288,13 @@ async fn run(
     };
     // The descriptor decodes the arguments before it returns the future; a panic there is
     // caught like one in the handler.
-    let future = match std::panic::catch_unwind(AssertUnwindSafe(|| (descriptor.run)(ctx, args))) {
+    let future = match std::panic::catch_unwind(AssertUnwindSafe(|| {
+        panic_capture::caught(|| (descriptor.run)(ctx, args))
+    })) {
         Ok(future) => future,
         Err(payload) => return Ended::Panicked(panic_failure(payload.as_ref())),
     };
-    let guarded = AssertUnwindSafe(future).catch_unwind();
+    let guarded = AssertUnwindSafe(panic_capture::Caught(future)).catch_unwind();
     let timeout = job.timeout_ms.and_then(|ms| u64::try_from(ms).ok()).map(Duration::from_millis);
     let outcome = async {
         match timeout {

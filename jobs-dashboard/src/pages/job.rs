@@ -9,7 +9,7 @@ use jobs_core::driver::JobGetParams;
 
 use crate::config::Dashboard;
 use crate::error::DashboardError;
-use crate::view::{self, PageCtx, human_duration};
+use crate::view::{self, PageCtx, filters};
 
 /// One failed attempt, from the job's `errors`.
 pub(crate) struct AttemptError {
@@ -21,13 +21,6 @@ pub(crate) struct AttemptError {
     pub(crate) backtrace: Option<String>,
 }
 
-/// A line of the timeline.
-pub(crate) struct Event {
-    pub(crate) at: String,
-    pub(crate) what: String,
-    pub(crate) detail: String,
-}
-
 #[derive(Template)]
 #[template(path = "job.html")]
 struct JobPage {
@@ -37,7 +30,7 @@ struct JobPage {
     meta: String,
     result: Option<String>,
     errors: Vec<AttemptError>,
-    timeline: Vec<Event>,
+    timeline: Vec<super::timeline::Event>,
     retryable: bool,
     cancellable: bool,
     deletable: bool,
@@ -45,16 +38,13 @@ struct JobPage {
     runnable_on: Option<Vec<String>>,
 }
 
-/// How long a node may be silent and still count as live on this page.
-const LIVE_NODE: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
-
 /// The live nodes that can run `job`: they serve its queue and registered its kind.
 async fn runnable_on(d: &Dashboard, job: &JobRow) -> Result<Vec<String>, DashboardError> {
     let nodes = d.config.reads().node_list(jobs_core::driver::NodeListParams {}).await?;
     let now = Utc::now();
     Ok(nodes
         .into_iter()
-        .filter(|n| now - n.heartbeat_at < LIVE_NODE && n.can_run(&job.queue, &job.kind))
+        .filter(|n| crate::liveness::is_live(n, now) && n.can_run(&job.queue, &job.kind))
         .map(|n| n.name)
         .collect())
 }
@@ -65,63 +55,6 @@ fn pretty(value: &serde_json::Value) -> String {
 
 fn parse_time(v: Option<&serde_json::Value>) -> Option<DateTime<Utc>> {
     v.and_then(|v| serde_json::from_value(v.clone()).ok())
-}
-
-fn timeline(job: &JobRow) -> Vec<Event> {
-    let mut events = vec![Event {
-        at: view::time(&job.created_at),
-        what: "created".into(),
-        detail: format!("queue {}", job.queue),
-    }];
-    if job.scheduled_at > job.created_at + chrono::Duration::milliseconds(1) {
-        events.push(Event {
-            at: view::time(&job.scheduled_at),
-            what: "scheduled for".into(),
-            detail: String::new(),
-        });
-    }
-    let errors = job.errors.as_array().cloned().unwrap_or_default();
-    for e in &errors {
-        let attempt = e.get("attempt").and_then(|a| a.as_i64()).unwrap_or(0);
-        let node = e.get("node").and_then(|n| n.as_str()).unwrap_or("?");
-        let end = parse_time(e.get("at"));
-        if let Some(start) = parse_time(e.get("attempted_at")) {
-            let took = end.map(|end| human_duration((end - start).num_milliseconds().max(0) as f64 / 1000.0));
-            events.push(Event {
-                at: view::time(&start),
-                what: format!("attempt {attempt} started"),
-                detail: format!("on {node}{}", took.map(|t| format!(", ran {t}")).unwrap_or_default()),
-            });
-        }
-        if let Some(end) = end {
-            let kind = e.get("error_type").and_then(|t| t.as_str()).unwrap_or("error");
-            events.push(Event {
-                at: view::time(&end),
-                what: format!("attempt {attempt} failed"),
-                detail: kind.to_owned(),
-            });
-        }
-    }
-    let last_failed = errors.last().and_then(|e| e.get("attempt")).and_then(|a| a.as_i64()).unwrap_or(0);
-    if let (Some(started), true) = (job.attempted_at, i64::from(job.attempt) > last_failed) {
-        let node = job.attempted_by.last().cloned().unwrap_or_default();
-        let took = job
-            .finalized_at
-            .map(|end| human_duration((end - started).num_milliseconds().max(0) as f64 / 1000.0));
-        events.push(Event {
-            at: view::time(&started),
-            what: format!("attempt {} started", job.attempt),
-            detail: format!("on {node}{}", took.map(|t| format!(", ran {t}")).unwrap_or_default()),
-        });
-    }
-    if let Some(end) = job.finalized_at {
-        events.push(Event {
-            at: view::time(&end),
-            what: job.state.as_str().to_owned(),
-            detail: String::new(),
-        });
-    }
-    events
 }
 
 pub(crate) async fn page(
@@ -139,35 +72,29 @@ pub(crate) async fn page(
         .await?
         .ok_or_else(|| DashboardError::NotFound(format!("job {id}")))?;
     let errors = job
-        .errors
-        .as_array()
-        .map(|errors| {
-            errors
-                .iter()
-                .map(|e| AttemptError {
-                    attempt: e.get("attempt").and_then(|a| a.as_i64()).unwrap_or(0),
-                    at: parse_time(e.get("at")).map(|t| view::time(&t)).unwrap_or_default(),
-                    node: e.get("node").and_then(|n| n.as_str()).unwrap_or("").to_owned(),
-                    error_type: e.get("error_type").and_then(|t| t.as_str()).unwrap_or("").to_owned(),
-                    message: e.get("message").and_then(|m| m.as_str()).unwrap_or("").to_owned(),
-                    backtrace: e.get("backtrace").and_then(|b| b.as_str()).map(str::to_owned),
-                })
-                .collect()
+        .failures()
+        .map(|e| AttemptError {
+            attempt: e.get("attempt").and_then(|a| a.as_i64()).unwrap_or(0),
+            at: parse_time(e.get("at")).map(|t| view::time(&t)).unwrap_or_default(),
+            node: e.get("node").and_then(|n| n.as_str()).unwrap_or("").to_owned(),
+            error_type: e.get("error_type").and_then(|t| t.as_str()).unwrap_or("").to_owned(),
+            message: e.get("message").and_then(|m| m.as_str()).unwrap_or("").to_owned(),
+            backtrace: e.get("backtrace").and_then(|b| b.as_str()).map(str::to_owned),
         })
-        .unwrap_or_default();
+        .collect();
     let waiting = matches!(
         job.state,
         jobs_core::JobState::Available | jobs_core::JobState::Scheduled | jobs_core::JobState::Retryable
     );
     let runnable_on = if waiting { Some(runnable_on(&d, &job).await?) } else { None };
-    let cookie = c.take_cookie();
+    let cookies = c.take_cookies();
     let running = job.state == jobs_core::JobState::Running;
     let page = JobPage {
         args: pretty(&job.args),
         meta: pretty(&job.meta),
         result: job.result.as_ref().map(pretty),
         errors,
-        timeline: timeline(&job),
+        timeline: super::timeline::events(&job, Utc::now()),
         retryable: !running,
         cancellable: !job.state.is_final(),
         deletable: !running,
@@ -175,5 +102,5 @@ pub(crate) async fn page(
         job,
         c,
     };
-    view::respond(&page, cookie)
+    view::respond(&page, cookies)
 }

@@ -10,7 +10,7 @@ use super::overview::COUNT_CAP;
 use crate::config::Dashboard;
 use crate::error::DashboardError;
 use crate::params;
-use crate::view::{self, PageCtx, count_label};
+use crate::view::{self, PageCtx, count_label, filters};
 
 /// Rows per page.
 const PAGE_SIZE: i64 = 50;
@@ -48,14 +48,9 @@ impl JobsPage {
         }
     }
 
-    fn time(&self, t: &chrono::DateTime<chrono::Utc>) -> String {
-        t.format("%Y-%m-%d %H:%M:%S").to_string()
-    }
-
     fn last_error(&self, row: &JobRow) -> String {
-        row.errors
-            .as_array()
-            .and_then(|e| e.last())
+        row.failures()
+            .last()
             .and_then(|e| e.get("message"))
             .and_then(|m| m.as_str())
             .map(|m| {
@@ -72,6 +67,12 @@ impl JobsPage {
 pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(&req, &d, "jobs")?;
     let pairs = params::pairs(req.query_string().as_bytes());
+    // A job id in the search box opens that job (every backend can).
+    if let Some(id) = params::value(&pairs, "q").and_then(|q| q.trim_start_matches('#').parse::<i64>().ok()) {
+        return Ok(HttpResponse::SeeOther()
+            .insert_header(("location", format!("{}/jobs/{id}", d.base)))
+            .finish());
+    }
     let can_search = d.config.can_search();
     let filter = params::filter(&pairs, can_search)?;
     let before = params::id(&pairs, "before")?;
@@ -84,7 +85,7 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
     } else {
         None
     };
-    let cookie = c.take_cookie();
+    let cookies = c.take_cookies();
     let page = JobsPage {
         query: params::query_string(&filter),
         filter_fields: params::pairs(params::query_string(&filter).as_bytes()),
@@ -100,5 +101,5 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
         can_search,
         c,
     };
-    view::respond(&page, cookie)
+    view::respond(&page, cookies)
 }

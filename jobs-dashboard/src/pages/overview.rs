@@ -11,7 +11,8 @@ use jobs_core::driver::{
 
 use crate::config::Dashboard;
 use crate::error::DashboardError;
-use crate::view::{self, PageCtx, count_label, human_duration};
+use crate::liveness::{self, QueueLine};
+use crate::view::{self, PageCtx, count_label, filters, human_duration};
 
 /// Counts above this are estimated.
 pub(crate) const COUNT_CAP: i64 = 10_000;
@@ -29,7 +30,7 @@ pub(crate) struct Bar {
 struct Overview {
     c: PageCtx,
     states: Vec<(&'static str, String)>,
-    queues: Vec<QueueDepth>,
+    queues: Vec<QueueLine>,
     bars: Vec<Bar>,
     finished_last_hour: i64,
     failed_last_hour: i64,
@@ -41,7 +42,12 @@ struct Overview {
 
 impl Overview {
     fn latency(&self, q: &QueueDepth) -> String {
+        // (A queue's latency: how long its oldest available job has waited.)
         q.oldest_available_secs.map_or_else(|| "–".to_owned(), human_duration)
+    }
+
+    fn is_live(&self, n: &NodeRow) -> bool {
+        liveness::is_live(n, self.now)
     }
 
     fn seen_ago(&self, n: &NodeRow) -> String {
@@ -49,10 +55,12 @@ impl Overview {
     }
 }
 
-/// The chart's bars from per-minute counts, scaled to a 100-unit height.
+/// The chart's bars from per-minute counts, scaled to a 100-unit height: the tallest
+/// minute (everything it drew, failed attempts that were retried included) is 100.
 pub(crate) fn bars(minutes: &[Throughput]) -> Vec<Bar> {
     let max =
-        minutes.iter().map(|m| m.completed + m.discarded + m.cancelled).max().unwrap_or(0).max(1) as f64;
+        minutes.iter().map(|m| m.completed + m.retried + m.discarded + m.cancelled).max().unwrap_or(0).max(1)
+            as f64;
     minutes
         .iter()
         .enumerate()
@@ -85,9 +93,11 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
         let count = driver.job_count(JobCountParams { filter: &filter, cap: COUNT_CAP }).await?;
         states.push((state.as_str(), count_label(count)));
     }
-    let queues = driver.queue_list_depths(QueueListDepthsParams {}).await?;
+    let depths = driver.queue_list_depths(QueueListDepthsParams {}).await?;
     let minutes = driver.stats_throughput(StatsThroughputParams {}).await?;
+    let now = chrono::Utc::now();
     let nodes = driver.node_list(NodeListParams {}).await?;
+    let queues = liveness::queue_lines(depths, &nodes, now);
     let replica = match &d.config.replica {
         Some(replica) => {
             let status = replica.server_status(ServerStatusParams {}).await?;
@@ -100,7 +110,7 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
         }
         None => None,
     };
-    let cookie = c.take_cookie();
+    let cookies = c.take_cookies();
     let page = Overview {
         states,
         queues,
@@ -108,9 +118,42 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
         failed_last_hour: minutes.iter().map(|m| m.retried + m.discarded + m.cancelled).sum(),
         bars: bars(&minutes),
         nodes,
-        now: chrono::Utc::now(),
+        now,
         replica,
         c,
     };
-    view::respond(&page, cookie)
+    view::respond(&page, cookies)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_bar_is_taller_than_the_chart_when_retries_dominate() {
+        let minute = |completed, retried| Throughput {
+            minute: chrono::Utc::now(),
+            completed,
+            retried,
+            discarded: 1,
+            cancelled: 1,
+        };
+        // The tallest minute is made mostly of retried attempts (the chart overflowed
+        // when its scale left them out).
+        let bars = bars(&[minute(10, 0), minute(5, 400), minute(0, 0)]);
+        for bar in &bars {
+            assert!(
+                bar.ok_height + bar.failed_height <= 100.0 + 1e-9,
+                "{} + {}",
+                bar.ok_height,
+                bar.failed_height
+            );
+        }
+        assert!(
+            (bars[1].ok_height + bars[1].failed_height - 100.0).abs() < 1e-9,
+            "the tallest fills the chart"
+        );
+        // 2 of the tallest minute's 407.
+        assert!((bars[2].ok_height + bars[2].failed_height - 200.0 / 407.0).abs() < 1e-9);
+    }
 }

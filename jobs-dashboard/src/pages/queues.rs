@@ -6,7 +6,8 @@ use jobs_core::driver::{NodeListParams, QueueDepth, QueueListDepthsParams};
 
 use crate::config::Dashboard;
 use crate::error::DashboardError;
-use crate::view::{self, PageCtx, human_duration};
+use crate::liveness::{self, QueueLine};
+use crate::view::{self, PageCtx, filters, human_duration};
 
 /// One node's use of one queue.
 pub(crate) struct NodeUse {
@@ -22,7 +23,7 @@ pub(crate) struct NodeUse {
 #[template(path = "queues.html")]
 struct QueuesPage {
     c: PageCtx,
-    queues: Vec<QueueDepth>,
+    queues: Vec<QueueLine>,
     usage: Vec<NodeUse>,
 }
 
@@ -35,9 +36,12 @@ impl QueuesPage {
 pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(&req, &d, "queues")?;
     let driver = d.config.reads();
-    let queues = driver.queue_list_depths(QueueListDepthsParams {}).await?;
+    let depths = driver.queue_list_depths(QueueListDepthsParams {}).await?;
+    let now = chrono::Utc::now();
+    let nodes = driver.node_list(NodeListParams {}).await?;
+    let queues = liveness::queue_lines(depths, &nodes, now);
     let mut usage = Vec::new();
-    for node in driver.node_list(NodeListParams {}).await? {
+    for node in nodes.into_iter().filter(|n| liveness::is_live(n, now)) {
         if let Some(map) = node.queues.as_object() {
             for (queue, v) in map {
                 usage.push(NodeUse {
@@ -50,6 +54,6 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
             }
         }
     }
-    let cookie = c.take_cookie();
-    view::respond(&QueuesPage { c, queues, usage }, cookie)
+    let cookies = c.take_cookies();
+    view::respond(&QueuesPage { c, queues, usage }, cookies)
 }

@@ -128,13 +128,35 @@ where
     (status, body_text(response).await, cookie)
 }
 
-/// POSTs a form with the CSRF cookie and field (unless `csrf` is `None`).
+/// POSTs a form with the CSRF cookie and field (unless `csrf` is `None`): status, body,
+/// and where it redirects.
 pub(crate) async fn post<S, B>(
     app: &S,
     uri: &str,
     csrf: Option<&str>,
     fields: &[(&str, &str)],
 ) -> (StatusCode, String, String)
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody,
+{
+    let posted = post_full(app, uri, csrf, fields).await;
+    (posted.status, posted.body, posted.location)
+}
+
+/// What a POST answered.
+pub(crate) struct Posted {
+    pub(crate) status: StatusCode,
+    pub(crate) body: String,
+    pub(crate) location: String,
+    /// The notice it left for the next page (its cookie, decoded).
+    pub(crate) notice: Option<String>,
+    /// That cookie as sent, to send back.
+    pub(crate) notice_cookie: Option<actix_web::cookie::Cookie<'static>>,
+}
+
+/// [`post`], with the notice it left.
+pub(crate) async fn post_full<S, B>(app: &S, uri: &str, csrf: Option<&str>, fields: &[(&str, &str)]) -> Posted
 where
     S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
     B: MessageBody,
@@ -157,7 +179,32 @@ where
     let status = response.status();
     let location =
         response.headers().get("location").and_then(|l| l.to_str().ok()).unwrap_or_default().to_owned();
-    (status, body_text(response).await, location)
+    let notice_cookie =
+        response.response().cookies().find(|c| c.name() == NOTICE_COOKIE).map(|c| c.into_owned());
+    let notice = notice_cookie.as_ref().and_then(|c| {
+        form_urlencoded::parse(format!("n={}", c.value()).as_bytes()).map(|(_, v)| v.into_owned()).next()
+    });
+    Posted { status, body: body_text(response).await, location, notice, notice_cookie }
+}
+
+/// The cookie a notice travels in.
+pub(crate) const NOTICE_COOKIE: &str = "jobs_dashboard_notice";
+
+/// GETs a page sending `cookie`: status, body, and whether the response clears the notice.
+pub(crate) async fn get_with<S, B>(
+    app: &S,
+    uri: &str,
+    cookie: actix_web::cookie::Cookie<'static>,
+) -> (StatusCode, String, bool)
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody,
+{
+    let response =
+        test::call_service(app, test::TestRequest::get().uri(uri).cookie(cookie).to_request()).await;
+    let status = response.status();
+    let cleared = response.response().cookies().any(|c| c.name() == NOTICE_COOKIE && c.value().is_empty());
+    (status, body_text(response).await, cleared)
 }
 
 pub(crate) async fn token<S, B>(app: &S) -> String

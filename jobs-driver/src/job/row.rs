@@ -41,7 +41,9 @@ pub struct JobRow {
     pub finalized_at: Option<DateTime<Utc>>,
     /// The node of each claim, oldest first.
     pub attempted_by: Vec<String>,
-    /// One entry per failed attempt.
+    /// One entry per attempt that did not complete, oldest first: `attempt`, `attempted_at`,
+    /// `at`, `node`, `error_type`, `message`, `backtrace`, and `retry_at` when it runs again.
+    /// Failures, hand-backs on shutdown, and snoozes ([`JobRow::SNOOZED`]).
     pub errors: Value,
     /// What the handler returned.
     pub result: Option<Value>,
@@ -54,6 +56,19 @@ pub struct JobRow {
 }
 
 impl JobRow {
+    /// The `error_type` of an `errors` entry that records a snooze, not a failure: the
+    /// attempt asked to run again later (its attempt was given back).
+    pub const SNOOZED: &'static str = "snoozed";
+
+    /// The `errors` entries that record failures (snoozes left out), oldest first.
+    pub fn failures(&self) -> impl Iterator<Item = &Value> {
+        self.errors
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e.get("error_type").and_then(|t| t.as_str()) != Some(Self::SNOOZED))
+    }
+
     /// The rules of [`validation`] this stored row breaks, and the invariants the writers
     /// keep: a negative attempt, errors that are not a JSON array, a running job without
     /// its claim time, a finished job without its finish time, a uniqueness key without

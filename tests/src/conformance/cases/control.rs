@@ -73,8 +73,20 @@ pub async fn actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter(
     assert_eq!(state_of(&db, ids[10]).await, Some(JobState::Completed));
     assert_eq!(state_of(&db, ids[11]).await, Some(JobState::Discarded));
     let bulk = JobFilter { queue: Some("bulk".into()), ..JobFilter::default() };
-    assert_eq!(Action::Delete.apply_to_matching(driver, &bulk, 4).await.expect("delete all"), 11);
-    // Left: the first set but its deleted job (6), the second set's running job, and the
-    // other queue's job.
-    assert_eq!(db.count(None).await, 6 + 1 + 1);
+    // A confirmation pins the set it showed: jobs enqueued after it are left alone.
+    let pin = Action::newest_matching(driver, &bulk).await.expect("pin");
+    assert_eq!(pin, ids.iter().copied().filter(|id| *id != ids[11]).max());
+    let later =
+        insert_all(driver, vec![JobFactory::new("k").queue("bulk"), JobFactory::new("k").queue("bulk")])
+            .await;
+    assert_eq!(
+        Action::Delete.apply_to_matching_through(driver, &bulk, pin, 4).await.expect("delete all"),
+        11
+    );
+    for id in &later {
+        assert_eq!(state_of(&db, *id).await, Some(JobState::Available), "enqueued after the pin");
+    }
+    // Left: the first set but its deleted job (6), the second set's running job, the
+    // other queue's job, and the two enqueued after the pin.
+    assert_eq!(db.count(None).await, 6 + 1 + 1 + 2);
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeZone, Utc};
 use jobs_core::cron::Periodic;
 use jobs_core::driver::{
-    Driver, ScheduleFireDueParams, ScheduleGetParams, ScheduleRow, ScheduleSetEnabledParams,
+    Driver, ScheduleFireDueParams, ScheduleGetParams, ScheduleRecordRunParams, ScheduleRow,
+    ScheduleSetEnabledParams,
 };
 use jobs_core::maintenance::{CronConfig, CronEnqueuer, ServiceContext};
 use jobs_core::{Clock, ManualClock, MissedPolicy};
@@ -222,6 +223,12 @@ pub async fn schedules_are_retired_disabled_and_run_on_demand(db: TestDb) {
     assert!(!db.driver.schedule_set_enabled(missing).await.expect("unknown"));
 
     let enqueued = jobs_core::cron::run_now(&*db.driver, "kept").await.expect("run now").expect("exists");
-    assert_eq!(db.job(enqueued.id).await.meta, serde_json::json!({"cron": "kept"}));
+    assert_eq!(db.job(enqueued.id).await.meta, serde_json::json!({"cron": "kept", "run_now": true}));
+    // Recorded as the schedule's last run; its next slot is where it was.
+    let after = schedule(&db, "kept").await;
+    assert_eq!(after.last_job_id, Some(enqueued.id));
+    assert_eq!(after.next_run_at, Some(utc(2026, 11, 22, 13, 0)), "run now does not move the next slot");
+    let missing = ScheduleRecordRunParams { name: "nope", job_id: enqueued.id, now: None };
+    assert!(!db.driver.schedule_record_run(missing).await.expect("unknown"));
     assert!(jobs_core::cron::run_now(&*db.driver, "nope").await.expect("run now").is_none());
 }
