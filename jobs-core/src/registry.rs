@@ -68,6 +68,10 @@ pub struct JobDescriptor {
     pub options: fn() -> JobOptions,
     /// Decodes the arguments and runs the handler.
     pub run: RunFn,
+    /// Checks that JSON arguments decode as the kind's argument type (the dashboard's
+    /// enqueue form uses it when the kind is registered in its process); the error says
+    /// where and why they do not.
+    pub check_args: fn(&str) -> std::result::Result<(), String>,
     /// A schedule declared on the attribute.
     pub cron: Option<CronAttribute>,
 }
@@ -100,6 +104,12 @@ fn run_erased<J: Job>(ctx: JobContext, args: &RawValue) -> BoxFuture<'static, Ru
     }
 }
 
+fn check_args<J: Job>(args: &str) -> std::result::Result<(), String> {
+    serde_json::from_str::<J::Args>(args)
+        .map(drop)
+        .map_err(|e| format!("the arguments do not decode as `{}`: {e}", std::any::type_name::<J::Args>()))
+}
+
 impl JobDescriptor {
     /// The descriptor of `J`.
     pub const fn of<J: Job>() -> JobDescriptor {
@@ -108,6 +118,7 @@ impl JobDescriptor {
             type_name: std::any::type_name::<J>,
             options: J::options,
             run: run_erased::<J>,
+            check_args: check_args::<J>,
             cron: None,
         }
     }

@@ -12,6 +12,7 @@ use jobs_core::Action;
 use jobs_core::driver::{JobCountParams, JobGetParams, QueueSetPausedParams, ScheduleSetEnabledParams};
 
 use crate::access::{self, Access};
+use crate::audit::AuditEvent;
 use crate::config::Dashboard;
 use crate::error::DashboardError;
 use crate::params;
@@ -25,7 +26,7 @@ fn parse_action(s: &str) -> Result<Action, DashboardError> {
 }
 
 /// Checks access and CSRF for a POST and returns its fields.
-fn authorize_post(
+pub(crate) fn authorize_post(
     req: &HttpRequest,
     d: &Dashboard,
     body: &Bytes,
@@ -42,8 +43,30 @@ fn authorize_post(
     Ok(fields)
 }
 
+/// Tells the audit hook what was done.
+pub(crate) fn audit(req: &HttpRequest, d: &Dashboard, action: &'static str, target: String, changed: i64) {
+    d.config.audit.record(req, &AuditEvent { action, target, changed });
+}
+
+/// The audit name of a job action on one job (`job.retry`) or many (`jobs.retry`).
+fn audit_name(action: Action, many: bool) -> &'static str {
+    match (action, many) {
+        (Action::Retry, false) => "job.retry",
+        (Action::Cancel, false) => "job.cancel",
+        (Action::Delete, false) => "job.delete",
+        (Action::Retry, true) => "jobs.retry",
+        (Action::Cancel, true) => "jobs.cancel",
+        (Action::Delete, true) => "jobs.delete",
+    }
+}
+
 /// Redirects to `return_to` when it points inside the dashboard, else to `fallback`.
-fn back(d: &Dashboard, fields: &[(String, String)], fallback: String, notice: &str) -> HttpResponse {
+pub(crate) fn back(
+    d: &Dashboard,
+    fields: &[(String, String)],
+    fallback: String,
+    notice: &str,
+) -> HttpResponse {
     let target = params::value(fields, "return_to")
         .filter(|t| t.starts_with(&format!("{}/", d.base)) && !t.starts_with("//") && !t.contains("://"))
         .map(str::to_owned)
@@ -67,6 +90,7 @@ pub(crate) async fn one(
         return Err(DashboardError::NotFound(format!("job {id}")));
     }
     let n = action.apply(driver, &[id]).await?;
+    audit(&req, &d, audit_name(action, false), format!("job {id}"), n);
     let notice = if n == 1 {
         format!("job {id} {}", action.past())
     } else {
@@ -122,6 +146,7 @@ pub(crate) async fn bulk(
                 return confirm(&req, &d, action, what, back_to, fields);
             }
             let n = action.apply(driver, &ids).await?;
+            audit(&req, &d, audit_name(action, true), format!("{} selected jobs", ids.len()), n);
             let notice = format!("{n} of {} selected jobs {}", ids.len(), action.past());
             Ok(back(&d, &fields, format!("{}/jobs", d.base), &notice))
         }
@@ -143,6 +168,9 @@ pub(crate) async fn bulk(
                 return Ok(back(&d, &fields, list, &notice));
             }
             let total = action.apply_to_matching_through(driver, &filter, through, BULK_BATCH).await?;
+            let target =
+                format!("jobs matching {} up to id {}", params::query_string(&filter), through.unwrap_or(0));
+            audit(&req, &d, audit_name(action, true), target, total);
             let notice = format!("{} matching jobs {}", view::thousands(total), action.past());
             Ok(back(&d, &fields, list, &notice))
         }
@@ -189,6 +217,7 @@ pub(crate) async fn queue(
     jobs_core::validate_queue(&name).map_err(|e| DashboardError::BadRequest(e.to_string()))?;
     let params = QueueSetPausedParams { queue: &name, paused };
     d.config.driver.queue_set_paused(params).await?;
+    audit(&req, &d, if paused { "queue.pause" } else { "queue.resume" }, format!("queue {name}"), 1);
     let notice = format!("queue {name} {}", if paused { "paused" } else { "resumed" });
     Ok(back(&d, &fields, format!("{}/queues", d.base), &notice))
 }
@@ -210,10 +239,15 @@ pub(crate) async fn schedule(
             if !driver.schedule_set_enabled(params).await? {
                 return Err(DashboardError::NotFound(format!("schedule {name}")));
             }
+            let what = if enabled { "schedule.enable" } else { "schedule.disable" };
+            audit(&req, &d, what, format!("schedule {name}"), 1);
             format!("schedule {name} {}", if enabled { "enabled" } else { "disabled" })
         }
         "run" => match jobs_core::cron::run_now(driver, &name).await? {
-            Some(job) => format!("schedule {name} enqueued job {}", job.id),
+            Some(job) => {
+                audit(&req, &d, "schedule.run", format!("schedule {name}: job {}", job.id), 1);
+                format!("schedule {name} enqueued job {}", job.id)
+            }
             None => return Err(DashboardError::NotFound(format!("schedule {name}"))),
         },
         other => return Err(DashboardError::BadRequest(format!("unknown schedule action `{other}`"))),

@@ -6,6 +6,7 @@ use jobs_core::IntoDriver;
 use jobs_core::driver::{Capability, Driver};
 
 use crate::access::{self, AllowAll, Authorize};
+use crate::audit::{Audit, LogActions, SharedAudit};
 
 /// How the dashboard is set up.
 #[derive(Clone)]
@@ -14,6 +15,7 @@ pub struct DashboardConfig {
     /// Where pages read, when not from `driver`: a read-only replica.
     pub(crate) replica: Option<Arc<dyn Driver>>,
     pub(crate) auth: access::SharedAuthorize,
+    pub(crate) audit: SharedAudit,
     pub(crate) refresh_seconds: u32,
 }
 
@@ -37,6 +39,7 @@ impl DashboardConfig {
             driver: driver.into_driver(),
             replica: None,
             auth: Arc::new(AllowAll),
+            audit: Arc::new(LogActions),
             refresh_seconds: 5,
         }
     }
@@ -64,6 +67,14 @@ impl DashboardConfig {
     /// The hook deciding each request's [`Access`](crate::Access).
     pub fn authorize(mut self, auth: impl Authorize) -> DashboardConfig {
         self.auth = Arc::new(auth);
+        self
+    }
+
+    /// Calls `audit` after every action (retry, cancel, delete, enqueue, pause, …) with the
+    /// request and what it did: who did what, for your audit log. The default logs each
+    /// action with `tracing` ([`LogActions`]).
+    pub fn on_action(mut self, audit: impl Audit) -> DashboardConfig {
+        self.audit = Arc::new(audit);
         self
     }
 

@@ -28,6 +28,7 @@
 mod access;
 mod actions;
 mod assets;
+mod audit;
 pub mod cli;
 mod config;
 mod error;
@@ -40,6 +41,7 @@ mod routes;
 mod view;
 
 pub use access::{Access, AllowAll, Authorize};
+pub use audit::{Audit, AuditEvent, LogActions};
 pub use config::DashboardConfig;
 pub use error::DashboardError;
 pub use routes::{configure_at, scope};

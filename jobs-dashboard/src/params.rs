@@ -15,7 +15,8 @@ fn one<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
     pairs.iter().find(|(k, v)| k == key && !v.trim().is_empty()).map(|(_, v)| v.trim())
 }
 
-fn time(key: &str, value: &str) -> Result<DateTime<Utc>, DashboardError> {
+/// A date or time field (RFC 3339, `2026-11-22T10:30` or `2026-11-22`, read as UTC).
+pub(crate) fn time(key: &str, value: &str) -> Result<DateTime<Utc>, DashboardError> {
     if let Ok(t) = DateTime::parse_from_rfc3339(value) {
         return Ok(t.with_timezone(&Utc));
     }

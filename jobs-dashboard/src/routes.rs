@@ -23,6 +23,11 @@ pub fn configure_at(base: &str, config: DashboardConfig) -> impl FnOnce(&mut web
             .service(at("/").route(web::get().to(pages::overview::page)))
             .service(at("/jobs").route(web::get().to(pages::jobs::page)))
             .service(at("/jobs/bulk").route(web::post().to(actions::bulk)))
+            .service(
+                at("/jobs/new")
+                    .route(web::get().to(pages::enqueue::page))
+                    .route(web::post().to(pages::enqueue::submit)),
+            )
             .service(at("/jobs/{id}").route(web::get().to(pages::job::page)))
             .service(at("/jobs/{id}/{action}").route(web::post().to(actions::one)))
             .service(at("/queues").route(web::get().to(pages::queues::page)))

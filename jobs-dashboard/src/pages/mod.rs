@@ -1,6 +1,7 @@
 //! The dashboard's pages, one module each.
 
 pub(crate) mod cron;
+pub(crate) mod enqueue;
 pub(crate) mod job;
 pub(crate) mod jobs;
 pub(crate) mod overview;

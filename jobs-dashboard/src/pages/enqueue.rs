@@ -1,0 +1,191 @@
+//! Enqueue a job from the dashboard: a kind that a live node runs, its arguments as JSON
+//! (checked against the kind's argument type when the kind is registered in this
+//! process too), queue, priority, attempts and when to run.
+
+use std::collections::BTreeMap;
+
+use actix_web::web::Bytes;
+use actix_web::{HttpRequest, HttpResponse, web};
+use askama::Template;
+use chrono::Utc;
+use jobs_core::driver::NodeListParams;
+use jobs_core::{NewJob, Registry};
+
+use crate::config::Dashboard;
+use crate::error::DashboardError;
+use crate::view::{self, PageCtx};
+use crate::{actions, liveness, params};
+
+/// A kind the form offers.
+pub(crate) struct KindChoice {
+    pub(crate) kind: String,
+    /// The queues live nodes that run it serve.
+    pub(crate) queues: Vec<String>,
+    /// Its default queue, when it is registered in this process.
+    pub(crate) default_queue: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "enqueue.html")]
+struct EnqueuePage {
+    c: PageCtx,
+    kinds: Vec<KindChoice>,
+    all_queues: Vec<String>,
+    /// The form as posted, to show again with its error.
+    form: Form,
+    error: Option<String>,
+}
+
+/// The form's fields.
+#[derive(Default)]
+pub(crate) struct Form {
+    pub(crate) kind: String,
+    pub(crate) queue: String,
+    pub(crate) args: String,
+    pub(crate) priority: String,
+    pub(crate) max_attempts: String,
+    pub(crate) run_at: String,
+}
+
+/// Each kind live nodes run, with the queues they run it on.
+async fn live_kinds(d: &Dashboard) -> Result<Vec<KindChoice>, DashboardError> {
+    let now = Utc::now();
+    let mut kinds: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for node in d.config.driver.node_list(NodeListParams {}).await? {
+        if !liveness::is_live(&node, now) {
+            continue;
+        }
+        let queues: Vec<String> =
+            node.queues.as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+        for kind in &node.kinds {
+            let entry = kinds.entry(kind.clone()).or_default();
+            for q in &queues {
+                if !entry.contains(q) {
+                    entry.push(q.clone());
+                }
+            }
+        }
+    }
+    let local = Registry::from_inventory().ok();
+    Ok(kinds
+        .into_iter()
+        .map(|(kind, mut queues)| {
+            queues.sort();
+            let default_queue =
+                local.as_ref().and_then(|r| r.get(&kind)).map(|d| (d.options)().queue.into_owned());
+            KindChoice { kind, queues, default_queue }
+        })
+        .collect())
+}
+
+fn render(
+    req: &HttpRequest,
+    d: &web::Data<Dashboard>,
+    kinds: Vec<KindChoice>,
+    form: Form,
+    error: Option<String>,
+) -> Result<HttpResponse, DashboardError> {
+    let mut c = PageCtx::new(req, d, "jobs")?;
+    let mut all_queues: Vec<String> = kinds.iter().flat_map(|k| k.queues.iter().cloned()).collect();
+    all_queues.sort();
+    all_queues.dedup();
+    let cookies = c.take_cookies();
+    let status = if error.is_some() {
+        actix_web::http::StatusCode::BAD_REQUEST
+    } else {
+        actix_web::http::StatusCode::OK
+    };
+    let mut response = view::respond(&EnqueuePage { c, kinds, all_queues, form, error }, cookies)?;
+    *response.status_mut() = status;
+    Ok(response)
+}
+
+/// `GET /jobs/new`: the form.
+pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
+    let kinds = live_kinds(&d).await?;
+    let pairs = params::pairs(req.query_string().as_bytes());
+    let kind = params::value(&pairs, "kind").unwrap_or_default().to_owned();
+    let queue = kinds
+        .iter()
+        .find(|k| k.kind == kind)
+        .and_then(|k| k.default_queue.clone().or_else(|| k.queues.first().cloned()))
+        .unwrap_or_default();
+    let form = Form { kind, queue, args: "{}".into(), ..Form::default() };
+    render(&req, &d, kinds, form, None)
+}
+
+/// `POST /jobs/new`: checks the form, enqueues, and opens the new job. A mistake shows the
+/// form again, as typed, with what is wrong (a 400).
+pub(crate) async fn submit(
+    req: HttpRequest,
+    d: web::Data<Dashboard>,
+    body: Bytes,
+) -> Result<HttpResponse, DashboardError> {
+    let fields = actions::authorize_post(&req, &d, &body)?;
+    let field = |k: &str| params::value(&fields, k).unwrap_or_default().to_owned();
+    let form = Form {
+        kind: field("kind"),
+        queue: field("queue"),
+        args: params::value(&fields, "args").unwrap_or("null").to_owned(),
+        priority: field("priority"),
+        max_attempts: field("max_attempts"),
+        run_at: field("run_at"),
+    };
+    let kinds = live_kinds(&d).await?;
+    let job = match build(&form, &kinds) {
+        Ok(job) => job,
+        Err(error) => return render(&req, &d, kinds, form, Some(error)),
+    };
+    let enqueued = match jobs_core::enqueue_many(&d.config.driver, [job]).await {
+        Ok(enqueued) => enqueued,
+        Err(
+            e @ (jobs_core::Error::InvalidOption { .. }
+            | jobs_core::Error::PayloadTooLarge { .. }
+            | jobs_core::Error::NulInPayload { .. }),
+        ) => return render(&req, &d, kinds, form, Some(e.to_string())),
+        Err(e) => return Err(e.into()),
+    };
+    let Some(job) = enqueued.first() else {
+        return render(&req, &d, kinds, form, Some("nothing was inserted".into()));
+    };
+    actions::audit(&req, &d, "job.enqueue", format!("job {} ({} on {})", job.id, form.kind, form.queue), 1);
+    let notice = format!("job {} enqueued", job.id);
+    Ok(actions::back(&d, &[], format!("{}/jobs/{}", d.base, job.id), &notice))
+}
+
+/// The job the form describes, or what is wrong with it.
+fn build(form: &Form, kinds: &[KindChoice]) -> Result<NewJob, String> {
+    if !kinds.iter().any(|k| k.kind == form.kind) {
+        return Err(if form.kind.is_empty() {
+            "choose a kind".into()
+        } else {
+            format!("no live node runs kind `{}`: start a worker that registers it, then enqueue", form.kind)
+        });
+    }
+    let args: serde_json::Value =
+        serde_json::from_str(&form.args).map_err(|e| format!("the arguments are not valid JSON: {e}"))?;
+    let args = args.to_string();
+    if let Some(descriptor) =
+        Registry::from_inventory().ok().as_ref().and_then(|r| r.get(&form.kind).copied())
+    {
+        (descriptor.check_args)(&args)?;
+    }
+    let mut job = NewJob::new(&form.kind, &form.queue, args);
+    if !form.priority.is_empty() {
+        job.priority = form
+            .priority
+            .parse()
+            .map_err(|_| format!("priority must be a small integer, not `{}`", form.priority))?;
+    }
+    if !form.max_attempts.is_empty() {
+        job.max_attempts = form
+            .max_attempts
+            .parse()
+            .map_err(|_| format!("attempts must be a number, not `{}`", form.max_attempts))?;
+    }
+    if !form.run_at.is_empty() {
+        let at = params::time("run_at", &form.run_at).map_err(|e| e.to_string())?;
+        job.run_at = Some(at);
+    }
+    Ok(job)
+}

@@ -1,0 +1,182 @@
+//! Operator tools: enqueue from the dashboard (kinds that live nodes run, arguments checked
+//! as JSON and, for kinds registered in this process, as their type), and the audit hook
+//! that every action calls with who did what.
+
+mod test_app;
+
+use std::sync::{Arc, Mutex};
+
+use actix_web::http::StatusCode;
+use actix_web::{App, test};
+use jobs_core::testing::TestDatabase;
+use jobs_core::{JobContext, JobState, job};
+use jobs_dashboard::{AuditEvent, DashboardConfig};
+use serde::{Deserialize, Serialize};
+use test_app::{fail, get, insert, new_job, post_full, state_of, token};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Invoice {
+    order_id: i64,
+}
+
+#[job(kind = "operator.invoice", queue = "billing")]
+async fn invoice(_ctx: JobContext, _args: Invoice) -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+/// A live node that runs `operator.invoice` on `billing`, and `mail` on `mailers`.
+async fn live_node(pool: &jobs_core::Pool) {
+    let queues =
+        serde_json::json!({"billing": {"limit": 5, "running": 0}, "mailers": {"limit": 5, "running": 0}});
+    let beat = jobs_core::driver::NodeHeartbeatParams {
+        node: "node-a",
+        host: "h",
+        pid: 1,
+        queues: &queues,
+        kinds: &["operator.invoice", "mail"],
+        now: None,
+    };
+    test_app::driver(pool).node_heartbeat(beat).await.expect("heartbeat");
+}
+
+#[actix_web::test]
+async fn enqueue_from_the_dashboard_checks_kind_and_arguments() {
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    let app = test_app::app(&pool, jobs_dashboard::Access::Full).await;
+    let (_, body, _) = get(&app, "/admin/jobs/jobs/new").await;
+    assert!(body.contains(r#"id="no-kinds""#), "no live node, nothing to offer: {body}");
+
+    live_node(&pool).await;
+    let (status, body, _) = get(&app, "/admin/jobs/jobs/new?kind=operator.invoice").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        body.contains(
+            r#"<option value="operator.invoice" selected>operator.invoice (on billing, mailers)</option>"#
+        ),
+        "{body}"
+    );
+    assert!(
+        body.contains(r#"id="enqueue-queue" list="served-queues" value="billing""#),
+        "its default queue: {body}"
+    );
+    let csrf = token(&app).await;
+
+    let tries: [(&[(&str, &str)], &str); 4] = [
+        (
+            &[("kind", "nobody.runs.this"), ("queue", "billing"), ("args", "{}")],
+            "no live node runs kind `nobody.runs.this`",
+        ),
+        (
+            &[("kind", "operator.invoice"), ("queue", "billing"), ("args", "{order_id: 1")],
+            "the arguments are not valid JSON",
+        ),
+        (
+            &[("kind", "operator.invoice"), ("queue", "billing"), ("args", r#"{"order_id": "seven"}"#)],
+            "the arguments do not decode as",
+        ),
+        (&[("kind", "operator.invoice"), ("queue", ""), ("args", r#"{"order_id": 7}"#)], "queue"),
+    ];
+    for (fields, says) in tries {
+        let posted = post_full(&app, "/admin/jobs/jobs/new", Some(&csrf), fields).await;
+        assert_eq!(posted.status, StatusCode::BAD_REQUEST, "{fields:?}");
+        assert!(
+            posted.body.contains(r#"id="form-error""#) && posted.body.contains(says),
+            "{says}: {}",
+            posted.body
+        );
+        assert!(posted.body.contains(r#"id="enqueue-args""#), "the form again, as typed");
+    }
+    let all = jobs_core::JobFilter::default();
+    let count = test_app::driver(&pool)
+        .job_count(jobs_core::driver::JobCountParams { filter: &all, cap: 100 })
+        .await
+        .expect("count");
+    assert_eq!(count, jobs_core::Count::Exact(0), "nothing enqueued by a bad form");
+
+    let fields = [
+        ("kind", "operator.invoice"),
+        ("queue", "billing"),
+        ("args", r#"{"order_id": 7}"#),
+        ("priority", "2"),
+    ];
+    let posted = post_full(&app, "/admin/jobs/jobs/new", Some(&csrf), &fields).await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER, "{}", posted.body);
+    let id: i64 =
+        posted.location.rsplit('/').next().and_then(|id| id.parse().ok()).expect("the new job's page");
+    assert_eq!(posted.notice.as_deref(), Some(format!("job {id} enqueued").as_str()));
+    let job = test_app::driver(&pool)
+        .job_get(jobs_core::driver::JobGetParams { id })
+        .await
+        .expect("read")
+        .expect("the job");
+    assert_eq!((job.kind.as_str(), job.queue.as_str(), job.priority), ("operator.invoice", "billing", 2));
+    assert_eq!(job.args, serde_json::json!({"order_id": 7}));
+    // Without the CSRF token, nothing.
+    assert_eq!(post_full(&app, "/admin/jobs/jobs/new", None, &fields).await.status, StatusCode::FORBIDDEN);
+}
+
+#[actix_web::test]
+async fn every_action_tells_the_audit_hook_who_did_what() {
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    live_node(&pool).await;
+    let ids = insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({})); 3]).await;
+    fail(&pool, ids[0], "boom").await;
+    let events: Arc<Mutex<Vec<(String, AuditEvent)>>> = Arc::default();
+    let seen = events.clone();
+    let config =
+        DashboardConfig::new(pool.clone()).on_action(move |req: &actix_web::HttpRequest, e: &AuditEvent| {
+            let who =
+                req.headers().get("x-user").and_then(|v| v.to_str().ok()).unwrap_or("nobody").to_owned();
+            seen.lock().expect("events").push((who, e.clone()));
+        });
+    let app = test::init_service(App::new().service(jobs_dashboard::scope("/admin/jobs", config))).await;
+    let csrf = token(&app).await;
+    let act = |uri: &str, fields: Vec<(&'static str, String)>| {
+        let mut form = form_urlencoded::Serializer::new(String::new());
+        form.append_pair("csrf", &csrf);
+        for (k, v) in &fields {
+            form.append_pair(k, v);
+        }
+        test::TestRequest::post()
+            .uri(uri)
+            .insert_header(("content-type", "application/x-www-form-urlencoded"))
+            .insert_header(("x-user", "alice"))
+            .cookie(actix_web::cookie::Cookie::new("jobs_dashboard_csrf", csrf.clone()))
+            .set_payload(form.finish())
+            .to_request()
+    };
+    for (uri, fields) in [
+        (format!("/admin/jobs/jobs/{}/retry", ids[0]), vec![]),
+        (format!("/admin/jobs/jobs/{}/retry", ids[1]), vec![]),
+        (
+            "/admin/jobs/jobs/bulk".into(),
+            vec![("action", "cancel".into()), ("scope", "selected".into()), ("id", ids[2].to_string())],
+        ),
+        ("/admin/jobs/queues/mailers/pause".into(), vec![]),
+        (
+            "/admin/jobs/jobs/new".into(),
+            vec![("kind", "mail".into()), ("queue", "mailers".into()), ("args", "{}".into())],
+        ),
+    ] {
+        let response = test::call_service(&app, act(&uri, fields)).await;
+        assert_eq!(response.status(), StatusCode::SEE_OTHER, "{uri}");
+    }
+    assert_eq!(state_of(&pool, ids[0]).await, Some(JobState::Available));
+    let events = events.lock().expect("events").clone();
+    let got: Vec<(&str, &str, i64)> =
+        events.iter().map(|(who, e)| (who.as_str(), e.action, e.changed)).collect();
+    assert_eq!(
+        got,
+        [
+            ("alice", "job.retry", 1),
+            ("alice", "job.retry", 1),
+            ("alice", "jobs.cancel", 1),
+            ("alice", "queue.pause", 1),
+            ("alice", "job.enqueue", 1),
+        ]
+    );
+    assert_eq!(events[0].1.target, format!("job {}", ids[0]));
+    assert_eq!(events[3].1.target, "queue mailers");
+}
