@@ -1,5 +1,5 @@
 // The dashboard's only script (no dependencies, served by the crate):
-// - live refresh: fetches the page and swaps its main content in place; pauses, and says
+// - live refresh: fetches the page and swaps its data regions ([data-live]) in place; pauses, and says
 //   so, while the user is typing, has rows selected or a details block open, or the tab
 //   is hidden; a toggle turns it off (remembered per browser);
 // - relative times ("3 min ago"), the exact time staying in the tooltip;
@@ -115,11 +115,14 @@
       .then(function (html) {
         if (holdReason()) return; // the user started something meanwhile
         var doc = new DOMParser().parseFromString(html, "text/html");
-        var fresh = doc.getElementById("main");
-        if (!fresh) return;
-        main.innerHTML = fresh.innerHTML;
+        // Only the data regions change: forms, focus and scroll stay as the user left them.
+        document.querySelectorAll("[data-live][id]").forEach(function (old) {
+          var fresh = doc.getElementById(old.id);
+          if (!fresh) return;
+          old.replaceWith(fresh);
+          wire(fresh);
+        });
         main.setAttribute("data-refreshed", new Date().toISOString());
-        wire(main);
         if (button) button.removeAttribute("title");
       })
       .catch(function (e) {

@@ -3,6 +3,7 @@
 
 pub mod any_db;
 pub mod app;
+pub mod browser;
 pub mod conformance;
 pub mod fault_jobs;
 pub mod faults;

@@ -3,17 +3,11 @@
 //! failed jobs, open one, read its error, retry it and watch it complete; bulk-retry; pause
 //! a queue. Screenshots go to `target/browser-screenshots/`.
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, Locator};
 use jobs_core::testing::TestDatabase;
 use jobs_core::{JobContext, JobState, Pool, Registry, Worker, enqueue_many, job};
+use jobs_tests::browser::{DEADLINE, browser, screenshot, start_driver, text};
 use jobs_tests::wait_for;
-
-const DEADLINE: Duration = Duration::from_secs(30);
 
 /// Fails its first attempt, succeeds on a retry.
 #[job(kind = "browser.charge", queue = "browser", max_attempts = 1)]
@@ -22,84 +16,6 @@ async fn charge(ctx: JobContext, order: i64) -> Result<String, std::io::Error> {
         return Err(std::io::Error::other(format!("card declined for order {order}")));
     }
     Ok(format!("charged order {order}"))
-}
-
-/// chromedriver on a free port, killed on drop.
-struct Driver {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
-}
-
-async fn start_driver() -> Driver {
-    let port = free_port();
-    let child = Command::new("chromedriver")
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("chromedriver (Debian package chromium-driver) must be installed; .ci/run installs it");
-    let driver = Driver { child, port };
-    wait_for("chromedriver to listen", DEADLINE, || async {
-        tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok().map(|_| ())
-    })
-    .await;
-    driver
-}
-
-async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        serde_json::json!({
-            "binary": "/usr/bin/chromium",
-            "args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-quic", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--window-size=1400,1000",
-                format!("--user-data-dir={}", profile.display()),
-            ]
-        }),
-    );
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{}", driver.port))
-        .await
-        .expect("a Chromium session")
-}
-
-fn screenshots_dir() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/browser-screenshots");
-    std::fs::create_dir_all(&dir).expect("screenshot dir");
-    dir
-}
-
-async fn screenshot(client: &Client, name: &str) {
-    let png = client.screenshot().await.expect("screenshot");
-    std::fs::write(screenshots_dir().join(format!("{name}.png")), png).expect("write screenshot");
-}
-
-/// The text of `css`, waiting (up to the deadline) for it to appear after a navigation.
-async fn text(client: &Client, css: &str) -> String {
-    client
-        .wait()
-        .at_most(DEADLINE)
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("element {css}: {e}"))
-        .text()
-        .await
-        .expect("text")
 }
 
 async fn job_state(pool: &Pool, id: i64) -> JobState {
@@ -158,7 +74,7 @@ async fn retry_a_failed_job_from_the_browser_then_bulk_retry_and_pause_a_queue()
 
     let driver = start_driver().await;
     let profile = std::env::temp_dir().join(format!("jobs-chromium-{}-{}", std::process::id(), port));
-    let client = browser(&driver, &profile).await;
+    let client = browser(&driver, &profile, (1400, 1000)).await;
 
     // 1. The overview.
     client.goto(&format!("{base}/")).await.expect("open overview");
@@ -166,7 +82,7 @@ async fn retry_a_failed_job_from_the_browser_then_bulk_retry_and_pause_a_queue()
     assert_eq!(text(&client, "a.card.state-discarded .n").await, "3");
     // Live refresh has a pause control.
     client.find(Locator::Css("#live-toggle")).await.expect("toggle").click().await.expect("click");
-    assert_eq!(text(&client, "#live-toggle").await, "Live: paused");
+    assert_eq!(text(&client, "#live-toggle").await, "Live: off");
     screenshot(&client, "01-overview").await;
 
     // 2. Filter to the failed jobs and open one.
