@@ -38,9 +38,20 @@ async fn the_overview_shows_counts_queues_and_the_chart() {
     assert!(body.contains(r#"href="/admin/jobs/jobs?queue=mailers""#));
     assert!(body.contains(r#"<svg class="chart" id="throughput""#));
     assert!(
-        body.contains("4 completed, 3 failed (retried, discarded or cancelled)"),
-        "the last hour's counters"
+        body.contains("Last hour: 4 completed, 2 failed attempts retried, 1 discarded or cancelled."),
+        "the last hour's counters: {body}"
     );
+    // Axes: the y axis tops at a round 10 (7 outcomes in the busiest minute), and a legend.
+    assert!(body.contains(r#"text-anchor="end">10</text>"#), "{body}");
+    assert!(body.contains(r#"<figcaption class="legend" id="legend">"#));
+    // A day and a week, from the same counters; a window that does not exist is a 400.
+    for window in ["day", "week"] {
+        let (status, body, _) = get(&app, &format!("/admin/jobs/?chart={window}")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains(&format!("Last {window}: 4 completed, 2 failed attempts retried")), "{body}");
+        assert!(body.contains(&format!(r#"<a href="/admin/jobs/?chart={window}" class="active""#)), "{body}");
+    }
+    assert_eq!(get(&app, "/admin/jobs/?chart=year").await.0, StatusCode::BAD_REQUEST);
     let (status, _, _) = get(&app, "/admin/jobs").await;
     assert_eq!(status, StatusCode::PERMANENT_REDIRECT);
     let (status, js, _) = get(&app, "/admin/jobs/assets/dashboard.js").await;
@@ -67,7 +78,7 @@ async fn the_jobs_list_filters_searches_and_pages_by_keyset() {
 
     let (status, body, _) = get(&app, "/admin/jobs/jobs").await;
     assert_eq!(status, StatusCode::OK);
-    assert!(body.contains(r#"<small id="job-count">121</small>"#));
+    assert!(body.contains(r#"<small id="job-count" data-live>121</small>"#));
     assert_eq!(body.matches(r#"class="job-link""#).count(), 50);
     assert!(body.contains(&format!(">{}</a>", ids[120])), "newest first");
     let older = format!("before={}", ids[71]);
@@ -119,7 +130,9 @@ async fn a_job_page_shows_args_errors_backtrace_and_timeline() {
 
     let (status, body, _) = get(&app, &format!("/admin/jobs/jobs/{}", ids[0])).await;
     assert_eq!(status, StatusCode::OK);
-    assert!(body.contains(r#"<span class="badge state-discarded" id="job-state">discarded</span>"#));
+    assert!(
+        body.contains(r#"<span class="badge state-discarded" id="job-state" data-live>discarded</span>"#)
+    );
     assert!(body.contains("&#34;order_id&#34;: 7"), "args shown, escaped: {body}");
     assert!(body.contains("&#60;script&#62;") && !body.contains("<script>&#34;"), "escaped");
     assert!(body.contains("payment gateway crashed"));
@@ -180,8 +193,11 @@ async fn a_job_timeline_is_ordered_with_snoozes_failures_and_the_retry_due() {
         .expect("history");
     let app = app(&pool, Access::Full).await;
     let (_, body, _) = get(&app, &format!("/admin/jobs/jobs/{}", ids[0])).await;
-    let timeline =
-        body.split(r#"id="timeline">"#).nth(1).and_then(|t| t.split("</ol>").next()).expect("timeline");
+    let timeline = body
+        .split(r#"id="timeline" data-live>"#)
+        .nth(1)
+        .and_then(|t| t.split("</ol>").next())
+        .expect("timeline");
     let steps: Vec<&str> =
         timeline.split("<strong>").skip(1).map(|s| s.split("</strong>").next().unwrap_or_default()).collect();
     assert_eq!(

@@ -67,4 +67,7 @@ pub use schedule::{
 };
 pub use server::{OLDEST_POSTGRES_MAJOR, ServerStatus, ServerStatusParams};
 pub use state::{JobState, ParseStateError};
-pub use stats::{StatsCount, StatsPruneParams, StatsRecordParams, StatsThroughputParams, Throughput};
+pub use stats::{
+    MAX_THROUGHPUT_BUCKETS, StatsCount, StatsPruneParams, StatsRecordParams, StatsThroughputParams,
+    Throughput,
+};

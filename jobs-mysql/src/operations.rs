@@ -225,8 +225,8 @@ impl Driver for MysqlDriver {
         on_connection!(self, |c| stats::prune(c, params).await)
     }
 
-    async fn stats_throughput(&self, _params: StatsThroughputParams) -> Result<Vec<Throughput>> {
-        on_connection!(self, |c| stats::throughput(c).await)
+    async fn stats_throughput(&self, params: StatsThroughputParams) -> Result<Vec<Throughput>> {
+        on_connection!(self, |c| stats::throughput(c, params).await)
     }
 
     async fn server_status(&self, _params: ServerStatusParams) -> Result<ServerStatus> {

@@ -2,14 +2,14 @@
 //! a second and read by the dashboard's throughput chart. Approximate by design: written
 //! after the outcomes, not in their transaction, and lost if the worker dies first.
 
-use chrono::{DateTime, DurationRound, NaiveDateTime, TimeDelta, Utc};
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Datetime, Nullable, Text};
 use diesel_async::{AsyncMysqlConnection, RunQueryDsl};
-use jobs_driver::{Result, StatsCount, StatsPruneParams, Throughput};
+use jobs_driver::{Result, StatsCount, StatsPruneParams, StatsThroughputParams, Throughput};
 
 use crate::cached::CachedQuery;
-use crate::time::{micros, naive, naive_opt, utc};
+use crate::time::{micros, naive, naive_opt};
 
 const RECORD: &str = "\
 INSERT INTO job_stats (bucket, queue, state, count)
@@ -55,44 +55,33 @@ pub(crate) async fn prune(conn: &mut AsyncMysqlConnection, params: StatsPrunePar
 }
 
 #[derive(QueryableByName)]
-struct MinuteRow {
-    #[diesel(sql_type = Datetime)]
-    bucket: NaiveDateTime,
+struct BucketRow {
+    #[diesel(sql_type = BigInt)]
+    idx: i64,
     #[diesel(sql_type = Text)]
     state: String,
     #[diesel(sql_type = BigInt)]
     n: i64,
 }
 
-/// Outcomes per minute over the hour before now: 60 entries, oldest first.
-pub(crate) async fn throughput(conn: &mut AsyncMysqlConnection) -> Result<Vec<Throughput>> {
-    let last = minute(Utc::now());
-    let first = last - TimeDelta::minutes(59);
-    let rows: Vec<MinuteRow> = CachedQuery::new(
-        "SELECT bucket, state, CAST(SUM(count) AS SIGNED) AS n FROM job_stats WHERE bucket >= $1 GROUP BY bucket, state",
+/// See [`StatsThroughputParams`]: whole steps since the first bucket, summed over queues.
+pub(crate) async fn throughput(
+    conn: &mut AsyncMysqlConnection,
+    params: StatsThroughputParams,
+) -> Result<Vec<Throughput>> {
+    let first = params.first_bucket(params.now.unwrap_or_else(Utc::now));
+    let step = params.step_minutes();
+    let rows: Vec<BucketRow> = CachedQuery::new(
+        "SELECT CAST(FLOOR(TIMESTAMPDIFF(MINUTE, $1, bucket) / $2) AS SIGNED) AS idx, state,
+                CAST(SUM(count) AS SIGNED) AS n
+         FROM job_stats
+         WHERE bucket >= $1 AND bucket < $1 + INTERVAL ($2 * $3) MINUTE
+         GROUP BY idx, state",
     )
     .bind::<Datetime, _>(naive(first))
+    .bind::<BigInt, _>(step)
+    .bind::<BigInt, _>(params.buckets())
     .load(conn)
     .await?;
-    let mut minutes: Vec<Throughput> = (0..60)
-        .map(|i| Throughput {
-            minute: first + TimeDelta::minutes(i),
-            completed: 0,
-            retried: 0,
-            discarded: 0,
-            cancelled: 0,
-        })
-        .collect();
-    for row in rows {
-        let index = (utc(row.bucket) - first).num_minutes();
-        let Some(minute) = usize::try_from(index).ok().and_then(|i| minutes.get_mut(i)) else { continue };
-        match row.state.as_str() {
-            "completed" => minute.completed += row.n,
-            "retryable" => minute.retried += row.n,
-            "discarded" => minute.discarded += row.n,
-            "cancelled" => minute.cancelled += row.n,
-            _ => {}
-        }
-    }
-    Ok(minutes)
+    Ok(params.fill(first, rows.into_iter().map(|r| (r.idx, r.state, r.n))))
 }

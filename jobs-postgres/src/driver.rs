@@ -314,8 +314,8 @@ impl Driver for PgDriver {
         on_conn!(self, c => stats::prune(c, params))
     }
 
-    async fn stats_throughput(&self, _params: StatsThroughputParams) -> Result<Vec<Throughput>> {
-        on_conn!(self, c => stats::throughput(c))
+    async fn stats_throughput(&self, params: StatsThroughputParams) -> Result<Vec<Throughput>> {
+        on_conn!(self, c => stats::throughput(c, params))
     }
 
     async fn server_status(&self, _params: ServerStatusParams) -> Result<ServerStatus> {

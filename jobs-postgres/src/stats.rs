@@ -7,7 +7,7 @@ use diesel::QueryableByName;
 use diesel::pg::Pg;
 use diesel::sql_types::{Array, BigInt, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
-use jobs_driver::{Result, StatsCount, StatsPruneParams, Throughput};
+use jobs_driver::{Result, StatsCount, StatsPruneParams, StatsThroughputParams, Throughput};
 
 use crate::rows::{Count, millis};
 
@@ -58,45 +58,35 @@ where
 }
 
 #[derive(QueryableByName)]
-struct MinuteRow {
-    #[diesel(sql_type = Timestamptz)]
-    minute: DateTime<Utc>,
+struct BucketRow {
     #[diesel(sql_type = BigInt)]
-    completed: i64,
+    idx: i64,
+    #[diesel(sql_type = Text)]
+    state: String,
     #[diesel(sql_type = BigInt)]
-    retried: i64,
-    #[diesel(sql_type = BigInt)]
-    discarded: i64,
-    #[diesel(sql_type = BigInt)]
-    cancelled: i64,
+    n: i64,
 }
 
+// Whole steps since the first bucket, summed over queues: at most buckets × 4 rows back,
+// from a range scan of the counters' primary key.
 const THROUGHPUT: &str = "\
-SELECT m.minute,
-       COALESCE(sum(s.count) FILTER (WHERE s.state = 'completed'), 0)::int8 AS completed,
-       COALESCE(sum(s.count) FILTER (WHERE s.state = 'retryable'), 0)::int8 AS retried,
-       COALESCE(sum(s.count) FILTER (WHERE s.state = 'discarded'), 0)::int8 AS discarded,
-       COALESCE(sum(s.count) FILTER (WHERE s.state = 'cancelled'), 0)::int8 AS cancelled
-FROM generate_series(date_trunc('minute', now()) - interval '59 minutes', date_trunc('minute', now()),
-                     interval '1 minute') AS m(minute)
-LEFT JOIN job_stats s ON s.bucket = m.minute
-GROUP BY m.minute
-ORDER BY m.minute";
+SELECT floor(extract(epoch FROM bucket - $1) / ($2 * 60))::int8 AS idx, state::text AS state, sum(count)::int8 AS n
+FROM job_stats
+WHERE bucket >= $1 AND bucket < $1 + $2 * $3 * interval '1 minute'
+GROUP BY 1, 2";
 
-/// Outcomes per minute over the last hour: 60 small reads, whatever the size of `jobs`.
-pub(crate) async fn throughput<C>(conn: &mut C) -> Result<Vec<Throughput>>
+/// See [`StatsThroughputParams`]: a read of the per-minute counters, whatever the size of
+/// `jobs`.
+pub(crate) async fn throughput<C>(conn: &mut C, params: StatsThroughputParams) -> Result<Vec<Throughput>>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    let rows: Vec<MinuteRow> = diesel::sql_query(THROUGHPUT).load(conn).await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| Throughput {
-            minute: r.minute,
-            completed: r.completed,
-            retried: r.retried,
-            discarded: r.discarded,
-            cancelled: r.cancelled,
-        })
-        .collect())
+    let first = params.first_bucket(params.now.unwrap_or_else(Utc::now));
+    let rows: Vec<BucketRow> = diesel::sql_query(THROUGHPUT)
+        .bind::<Timestamptz, _>(first)
+        .bind::<BigInt, _>(params.step_minutes())
+        .bind::<BigInt, _>(params.buckets())
+        .load(conn)
+        .await?;
+    Ok(params.fill(first, rows.into_iter().map(|r| (r.idx, r.state, r.n))))
 }

@@ -275,8 +275,8 @@ impl Driver for SqliteDriver {
         write(&self.local, move |c| stats::prune(c, keep, now)).await
     }
 
-    async fn stats_throughput(&self, _params: StatsThroughputParams) -> Result<Vec<Throughput>> {
-        read(&self.pool, |c| stats::throughput(c, chrono::Utc::now())).await
+    async fn stats_throughput(&self, params: StatsThroughputParams) -> Result<Vec<Throughput>> {
+        read(&self.pool, move |c| stats::throughput(c, params)).await
     }
 
     async fn server_status(&self, _params: ServerStatusParams) -> Result<ServerStatus> {

@@ -2,13 +2,13 @@
 //! a second and read by the dashboard's throughput chart. Approximate by design: written
 //! after the outcomes, not in their transaction, and lost if the worker dies first.
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use diesel::sql_types::{BigInt, Text};
 use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
-use jobs_driver::{Result, StatsCount, Throughput};
+use jobs_driver::{Result, StatsCount, StatsThroughputParams, Throughput};
 
 use crate::cached::CachedQuery;
-use crate::time::{from_ms, to_ms};
+use crate::time::to_ms;
 
 const MINUTE_MS: i64 = 60_000;
 
@@ -62,47 +62,30 @@ pub(crate) fn prune(conn: &mut SqliteConnection, keep_ms: i64, now_ms: i64) -> R
 }
 
 #[derive(QueryableByName)]
-struct MinuteRow {
+struct BucketRow {
     #[diesel(sql_type = BigInt)]
-    bucket: i64,
+    idx: i64,
     #[diesel(sql_type = Text)]
     state: String,
     #[diesel(sql_type = BigInt)]
     n: i64,
 }
 
-/// Outcomes per minute over the hour before `now`: 60 entries, oldest first.
-pub(crate) fn throughput(conn: &mut SqliteConnection, now: DateTime<Utc>) -> Result<Vec<Throughput>> {
-    let now_ms = to_ms(now);
-    let last = now_ms - now_ms.rem_euclid(MINUTE_MS);
-    let first = last - 59 * MINUTE_MS;
-    let rows: Vec<MinuteRow> = CachedQuery::new(
-        "SELECT bucket, state, sum(count) AS n FROM job_stats WHERE bucket >= $1 GROUP BY bucket, state",
+/// See [`StatsThroughputParams`]: whole steps since the first bucket, summed over queues.
+pub(crate) fn throughput(
+    conn: &mut SqliteConnection,
+    params: StatsThroughputParams,
+) -> Result<Vec<Throughput>> {
+    let first = params.first_bucket(params.now.unwrap_or_else(Utc::now));
+    let step_ms = params.step_minutes() * MINUTE_MS;
+    let first_ms = to_ms(first);
+    let rows: Vec<BucketRow> = CachedQuery::new(
+        "SELECT (bucket - $1) / $2 AS idx, state, sum(count) AS n FROM job_stats
+         WHERE bucket >= $1 AND bucket < $1 + $2 * $3 GROUP BY 1, 2",
     )
-    .bind::<BigInt, _>(first)
+    .bind::<BigInt, _>(first_ms)
+    .bind::<BigInt, _>(step_ms)
+    .bind::<BigInt, _>(params.buckets())
     .load(conn)?;
-    let mut minutes: Vec<Throughput> = (0..60)
-        .map(|i| Throughput {
-            minute: from_ms(first + i * MINUTE_MS),
-            completed: 0,
-            retried: 0,
-            discarded: 0,
-            cancelled: 0,
-        })
-        .collect();
-    for row in rows {
-        let Some(minute) =
-            usize::try_from((row.bucket - first) / MINUTE_MS).ok().and_then(|i| minutes.get_mut(i))
-        else {
-            continue;
-        };
-        match row.state.as_str() {
-            "completed" => minute.completed += row.n,
-            "retryable" => minute.retried += row.n,
-            "discarded" => minute.discarded += row.n,
-            "cancelled" => minute.cancelled += row.n,
-            _ => {}
-        }
-    }
-    Ok(minutes)
+    Ok(params.fill(first, rows.into_iter().map(|r| (r.idx, r.state, r.n))))
 }

@@ -46,7 +46,8 @@ async fn the_worker_counts_claims_outcomes_durations_and_latency() {
     // once a second while the worker runs (not only when it stops).
     let counted = || async {
         let driver = jobs_core::IntoDriver::into_driver(&pool);
-        let minutes = driver.stats_throughput(jobs_core::driver::StatsThroughputParams {}).await.ok()?;
+        let minutes =
+            driver.stats_throughput(jobs_core::driver::StatsThroughputParams::default()).await.ok()?;
         Some((
             minutes.iter().map(|m| m.completed).sum::<i64>(),
             minutes.iter().map(|m| m.retried).sum::<i64>(),

@@ -22,7 +22,8 @@ pub struct PrunerConfig {
     pub cancelled: Option<Duration>,
     /// How long discarded jobs are kept.
     pub discarded: Option<Duration>,
-    /// How long the per-minute outcome counters (`job_stats`) are kept.
+    /// How long the per-minute outcome counters (`job_stats`) are kept (default 8 days:
+    /// the dashboard charts up to a week).
     pub stats: Duration,
     /// Rows deleted per statement.
     pub batch: i64,
@@ -41,7 +42,7 @@ impl Default for PrunerConfig {
             completed: Some(Duration::from_secs(24 * 3600)),
             cancelled: Some(Duration::from_secs(7 * 24 * 3600)),
             discarded: Some(Duration::from_secs(7 * 24 * 3600)),
-            stats: Duration::from_secs(24 * 3600),
+            stats: Duration::from_secs(8 * 24 * 3600),
             batch: 5_000,
             max_batches: 10_000,
         }

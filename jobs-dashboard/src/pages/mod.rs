@@ -1,5 +1,6 @@
 //! The dashboard's pages, one module each.
 
+pub(crate) mod chart;
 pub(crate) mod cron;
 pub(crate) mod enqueue;
 pub(crate) mod job;

@@ -109,11 +109,29 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
     ];
     db.driver.stats_record(StatsRecordParams { counts: &counts }).await.expect("record");
     db.driver.stats_record(StatsRecordParams { counts: &counts[..1] }).await.expect("record again");
-    let minutes = db.driver.stats_throughput(StatsThroughputParams {}).await.expect("throughput");
+    let minutes = db.driver.stats_throughput(StatsThroughputParams::default()).await.expect("throughput");
     assert_eq!(minutes.len(), 60);
     assert!(minutes.windows(2).all(|w| w[1].minute - w[0].minute == chrono::Duration::minutes(1)));
     let sum = |f: fn(&jobs_core::driver::Throughput) -> i64| minutes.iter().map(f).sum::<i64>();
     assert_eq!((sum(|m| m.completed), sum(|m| m.discarded), sum(|m| m.retried)), (8, 1, 0));
+    // A day in 15-minute buckets, with counters from 3 hours and 2 days ago: the first
+    // counted, the second outside the window.
+    for (hours, n) in [(3, 4), (48, 100)] {
+        let minute = Utc::now() - chrono::Duration::hours(hours);
+        let counts = [StatsCount { minute, queue: "mail", state: JobState::Completed, count: n }];
+        db.driver.stats_record(StatsRecordParams { counts: &counts }).await.expect("record");
+    }
+    let day = StatsThroughputParams {
+        window: std::time::Duration::from_secs(24 * 3600),
+        step: std::time::Duration::from_secs(15 * 60),
+        now: None,
+    };
+    let buckets = db.driver.stats_throughput(day).await.expect("a day");
+    assert_eq!(buckets.len(), 96);
+    assert!(buckets.windows(2).all(|w| w[1].minute - w[0].minute == chrono::Duration::minutes(15)));
+    assert_eq!(buckets.iter().map(|b| b.completed).sum::<i64>(), 8 + 4);
+    let three_hours_ago = &buckets[96 - 1 - 12];
+    assert_eq!(three_hours_ago.completed, 4, "{buckets:?}");
 
     // Nodes, most recently seen first.
     let queues = json!({"work": {"limit": 10, "running": 2}});
