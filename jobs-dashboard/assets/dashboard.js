@@ -71,7 +71,8 @@
   var key = "jobs-dashboard-live";
   var button = document.getElementById("live-toggle");
   var period = parseInt(document.body.getAttribute("data-refresh") || "5", 10) * 1000;
-  function enabled() { return store.get(key) !== "off"; }
+  var offHere = document.body.getAttribute("data-live-off");
+  function enabled() { return !offHere && store.get(key) !== "off"; }
   // Why refreshing would lose what the user is doing, or null.
   function holdReason() {
     var el = document.activeElement;
@@ -89,7 +90,7 @@
   function status() {
     if (!button) return;
     var reason = enabled() ? holdReason() : null;
-    button.textContent = !enabled() ? "Live: off" : reason ? "Live: " + reason : "Live: on";
+    button.textContent = offHere ? "Live: " + offHere : !enabled() ? "Live: off" : reason ? "Live: " + reason : "Live: on";
     button.setAttribute("data-state", !enabled() ? "off" : reason ? "held" : "on");
     button.setAttribute("aria-pressed", enabled() ? "true" : "false");
   }

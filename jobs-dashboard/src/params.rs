@@ -31,8 +31,9 @@ pub(crate) fn time(key: &str, value: &str) -> Result<DateTime<Utc>, DashboardErr
     )))
 }
 
-/// The jobs filter from `state`, `queue`, `kind`, `tag`, `q` (JSON or `key=value`; only
-/// when `can_search`, else a 400 saying the driver cannot search), `from`, `to`.
+/// The jobs filter from `state`, `queue`, `kind`, `tag`, `q` (JSON or `key=value` searches
+/// arguments and metadata, only when `can_search`, else a 400 saying the driver cannot;
+/// other text is looked for in errors), `error` (text in errors), `from`, `to`.
 pub(crate) fn filter(pairs: &[(String, String)], can_search: bool) -> Result<JobFilter, DashboardError> {
     let mut filter = JobFilter::default();
     // Postgres cannot hold NUL in text: refuse it here rather than fail in the query.
@@ -52,13 +53,21 @@ pub(crate) fn filter(pairs: &[(String, String)], can_search: bool) -> Result<Job
     filter.kind = one(pairs, "kind").map(str::to_owned);
     filter.tag = one(pairs, "tag").map(str::to_owned);
     if let Some(q) = one(pairs, "q") {
-        if !can_search {
-            return Err(DashboardError::BadRequest(
-                "this database cannot search arguments and metadata (its driver lacks JSON containment search)"
-                    .into(),
-            ));
+        if q.starts_with('{') || q.contains('=') {
+            if !can_search {
+                return Err(DashboardError::BadRequest(
+                    "this database cannot search arguments and metadata (its driver lacks JSON containment search)"
+                        .into(),
+                ));
+            }
+            filter.search = Some(search(q)?);
+        } else {
+            // Anything else is text to find in the jobs' errors.
+            filter.error = Some(q.to_owned());
         }
-        filter.search = Some(search(q)?);
+    }
+    if let Some(text) = one(pairs, "error") {
+        filter.error = Some(text.to_owned());
     }
     filter.from = one(pairs, "from").map(|v| time("from", v)).transpose()?;
     filter.to = one(pairs, "to").map(|v| time("to", v)).transpose()?;
@@ -126,6 +135,9 @@ pub(crate) fn query_string(filter: &JobFilter) -> String {
     if let Some(q) = &filter.search {
         s.append_pair("q", &q.to_string());
     }
+    if let Some(text) = &filter.error {
+        s.append_pair("error", text);
+    }
     if let Some(t) = filter.from {
         s.append_pair("from", &t.to_rfc3339());
     }
@@ -149,6 +161,10 @@ mod tests {
         assert!(matches!(filter(&pairs(b"state=exploded"), true), Err(DashboardError::BadRequest(_))));
         assert!(matches!(filter(&pairs(b"from=yesterday"), true), Err(DashboardError::BadRequest(_))));
         assert!(matches!(filter(&pairs(b"q=%7Bnope"), true), Err(DashboardError::BadRequest(_))));
+        // Plain text looks in errors, on every driver, and round-trips as `error`.
+        let text = filter(&pairs(b"q=card+declined"), false).expect("error text");
+        assert_eq!(text.error.as_deref(), Some("card declined"));
+        assert_eq!(filter(&pairs(query_string(&text).as_bytes()), false).expect("again"), text);
         // A driver that cannot search refuses a search, saying why, and takes the rest.
         let refused = filter(&pairs(b"q=user_id%3D7"), false).expect_err("no search");
         assert!(refused.to_string().contains("JSON containment"), "{refused}");

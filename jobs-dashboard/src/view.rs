@@ -23,6 +23,8 @@ pub(crate) struct PageCtx {
     pub(crate) refresh: u32,
     /// The active tab.
     pub(crate) nav: &'static str,
+    /// Why live refresh is off on this page (a search that scans), if it is.
+    pub(crate) live_off: Option<&'static str>,
     /// A one-line notice after an action, shown once (see [`flash`]).
     pub(crate) notice: Option<String>,
     cookies: Vec<Cookie<'static>>,
@@ -84,6 +86,7 @@ impl PageCtx {
             can_act: access == Access::Full,
             refresh: d.config.refresh_seconds,
             nav,
+            live_off: None,
             notice,
             cookies,
         })
@@ -114,6 +117,16 @@ pub(crate) fn respond(
 }
 
 /// A pooled connection, or a 503 page.
+/// What a count's tooltip says: how it was counted. Every count on every page is marked
+/// the same way (`~` and this title for an estimate).
+pub(crate) fn count_title(count: Count) -> &'static str {
+    match count {
+        Count::Exact(_) => "exact count",
+        Count::Estimate(_) => "estimated from the database's statistics: exact counts stop at 10,000",
+        Count::AtLeast(_) => "counted up to a limit: the database keeps no statistics to estimate from",
+    }
+}
+
 /// `1234567` → `1,234,567`; estimates get a `~`.
 pub(crate) fn count_label(count: Count) -> String {
     match count {
@@ -173,6 +186,16 @@ pub(crate) fn time_html(t: &chrono::DateTime<chrono::Utc>) -> String {
 /// [`time_html`] element (built only from the time, so safe to emit unescaped).
 pub(crate) mod filters {
     use std::fmt::Display;
+
+    /// A count as its label (see [`super::count_label`]).
+    pub(crate) fn count(n: &jobs_core::Count, _: &dyn askama::Values) -> askama::Result<String> {
+        Ok(super::count_label(*n))
+    }
+
+    /// A count's tooltip (see [`super::count_title`]).
+    pub(crate) fn count_title(n: &jobs_core::Count, _: &dyn askama::Values) -> askama::Result<&'static str> {
+        Ok(super::count_title(*n))
+    }
 
     /// Digits grouped by thousands, for any integer.
     pub(crate) fn num<T: Display>(n: T, _: &dyn askama::Values) -> askama::Result<String> {

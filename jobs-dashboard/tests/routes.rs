@@ -33,8 +33,13 @@ async fn the_overview_shows_counts_queues_and_the_chart() {
     assert_eq!(status, StatusCode::OK);
     assert!(cookie.is_some(), "the first page sets the CSRF cookie");
     assert!(body.contains("<h1>Overview</h1>"));
-    assert!(body.contains(r#"<span class="n">2</span><span class="label">available</span>"#), "{body}");
-    assert!(body.contains(r#"<span class="n">1</span><span class="label">discarded</span>"#));
+    assert!(
+        body.contains(r#"<span class="n" title="exact count">2</span><span class="label">available</span>"#),
+        "{body}"
+    );
+    assert!(
+        body.contains(r#"<span class="n" title="exact count">1</span><span class="label">discarded</span>"#)
+    );
     assert!(body.contains(r#"href="/admin/jobs/jobs?queue=mailers""#));
     assert!(body.contains(r#"<svg class="chart" id="throughput""#));
     assert!(
@@ -78,7 +83,7 @@ async fn the_jobs_list_filters_searches_and_pages_by_keyset() {
 
     let (status, body, _) = get(&app, "/admin/jobs/jobs").await;
     assert_eq!(status, StatusCode::OK);
-    assert!(body.contains(r#"<small id="job-count" data-live>121</small>"#));
+    assert!(body.contains(r#"<small id="job-count" data-live title="exact count">121</small>"#));
     assert_eq!(body.matches(r#"class="job-link""#).count(), 50);
     assert!(body.contains(&format!(">{}</a>", ids[120])), "newest first");
     let older = format!("before={}", ids[71]);
@@ -95,12 +100,22 @@ async fn the_jobs_list_filters_searches_and_pages_by_keyset() {
     let (_, found, _) = get(&app, "/admin/jobs/jobs?state=available&q=user_id%3D7").await;
     assert_eq!(found.matches(r#"class="job-link""#).count(), 1);
     assert!(found.contains(&format!(">{}</a>", ids[7])));
-    // Without a state, search covers the indexed states: failed, cancelled, waiting.
+    // Without a state, a search covers every state: no index serves that, so it reads the
+    // newest jobs a window of ids at a time, says how far it read, and live refresh is off.
     let (_, failed_search, _) = get(&app, "/admin/jobs/jobs?q=order_id%3D9").await;
     assert_eq!(failed_search.matches(r#"class="job-link""#).count(), 1);
-    assert!(failed_search.contains(r#"id="search-scope""#));
-    let (_, not_failed, _) = get(&app, "/admin/jobs/jobs?q=user_id%3D7").await;
-    assert!(not_failed.contains("No jobs match."), "available jobs need their state ticked");
+    let (_, anywhere, _) = get(&app, "/admin/jobs/jobs?q=user_id%3D7").await;
+    assert_eq!(anywhere.matches(r#"class="job-link""#).count(), 1, "an available job is found too");
+    assert!(anywhere.contains(&format!("Searched jobs 1 to {}, newest first", ids[120])), "{anywhere}");
+    assert!(anywhere.contains("That is every job."), "{anywhere}");
+    assert!(anywhere.contains(r#"data-live-off="off while searching""#));
+    assert!(!anywhere.contains(r#"id="bulk-all""#), "no bulk action on a whole scan");
+    // Other text is looked for in the errors.
+    let (_, by_error, _) = get(&app, "/admin/jobs/jobs?q=CARD+DECL").await;
+    assert_eq!(by_error.matches(r#"class="job-link""#).count(), 1, "{by_error}");
+    assert!(by_error.contains(&format!(">{}</a>", ids[120])));
+    let (_, nothing, _) = get(&app, "/admin/jobs/jobs?q=100%25+off").await;
+    assert!(nothing.contains("No jobs match."), "% is a character, not a wildcard");
     let (_, by_meta, _) =
         get(&app, "/admin/jobs/jobs?q=%7B%22request_id%22%3A%22req-1%22%7D&queue=billing").await;
     assert_eq!(by_meta.matches(r#"class="job-link""#).count(), 1);

@@ -24,16 +24,33 @@ pub enum Capability {
     /// Statements that return the rows they changed (`UPDATE … RETURNING`), so a claim is
     /// one statement.
     Returning,
+    /// An index serves searches of arguments and metadata among the jobs that wait or
+    /// failed ([`INDEXED_SEARCH_STATES`]), so such a search is fast at any table size.
+    /// Without it (and for other states, and error text, on every driver) the dashboard
+    /// searches the newest jobs a window at a time.
+    IndexedSearch,
 }
+
+/// The states whose jobs' arguments and metadata an [`Capability::IndexedSearch`] index
+/// covers: those that wait (scheduled, retryable) or failed (discarded, cancelled). Not
+/// available, running or completed, which every job passes through: indexing them would
+/// cost every job on the hot path.
+pub const INDEXED_SEARCH_STATES: [crate::JobState; 4] = [
+    crate::JobState::Scheduled,
+    crate::JobState::Retryable,
+    crate::JobState::Discarded,
+    crate::JobState::Cancelled,
+];
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 5] = [
+    pub const ALL: [Capability; 6] = [
         Capability::ListenNotify,
         Capability::SkipLocked,
         Capability::CountEstimates,
         Capability::JsonContainment,
         Capability::Returning,
+        Capability::IndexedSearch,
     ];
 
     /// A short human name, used in skip reasons and error messages.
@@ -44,6 +61,7 @@ impl Capability {
             Capability::CountEstimates => "planner count estimates",
             Capability::JsonContainment => "JSON containment search",
             Capability::Returning => "RETURNING",
+            Capability::IndexedSearch => "an index for searches",
         }
     }
 

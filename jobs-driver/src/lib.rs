@@ -51,7 +51,7 @@ pub mod stored_text;
 pub mod validation;
 
 pub use async_trait::async_trait;
-pub use capability::{Capabilities, Capability};
+pub use capability::{Capabilities, Capability, INDEXED_SEARCH_STATES};
 pub use driver::{Driver, Listener};
 pub use error::{DriverError, Result, is_transient};
 pub use job::*;

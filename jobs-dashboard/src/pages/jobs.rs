@@ -3,8 +3,8 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use jobs_core::driver::{JobCountParams, JobListParams};
-use jobs_core::{JobFilter, JobRow, JobState};
+use jobs_core::driver::{Capability, Driver, INDEXED_SEARCH_STATES, JobCountParams, JobListParams};
+use jobs_core::{Action, JobFilter, JobRow, JobState};
 
 use super::overview::COUNT_CAP;
 use crate::config::Dashboard;
@@ -29,9 +29,13 @@ struct JobsPage {
     to_text: String,
     all_states: &'static [JobState],
     count: String,
+    /// How `count` was counted (its tooltip).
+    count_title: &'static str,
     rows: Vec<JobRow>,
     next_before: Option<i64>,
     first_page: bool,
+    /// For a search read a window at a time: how far it read.
+    searched: Option<Searched>,
 }
 
 impl JobsPage {
@@ -64,6 +68,29 @@ impl JobsPage {
     }
 }
 
+/// Ids one request of a search that no index serves reads: about 50 ms of scanning on
+/// 2 cores (docs/benchmarks.md). "Search further" reads the next window.
+pub(crate) const SEARCH_WINDOW: i64 = 100_000;
+
+/// Whether `filter`'s search must scan (so is read a window of ids at a time): text in
+/// errors always; arguments and metadata unless the driver indexes them and every state
+/// searched is one its index covers.
+fn scans(filter: &JobFilter, driver: &dyn Driver) -> bool {
+    let indexed = driver.capabilities().has(Capability::IndexedSearch)
+        && !filter.states.is_empty()
+        && filter.states.iter().all(|s| INDEXED_SEARCH_STATES.contains(s));
+    filter.error.is_some() || (filter.search.is_some() && !indexed)
+}
+
+/// How far a windowed search has read.
+pub(crate) struct Searched {
+    /// The ids read: `from..to`.
+    pub(crate) from: i64,
+    pub(crate) to: i64,
+    /// Where "search further" starts (`None`: nothing older is left).
+    pub(crate) further: Option<i64>,
+}
+
 pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(&req, &d, "jobs")?;
     let pairs = params::pairs(req.query_string().as_bytes());
@@ -74,31 +101,62 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
             .finish());
     }
     let can_search = d.config.can_search();
-    let filter = params::filter(&pairs, can_search)?;
+    let mut filter = params::filter(&pairs, can_search)?;
     let before = params::id(&pairs, "before")?;
     let driver = d.config.reads();
-    let count = driver.job_count(JobCountParams { filter: &filter, cap: COUNT_CAP }).await?;
-    let mut rows = driver.job_list(JobListParams { filter: &filter, before, limit: PAGE_SIZE + 1 }).await?;
+    let mut searched = None;
+    let count = if scans(&filter, driver) {
+        // The newest jobs first, a window of ids at a time: never seconds on a big table.
+        let top = match before {
+            Some(before) => before,
+            None => Action::newest_matching(driver, &JobFilter::default()).await?.map_or(1, |id| id + 1),
+        };
+        let from = top.saturating_sub(SEARCH_WINDOW).max(1);
+        filter.id_at_least = Some(from);
+        searched = Some(Searched { from, to: top, further: (from > 1).then_some(from) });
+        // Live refresh would re-run the scan every few seconds.
+        c.live_off = Some("off while searching");
+        None
+    } else {
+        Some(driver.job_count(JobCountParams { filter: &filter, cap: COUNT_CAP }).await?)
+    };
+    let top = searched.as_ref().map(|s| s.to);
+    let mut rows = driver
+        .job_list(JobListParams { filter: &filter, before: before.or(top), limit: PAGE_SIZE + 1 })
+        .await?;
     let next_before = if rows.len() as i64 > PAGE_SIZE {
         rows.truncate(PAGE_SIZE as usize);
         rows.last().map(|r| r.id)
     } else {
         None
     };
+    filter.id_at_least = None;
     let cookies = c.take_cookies();
+    let (count_title, count) = match count {
+        Some(count) => (view::count_title(count), count_label(count)),
+        None if next_before.is_some() => ("found among the ids searched", format!("{PAGE_SIZE}+ found")),
+        None => ("found among the ids searched", format!("{} found", rows.len())),
+    };
     let page = JobsPage {
         query: params::query_string(&filter),
         filter_fields: params::pairs(params::query_string(&filter).as_bytes()),
-        search_text: filter.search.as_ref().map(|s| s.to_string()).unwrap_or_default(),
+        search_text: filter
+            .search
+            .as_ref()
+            .map(|s| s.to_string())
+            .or_else(|| filter.error.clone())
+            .unwrap_or_default(),
         from_text: filter.from.map(|t| t.format("%Y-%m-%dT%H:%M").to_string()).unwrap_or_default(),
         to_text: filter.to.map(|t| t.format("%Y-%m-%dT%H:%M").to_string()).unwrap_or_default(),
         filter,
         all_states: &JobState::ALL,
-        count: count_label(count),
+        count,
+        count_title,
         rows,
         next_before,
         first_page: before.is_none(),
         can_search,
+        searched,
         c,
     };
     view::respond(&page, cookies)

@@ -3,16 +3,16 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use jobs_core::JobFilter;
 use jobs_core::driver::{
     JobCountParams, JobState, NodeListParams, NodeRow, QueueDepth, QueueListDepthsParams, ServerStatusParams,
 };
+use jobs_core::{Count, JobFilter};
 
 use super::chart::{self, Chart, Window};
 use crate::config::Dashboard;
 use crate::error::DashboardError;
 use crate::liveness::{self, QueueLine};
-use crate::view::{self, PageCtx, count_label, filters, human_duration};
+use crate::view::{self, PageCtx, filters, human_duration};
 
 /// Counts above this are estimated.
 pub(crate) const COUNT_CAP: i64 = 10_000;
@@ -21,7 +21,7 @@ pub(crate) const COUNT_CAP: i64 = 10_000;
 #[template(path = "overview.html")]
 struct Overview {
     c: PageCtx,
-    states: Vec<(&'static str, String)>,
+    states: Vec<(&'static str, Count)>,
     queues: Vec<QueueLine>,
     chart: Chart,
     windows: [Window; 3],
@@ -53,13 +53,24 @@ pub(crate) async fn redirect_to_slash(d: web::Data<Dashboard>) -> HttpResponse {
 pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(&req, &d, "overview")?;
     let driver = d.config.reads();
+    let depths = driver.queue_list_depths(QueueListDepthsParams {}).await?;
+    // The states a job waits or runs in are counted exactly per queue (the table below
+    // shows the same numbers); the finished ones exactly up to COUNT_CAP, estimated past it.
     let mut states = Vec::with_capacity(JobState::ALL.len());
     for state in JobState::ALL {
-        let filter = JobFilter { states: vec![state], ..JobFilter::default() };
-        let count = driver.job_count(JobCountParams { filter: &filter, cap: COUNT_CAP }).await?;
-        states.push((state.as_str(), count_label(count)));
+        let waiting = |f: fn(&QueueDepth) -> i64| Count::Exact(depths.iter().map(f).sum());
+        let count = match state {
+            JobState::Available => waiting(|q| q.available),
+            JobState::Scheduled => waiting(|q| q.scheduled),
+            JobState::Running => waiting(|q| q.running),
+            JobState::Retryable => waiting(|q| q.retryable),
+            JobState::Completed | JobState::Discarded | JobState::Cancelled => {
+                let filter = JobFilter { states: vec![state], ..JobFilter::default() };
+                driver.job_count(JobCountParams { filter: &filter, cap: COUNT_CAP }).await?
+            }
+        };
+        states.push((state.as_str(), count));
     }
-    let depths = driver.queue_list_depths(QueueListDepthsParams {}).await?;
     let pairs = crate::params::pairs(req.query_string().as_bytes());
     let window = Window::parse(crate::params::value(&pairs, "chart"))?;
     let buckets = driver.stats_throughput(window.params()).await?;

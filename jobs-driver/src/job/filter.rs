@@ -22,6 +22,31 @@ pub struct JobFilter {
     pub from: Option<DateTime<Utc>>,
     /// Created before.
     pub to: Option<DateTime<Utc>>,
+    /// An attempt's error message or type contains this text, ignoring ASCII case (see
+    /// [`like_pattern`]).
+    pub error: Option<String>,
+    /// Ids at least this: bounds a search that no index serves to a window of ids (the
+    /// dashboard searches the newest jobs first, a window at a time).
+    pub id_at_least: Option<i64>,
+}
+
+/// `text` as a `LIKE` pattern that matches it anywhere: `%`, `_` and `\` escaped with a
+/// backslash (every driver's `LIKE … ESCAPE '\'`), wrapped in `%`.
+///
+/// ```
+/// assert_eq!(jobs_driver::like_pattern("50%_off\\"), "%50\\%\\_off\\\\%");
+/// ```
+pub fn like_pattern(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 2);
+    pattern.push('%');
+    for ch in text.chars() {
+        if matches!(ch, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(ch);
+    }
+    pattern.push('%');
+    pattern
 }
 
 /// Whether `doc` contains `subset` as Postgres's `jsonb @>` has it: an object contains an

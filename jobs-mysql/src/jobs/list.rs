@@ -42,6 +42,22 @@ fn filtered(head: &str, what: &str, filter: &JobFilter) -> Query {
             .bind::<Text, _>(search.clone())
             .bind::<Text, _>(search);
     }
+    if let Some(text) = &filter.error {
+        // MariaDB's JSON_TABLE reads each entry's fields; LOWER on both sides ignores
+        // case whatever the collation.
+        let pattern = jobs_driver::like_pattern(text);
+        q = q
+            .sql(
+                " AND EXISTS (SELECT 1 FROM JSON_TABLE(jobs.errors, '$[*]' COLUMNS (\
+                   message LONGTEXT PATH '$.message', error_type VARCHAR(1024) PATH '$.error_type')) AS e \
+                 WHERE LOWER(e.message) LIKE LOWER(?) OR LOWER(e.error_type) LIKE LOWER(?))",
+            )
+            .bind::<Text, _>(pattern.clone())
+            .bind::<Text, _>(pattern);
+    }
+    if let Some(floor) = filter.id_at_least {
+        q = q.sql(" AND id >= ?").bind::<BigInt, _>(floor);
+    }
     if let Some(from) = filter.from {
         q = q.sql(" AND created_at >= ?").bind::<Datetime, _>(naive(from));
     }

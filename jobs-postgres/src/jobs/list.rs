@@ -5,7 +5,7 @@
 use diesel::QueryableByName;
 use diesel::pg::Pg;
 use diesel::prelude::*;
-use diesel::sql_types::{Array, Double, Jsonb, Nullable, Text, Timestamptz};
+use diesel::sql_types::{Array, Bool, Double, Jsonb, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::{Count, JobFilter, JobListParams, JobRow, JobState, Result};
 
@@ -17,10 +17,10 @@ diesel::define_sql_function! {
     fn jobs_search_document(args: diesel::sql_types::Jsonb, meta: diesel::sql_types::Jsonb) -> diesel::sql_types::Jsonb;
 }
 
-/// The states the search index covers: a search without a state filter looks in these
-/// (searching other states means choosing them, and scans newest first).
-pub(crate) const SEARCHABLE_STATES: [JobState; 4] =
-    [JobState::Scheduled, JobState::Retryable, JobState::Discarded, JobState::Cancelled];
+/// The states the search index (`jobs_search_idx`) covers: a search among these states
+/// reads the index; any other search tests rows newest first (the dashboard bounds it to
+/// a window of ids).
+pub(crate) const SEARCHABLE_STATES: [JobState; 4] = jobs_driver::INDEXED_SEARCH_STATES;
 
 type Boxed<'a> = jobs::BoxedQuery<'a, Pg>;
 
@@ -74,13 +74,40 @@ pub(crate) fn filtered(filter: &JobFilter) -> Boxed<'_> {
         q = q.filter(jobs::tags.contains(vec![tag.clone()]));
     }
     if let Some(search) = &filter.search {
-        if filter.states.is_empty() {
-            q = q.filter(states_in(&SEARCHABLE_STATES));
+        let indexed =
+            !filter.states.is_empty() && filter.states.iter().all(|s| SEARCHABLE_STATES.contains(s));
+        if indexed {
+            // The form `jobs_search_idx` holds.
+            let doc = jobs_search_document(jobs::args, jobs::meta);
+            q = q.filter(doc.contains(serde_json::json!({ "args": search })).or(
+                jobs_search_document(jobs::args, jobs::meta).contains(serde_json::json!({ "meta": search })),
+            ));
+        } else {
+            // No index holds these states: each row is tested, so test the columns
+            // themselves (a third of the cost of building the document per row).
+            q = q.filter(jobs::args.contains(search.clone()).or(jobs::meta.contains(search.clone())));
         }
-        let doc = jobs_search_document(jobs::args, jobs::meta);
-        q = q.filter(doc.contains(serde_json::json!({ "args": search })).or(
-            jobs_search_document(jobs::args, jobs::meta).contains(serde_json::json!({ "meta": search })),
-        ));
+    }
+    if let Some(text) = &filter.error {
+        let pattern = jobs_driver::like_pattern(text);
+        q = q.filter(
+            diesel::dsl::sql::<Bool>(
+                "EXISTS (SELECT 1 FROM jsonb_array_elements(jobs.errors) AS e WHERE e ->> 'message' ILIKE ",
+            )
+            .bind::<Text, _>(pattern.clone())
+            .sql(" OR e ->> 'error_type' ILIKE ")
+            .bind::<Text, _>(pattern)
+            .sql(")"),
+        );
+    }
+    if let Some(floor) = filter.id_at_least {
+        q = q.filter(jobs::id.ge(floor));
+    }
+    if !filter.states.is_empty() && filter.states.iter().all(|s| s.is_final()) {
+        // Implied by the states; written out so that `jobs_finalized_idx` (state,
+        // finalized_at) can serve the filter: 10,001 discarded rows of 5 M are counted
+        // in 3 ms through it, against 87 ms scanning the table for them.
+        q = q.filter(jobs::finalized_at.is_not_null());
     }
     if let Some(from) = filter.from {
         q = q.filter(jobs::created_at.ge(from));
@@ -156,26 +183,39 @@ where
 // Selectivity product from pg_stats, per filtered column, times the table's row estimate.
 // (EXPLAIN cannot take bind parameters through the extended protocol reliably, and
 // building its text would mean building SQL from strings.)
+// - state, queue, kind: the value's frequency among the most common values (1 % when it
+//   is not one of them);
+// - tag: the element's frequency among `tags`' most common elements (half the rarest
+//   listed frequency when it is not one of them);
+// - a created_at window: the share of `created_at`'s histogram buckets inside it;
+// - a search: 1 % (nothing estimates containment).
 const ESTIMATE: &str = "\
 WITH total AS (SELECT GREATEST(reltuples, 0)::float8 AS n FROM pg_class WHERE oid = 'jobs'::regclass),
-freq AS (
-    SELECT attname, vals, freqs FROM (
-        SELECT attname, most_common_vals::text::text[] AS vals, most_common_freqs AS freqs
-        FROM pg_stats WHERE schemaname = current_schema() AND tablename = 'jobs'
-          AND attname IN ('state', 'queue', 'kind')
-    ) s
+stats AS (
+    SELECT attname, most_common_vals::text::text[] AS vals, most_common_freqs AS freqs,
+           most_common_elems::text::text[] AS elems, most_common_elem_freqs AS elem_freqs,
+           histogram_bounds::text::timestamptz[] AS bounds
+    FROM pg_stats WHERE schemaname = current_schema() AND tablename = 'jobs'
+      AND attname IN ('state', 'queue', 'kind', 'tags', 'created_at')
 ),
 sel AS (
     SELECT
       CASE WHEN cardinality($1::text[]) = 0 THEN 1.0 ELSE COALESCE((
-        SELECT sum(f) FROM freq, unnest(vals, freqs) AS u(v, f) WHERE attname = 'state' AND v = ANY ($1)), 0.0) END
+        SELECT sum(f) FROM stats, unnest(vals, freqs) AS u(v, f) WHERE attname = 'state' AND v = ANY ($1)), 0.0) END
     * CASE WHEN $2::text IS NULL THEN 1.0 ELSE COALESCE((
-        SELECT f FROM freq, unnest(vals, freqs) AS u(v, f) WHERE attname = 'queue' AND v = $2), 0.01) END
+        SELECT f FROM stats, unnest(vals, freqs) AS u(v, f) WHERE attname = 'queue' AND v = $2), 0.01) END
     * CASE WHEN $3::text IS NULL THEN 1.0 ELSE COALESCE((
-        SELECT f FROM freq, unnest(vals, freqs) AS u(v, f) WHERE attname = 'kind' AND v = $3), 0.01) END
-    * CASE WHEN $4::text IS NULL THEN 1.0 ELSE 0.1 END
+        SELECT f FROM stats, unnest(vals, freqs) AS u(v, f) WHERE attname = 'kind' AND v = $3), 0.01) END
+    * CASE WHEN $4::text IS NULL THEN 1.0 ELSE COALESCE(
+        (SELECT f FROM stats, unnest(elems, elem_freqs[1:cardinality(elems)]) AS u(v, f)
+         WHERE attname = 'tags' AND v = $4),
+        (SELECT elem_freqs[cardinality(elems) + 1] / 2 FROM stats WHERE attname = 'tags'),
+        0.0001) END
     * CASE WHEN $5::jsonb IS NULL THEN 1.0 ELSE 0.01 END
-    * CASE WHEN $6::timestamptz IS NULL AND $7::timestamptz IS NULL THEN 1.0 ELSE 0.33 END AS s
+    * CASE WHEN $6::timestamptz IS NULL AND $7::timestamptz IS NULL THEN 1.0 ELSE COALESCE((
+        SELECT GREATEST(count(*) FILTER (WHERE b >= COALESCE($6, '-infinity') AND b < COALESCE($7, 'infinity')), 0.5)::float8
+               / GREATEST(cardinality(bounds) - 1, 1)
+        FROM stats, unnest(bounds) AS b WHERE attname = 'created_at' GROUP BY bounds), 0.33) END AS s
 )
 SELECT (total.n * sel.s)::float8 AS rows FROM total, sel";
 

@@ -38,6 +38,20 @@ fn filtered(head: &str, what: &str, filter: &JobFilter) -> Query {
             .bind::<Text, _>(search.clone())
             .bind::<Text, _>(search);
     }
+    if let Some(text) = &filter.error {
+        let pattern = jobs_driver::like_pattern(text);
+        q = q
+            .sql(
+                " AND EXISTS (SELECT 1 FROM json_each(jobs.errors) AS e \
+                 WHERE json_extract(e.value, '$.message') LIKE ? ESCAPE '\\' \
+                    OR json_extract(e.value, '$.error_type') LIKE ? ESCAPE '\\')",
+            )
+            .bind::<Text, _>(pattern.clone())
+            .bind::<Text, _>(pattern);
+    }
+    if let Some(floor) = filter.id_at_least {
+        q = q.sql(" AND id >= ?").bind::<BigInt, _>(floor);
+    }
     if let Some(from) = filter.from {
         q = q.sql(" AND created_at >= ?").bind::<BigInt, _>(to_ms(from));
     }

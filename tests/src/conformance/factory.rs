@@ -114,6 +114,16 @@ impl JobFactory {
         self
     }
 
+    /// Records a failed attempt with this error type and message.
+    pub fn error(mut self, error_type: &str, message: &str) -> JobFactory {
+        let attempt = self.0.errors.len() + 1;
+        self.0.errors.push(serde_json::json!({
+            "attempt": attempt, "at": "2026-11-22T10:00:00Z", "node": "node-a",
+            "error_type": error_type, "message": message,
+        }));
+        self
+    }
+
     /// Created at `at`.
     pub fn created_at(mut self, at: DateTime<Utc>) -> JobFactory {
         self.0.created_at = Some(at);

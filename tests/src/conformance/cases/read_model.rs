@@ -32,7 +32,11 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
             .tag("eu")
             .created_at(at(5))
             .state(JobState::Available, at(5)),
-        JobFactory::new("mail.send").queue("mail").created_at(at(4)).state(JobState::Discarded, at(4)),
+        JobFactory::new("mail.send")
+            .queue("mail")
+            .created_at(at(4))
+            .error("smtp", "Connection RESET by 100%_peer")
+            .state(JobState::Discarded, at(4)),
         JobFactory::new("bill.charge")
             .queue("billing")
             .tag("eu")
@@ -66,6 +70,17 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
     };
     assert_eq!(ids(&db, &combined).await, vec![id[4], id[0]]);
     assert!(ids(&db, &by(JobFilter { queue: Some("x' OR '1'='1".into()), ..all.clone() })).await.is_empty());
+    // Text in errors: message or type, any case; `%` and `_` are characters, not wildcards.
+    let error = |text: &str| JobFilter { error: Some(text.into()), ..all.clone() };
+    assert_eq!(ids(&db, &error("connection reset")).await, vec![id[1]]);
+    assert_eq!(ids(&db, &error("SMTP")).await, vec![id[1]]);
+    assert_eq!(ids(&db, &error("100%_peer")).await, vec![id[1]]);
+    assert!(ids(&db, &error("100%x")).await.is_empty());
+    assert!(ids(&db, &error("1_0")).await.is_empty());
+    assert_eq!(count(&db, &error("reset"), 10).await, Count::Exact(1));
+    // A window of ids: at least `id_at_least`.
+    let window = JobFilter { id_at_least: Some(id[2]), ..all.clone() };
+    assert_eq!(ids(&db, &window).await, vec![id[4], id[3], id[2]]);
 
     // Keyset pages of two.
     let page = |before| JobListParams { filter: &all, before, limit: 2 };
