@@ -124,6 +124,10 @@ impl Action {
     ) -> Result<i64> {
         let batch = batch.max(1);
         let mut total = 0;
+        // Walked newest first whatever order the filter was listed in: the pin is an
+        // upper bound.
+        let newest_first = JobFilter { order: jobs_driver::JobOrder::NewestFirst, ..filter.clone() };
+        let filter = &newest_first;
         let mut before = through.map(|id| id.saturating_add(1));
         loop {
             let ids = driver.job_list_ids(JobListParams { filter, before, limit: batch }).await?;
@@ -140,6 +144,7 @@ impl Action {
     /// The newest job matching `filter` now (the pin of
     /// [`apply_to_matching_through`](Self::apply_to_matching_through)), `None` when none does.
     pub async fn newest_matching(driver: &dyn Driver, filter: &JobFilter) -> Result<Option<i64>> {
+        let filter = &JobFilter { order: jobs_driver::JobOrder::NewestFirst, ..filter.clone() };
         Ok(driver.job_list_ids(JobListParams { filter, before: None, limit: 1 }).await?.first().copied())
     }
 }

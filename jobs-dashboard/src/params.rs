@@ -3,6 +3,7 @@
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use jobs_core::JobFilter;
 use jobs_core::JobState;
+use jobs_core::driver::JobOrder;
 
 use crate::error::DashboardError;
 
@@ -69,6 +70,13 @@ pub(crate) fn filter(pairs: &[(String, String)], can_search: bool) -> Result<Job
     if let Some(text) = one(pairs, "error") {
         filter.error = Some(text.to_owned());
     }
+    filter.order = match one(pairs, "sort") {
+        None | Some("newest") => JobOrder::NewestFirst,
+        Some("oldest") => JobOrder::OldestFirst,
+        Some(other) => {
+            return Err(DashboardError::BadRequest(format!("`sort` is newest or oldest, not `{other}`")));
+        }
+    };
     filter.from = one(pairs, "from").map(|v| time("from", v)).transpose()?;
     filter.to = one(pairs, "to").map(|v| time("to", v)).transpose()?;
     Ok(filter)
@@ -144,6 +152,9 @@ pub(crate) fn query_string(filter: &JobFilter) -> String {
     if let Some(t) = filter.to {
         s.append_pair("to", &t.to_rfc3339());
     }
+    if filter.order == JobOrder::OldestFirst {
+        s.append_pair("sort", "oldest");
+    }
     s.finish()
 }
 
@@ -153,13 +164,15 @@ mod tests {
 
     #[test]
     fn filters_parse_and_round_trip() {
-        let p = pairs(b"state=retryable&state=discarded&queue=mail&q=user_id%3D7&from=2026-11-01");
+        let p =
+            pairs(b"state=retryable&state=discarded&queue=mail&q=user_id%3D7&from=2026-11-01&sort=oldest");
         let f = filter(&p, true).expect("valid");
         assert_eq!(f.states, vec![JobState::Retryable, JobState::Discarded]);
         assert_eq!(f.search, Some(serde_json::json!({"user_id": 7})));
         assert_eq!(filter(&pairs(query_string(&f).as_bytes()), true).expect("again"), f);
         assert!(matches!(filter(&pairs(b"state=exploded"), true), Err(DashboardError::BadRequest(_))));
         assert!(matches!(filter(&pairs(b"from=yesterday"), true), Err(DashboardError::BadRequest(_))));
+        assert!(matches!(filter(&pairs(b"sort=kind"), true), Err(DashboardError::BadRequest(_))));
         assert!(matches!(filter(&pairs(b"q=%7Bnope"), true), Err(DashboardError::BadRequest(_))));
         // Plain text looks in errors, on every driver, and round-trips as `error`.
         let text = filter(&pairs(b"q=card+declined"), false).expect("error text");

@@ -89,6 +89,20 @@ async fn the_jobs_list_filters_searches_and_pages_by_keyset() {
     let older = format!("before={}", ids[71]);
     assert!(body.contains(&older), "the older link continues after the last row shown");
 
+    // The id column sorts: oldest first, pages continuing upwards.
+    assert!(body.contains(r#"<a href="/admin/jobs/jobs?sort=oldest" id="sort-id""#), "{body}");
+    let (_, oldest, _) = get(&app, "/admin/jobs/jobs?sort=oldest").await;
+    let first_link = |page: &str| {
+        page.split(r#"class="job-link">"#).nth(1).and_then(|t| t.split('<').next()).map(str::to_owned)
+    };
+    assert_eq!(first_link(&oldest), Some(ids[0].to_string()));
+    assert!(
+        oldest.contains(&format!("sort=oldest&amp;before={}\" id=\"older\">newer »", ids[49])),
+        "{oldest}"
+    );
+    assert!(oldest.contains(r#"<a href="/admin/jobs/jobs?" id="sort-id""#), "the link back to newest first");
+    assert_eq!(get(&app, "/admin/jobs/jobs?sort=kind").await.0, StatusCode::BAD_REQUEST);
+
     let (_, page2, _) = get(&app, &format!("/admin/jobs/jobs?{older}")).await;
     assert_eq!(page2.matches(r#"class="job-link""#).count(), 50);
     assert!(page2.contains(&format!(">{}</a>", ids[70])) && !page2.contains(&format!(">{}</a>", ids[71])));

@@ -3,7 +3,7 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use jobs_core::driver::{Capability, Driver, INDEXED_SEARCH_STATES, JobCountParams, JobListParams};
+use jobs_core::driver::{Capability, Driver, INDEXED_SEARCH_STATES, JobCountParams, JobListParams, JobOrder};
 use jobs_core::{Action, JobFilter, JobRow, JobState};
 
 use super::overview::COUNT_CAP;
@@ -39,6 +39,20 @@ struct JobsPage {
 }
 
 impl JobsPage {
+    fn oldest_first(&self) -> bool {
+        self.filter.order == JobOrder::OldestFirst
+    }
+
+    /// The list's query string in the other order (the sortable id column's link).
+    fn resorted(&self) -> String {
+        let mut other = self.filter.clone();
+        other.order = match other.order {
+            JobOrder::NewestFirst => JobOrder::OldestFirst,
+            JobOrder::OldestFirst => JobOrder::NewestFirst,
+        };
+        params::query_string(&other)
+    }
+
     fn state_checked(&self, state: &JobState) -> bool {
         self.filter.states.contains(state)
     }
@@ -106,6 +120,8 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
     let driver = d.config.reads();
     let mut searched = None;
     let count = if scans(&filter, driver) {
+        // A scan reads newest first (its window counts down from the newest id).
+        filter.order = JobOrder::NewestFirst;
         // The newest jobs first, a window of ids at a time: never seconds on a big table.
         let top = match before {
             Some(before) => before,

@@ -28,6 +28,19 @@ pub struct JobFilter {
     /// Ids at least this: bounds a search that no index serves to a window of ids (the
     /// dashboard searches the newest jobs first, a window at a time).
     pub id_at_least: Option<i64>,
+    /// The order of a list (newest first by default). A list's keyset cursor (`before`)
+    /// is the last id of the previous page, whichever the order.
+    pub order: JobOrder,
+}
+
+/// The order in which jobs are listed: by id, which is the order they were enqueued in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum JobOrder {
+    /// Newest first: the next page holds smaller ids.
+    #[default]
+    NewestFirst,
+    /// Oldest first: the next page holds larger ids.
+    OldestFirst,
 }
 
 /// `text` as a `LIKE` pattern that matches it anywhere: `%`, `_` and `\` escaped with a

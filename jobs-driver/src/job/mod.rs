@@ -10,7 +10,7 @@ mod params;
 mod row;
 
 pub use execution::{ClaimedJob, Completion};
-pub use filter::{Count, JobFilter, json_contains, like_pattern};
+pub use filter::{Count, JobFilter, JobOrder, json_contains, like_pattern};
 pub use new_job::{DEFAULT_MAX_ATTEMPTS, Inserted, NewJob};
 pub use params::*;
 pub use row::JobRow;

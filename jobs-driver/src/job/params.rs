@@ -213,7 +213,8 @@ pub struct JobListCancelRequestedParams<'a> {
 pub struct JobListParams<'a> {
     /// The selection.
     pub filter: &'a JobFilter,
-    /// Keyset: only ids below this.
+    /// Keyset: only ids beyond this in the filter's order (below it newest first, above it
+    /// oldest first).
     pub before: Option<i64>,
     /// Page size.
     pub limit: i64,

@@ -10,7 +10,7 @@ use diesel::QueryableByName;
 use diesel::mysql::Mysql;
 use diesel::sql_types::{BigInt, Datetime, Text};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
-use jobs_driver::{Count, JobFilter, JobRow, JobState, Result};
+use jobs_driver::{Count, JobFilter, JobOrder, JobRow, JobState, Result};
 
 use super::read::{StoredJob, into_rows, job_columns, state};
 use crate::rows::Count as CountRow;
@@ -70,10 +70,14 @@ fn filtered(head: &str, what: &str, filter: &JobFilter) -> Query {
 /// The filter's rows older than `before`, newest first, at most `limit`.
 fn page(what: &str, filter: &JobFilter, before: Option<i64>, limit: i64) -> Query {
     let mut q = filtered("", what, filter);
+    let (beyond, order) = match filter.order {
+        JobOrder::NewestFirst => (" AND id < ?", " ORDER BY id DESC LIMIT ?"),
+        JobOrder::OldestFirst => (" AND id > ?", " ORDER BY id ASC LIMIT ?"),
+    };
     if let Some(before) = before {
-        q = q.sql(" AND id < ?").bind::<BigInt, _>(before);
+        q = q.sql(beyond).bind::<BigInt, _>(before);
     }
-    q.sql(" ORDER BY id DESC LIMIT ?").bind::<BigInt, _>(limit)
+    q.sql(order).bind::<BigInt, _>(limit)
 }
 
 /// Whether `row` matches the filter's search exactly (see the module's note).

@@ -7,7 +7,7 @@ use diesel::pg::Pg;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Bool, Double, Jsonb, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
-use jobs_driver::{Count, JobFilter, JobListParams, JobRow, JobState, Result};
+use jobs_driver::{Count, JobFilter, JobListParams, JobOrder, JobRow, JobState, Result};
 
 use super::read::StoredJob;
 use crate::schema::jobs;
@@ -121,10 +121,20 @@ pub(crate) fn filtered(filter: &JobFilter) -> Boxed<'_> {
 /// The filter's rows older than `before`, newest first, at most `limit`.
 pub(crate) fn page(filter: &JobFilter, before: Option<i64>, limit: i64) -> Boxed<'_> {
     let mut q = filtered(filter);
-    if let Some(before) = before {
-        q = q.filter(jobs::id.lt(before));
+    match filter.order {
+        JobOrder::NewestFirst => {
+            if let Some(before) = before {
+                q = q.filter(jobs::id.lt(before));
+            }
+            q.order(jobs::id.desc()).limit(limit)
+        }
+        JobOrder::OldestFirst => {
+            if let Some(after) = before {
+                q = q.filter(jobs::id.gt(after));
+            }
+            q.order(jobs::id.asc()).limit(limit)
+        }
     }
-    q.order(jobs::id.desc()).limit(limit)
 }
 
 /// A page of jobs, newest first, strictly older than `before` (an id) when given.

@@ -4,7 +4,7 @@
 use diesel::sql_types::{BigInt, Text};
 use diesel::sqlite::Sqlite;
 use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
-use jobs_driver::{Count, JobFilter, JobRow, JobState, Result};
+use jobs_driver::{Count, JobFilter, JobOrder, JobRow, JobState, Result};
 
 use super::read::{JOB_COLUMNS, StoredJob, into_rows};
 use crate::rows::{Count as CountRow, Id};
@@ -91,10 +91,14 @@ fn states_in(states: &[JobState]) -> String {
 /// The filter's rows older than `before`, newest first, at most `limit`.
 fn page(what: &str, filter: &JobFilter, before: Option<i64>, limit: i64) -> Query {
     let mut q = filtered("", what, filter);
+    let (beyond, order) = match filter.order {
+        JobOrder::NewestFirst => (" AND id < ?", " ORDER BY id DESC LIMIT ?"),
+        JobOrder::OldestFirst => (" AND id > ?", " ORDER BY id ASC LIMIT ?"),
+    };
     if let Some(before) = before {
-        q = q.sql(" AND id < ?").bind::<BigInt, _>(before);
+        q = q.sql(beyond).bind::<BigInt, _>(before);
     }
-    q.sql(" ORDER BY id DESC LIMIT ?").bind::<BigInt, _>(limit)
+    q.sql(order).bind::<BigInt, _>(limit)
 }
 
 /// The text of a page's statement (`?` parameters), for the plan tests.

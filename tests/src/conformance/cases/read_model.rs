@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use jobs_core::driver::{
-    Capability, Count, JobCountParams, JobFilter, JobListParams, JobState, NodeHeartbeatParams,
+    Capability, Count, JobCountParams, JobFilter, JobListParams, JobOrder, JobState, NodeHeartbeatParams,
     NodeListParams, QueueListDepthsParams, QueueSetPausedParams, StatsCount, StatsRecordParams,
     StatsThroughputParams,
 };
@@ -92,6 +92,15 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
     assert_eq!(third.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id[0]]);
     assert_eq!(first[0].kind, "mail.send");
     assert_eq!(first[0].state, JobState::Scheduled);
+    // Oldest first: the same keyset, the other way.
+    let oldest = JobFilter { order: JobOrder::OldestFirst, ..all.clone() };
+    let page = |before| JobListParams { filter: &oldest, before, limit: 3 };
+    let first = db.driver.job_list(page(None)).await.expect("oldest page 1");
+    assert_eq!(first.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id[0], id[1], id[2]]);
+    let second = db.driver.job_list(page(first.last().map(|j| j.id))).await.expect("oldest page 2");
+    assert_eq!(second.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id[3], id[4]]);
+    let ids_only = JobListParams { filter: &oldest, before: Some(id[1]), limit: 10 };
+    assert_eq!(db.driver.job_list_ids(ids_only).await.expect("ids"), vec![id[2], id[3], id[4]]);
 
     assert_eq!(count(&db, &all, 100).await, Count::Exact(5));
     assert_eq!(
