@@ -31,6 +31,7 @@ pub fn configure_at(base: &str, config: DashboardConfig) -> impl FnOnce(&mut web
             .service(at("/jobs/{id}").route(web::get().to(pages::job::page)))
             .service(at("/jobs/{id}/{action}").route(web::post().to(actions::one)))
             .service(at("/queues").route(web::get().to(pages::queues::page)))
+            .service(at("/kinds").route(web::get().to(pages::kinds::page)))
             .service(at("/queues/{name}/{action}").route(web::post().to(actions::queue)))
             .service(at("/cron").route(web::get().to(pages::cron::page)))
             .service(at("/cron/{name}/{action}").route(web::post().to(actions::schedule)))

@@ -180,3 +180,38 @@ async fn every_action_tells_the_audit_hook_who_did_what() {
     assert_eq!(events[0].1.target, format!("job {}", ids[0]));
     assert_eq!(events[3].1.target, "queue mailers");
 }
+
+#[actix_web::test]
+async fn the_kinds_page_shows_outcomes_failure_rate_and_duration_percentiles() {
+    use jobs_core::driver::{KindMetric, KindStatsCount, StatsRecordParams};
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    let minute = chrono::Utc::now();
+    let row = |kind, metric, idx, count| KindStatsCount { minute, kind, metric, idx, count };
+    let rows = [
+        row("mail.send", KindMetric::Completed, 0, 1_500),
+        row("mail.send", KindMetric::Retried, 0, 500),
+        row("mail.send", KindMetric::RunMs, 7, 2_000), // (64, 128] ms
+        row("mail.send", KindMetric::WaitMs, 0, 2_000), // at most 1 ms
+        row("report.build", KindMetric::Completed, 0, 3),
+        row("report.build", KindMetric::RunMs, 16, 3), // (32.8, 65.5] s
+        row("report.build", KindMetric::WaitMs, 12, 3), // (2, 4] s
+    ];
+    let record = StatsRecordParams { counts: &[], kinds: &rows };
+    test_app::driver(&pool).stats_record(record).await.expect("record");
+    let app = test_app::app(&pool, jobs_dashboard::Access::Full).await;
+    let (status, body, _) = get(&app, "/admin/jobs/kinds").await;
+    assert_eq!(status, StatusCode::OK);
+    let line = |kind: &str| {
+        let row = body.split(&format!(r#"<tr id="kind-{kind}">"#)).nth(1).expect("the kind's row");
+        row.split("</tr>").next().unwrap_or_default().to_owned()
+    };
+    let mail = line("mail.send");
+    assert!(mail.contains(r#"<td class="n">1,500</td><td class="n">500</td>"#), "{mail}");
+    assert!(mail.contains(r#"<td class="n">25.0 %</td>"#), "failure rate: {mail}");
+    let report = line("report.build");
+    assert!(report.contains(" s</td>"), "run times in seconds: {report}");
+    assert!(body.find(r#"id="kind-mail.send""#) < body.find(r#"id="kind-report.build""#), "busiest first");
+    assert_eq!(get(&app, "/admin/jobs/kinds?window=day").await.0, StatusCode::OK);
+    assert_eq!(get(&app, "/admin/jobs/kinds?window=year").await.0, StatusCode::BAD_REQUEST);
+}

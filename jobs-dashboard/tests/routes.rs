@@ -25,7 +25,7 @@ async fn the_overview_shows_counts_queues_and_the_chart() {
     let count = |state, count| jobs_core::driver::StatsCount { minute: now, queue: "mailers", state, count };
     let counts =
         [count(JobState::Completed, 4), count(JobState::Retryable, 2), count(JobState::Discarded, 1)];
-    let record = jobs_core::driver::StatsRecordParams { counts: &counts };
+    let record = jobs_core::driver::StatsRecordParams { counts: &counts, kinds: &[] };
     test_app::driver(&pool).stats_record(record).await.expect("stats");
     let app = app(&pool, Access::Full).await;
 

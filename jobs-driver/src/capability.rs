@@ -35,11 +35,11 @@ pub enum Capability {
 /// covers: those that wait (scheduled, retryable) or failed (discarded, cancelled). Not
 /// available, running or completed, which every job passes through: indexing them would
 /// cost every job on the hot path.
-pub const INDEXED_SEARCH_STATES: [crate::JobState; 4] = [
-    crate::JobState::Scheduled,
-    crate::JobState::Retryable,
-    crate::JobState::Discarded,
-    crate::JobState::Cancelled,
+pub const INDEXED_SEARCH_STATES: [crate::state::JobState; 4] = [
+    crate::state::JobState::Scheduled,
+    crate::state::JobState::Retryable,
+    crate::state::JobState::Discarded,
+    crate::state::JobState::Cancelled,
 ];
 
 impl Capability {

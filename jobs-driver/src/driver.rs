@@ -146,6 +146,8 @@ pub trait Driver: Send + Sync + std::fmt::Debug + 'static {
     async fn stats_prune(&self, params: StatsPruneParams) -> Result<i64>;
     /// See [`StatsThroughputParams`].
     async fn stats_throughput(&self, params: StatsThroughputParams) -> Result<Vec<Throughput>>;
+    /// See [`StatsKindsParams`].
+    async fn stats_kinds(&self, params: StatsKindsParams) -> Result<Vec<KindStats>>;
 
     // --- the server ---
 

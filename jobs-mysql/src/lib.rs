@@ -35,6 +35,7 @@ pub mod connection;
 mod driver;
 mod hub;
 mod jobs;
+mod kind_stats;
 mod leader;
 mod listener;
 pub mod migrate;

@@ -9,7 +9,7 @@ use jobs_driver::*;
 
 use crate::driver::{CAPABILITIES, MysqlDriver};
 use crate::jobs::{claim, complete, control, insert, insert_full, list, maintenance, read as jobs_read};
-use crate::{leader, listener, migrate, nodes, queues, schedules, server, stats};
+use crate::{kind_stats, leader, listener, migrate, nodes, queues, schedules, server, stats};
 
 /// Runs `$body` (async, on `$tx`, returning the result and the notifications it added) in
 /// a transaction on a pooled connection; delivers the notifications once it commits.
@@ -218,11 +218,17 @@ impl Driver for MysqlDriver {
     }
 
     async fn stats_record(&self, params: StatsRecordParams<'_>) -> Result<()> {
-        on_connection!(self, |c| stats::record(c, params.counts).await)
+        on_connection!(self, |c| stats::record(c, params.counts).await)?;
+        on_connection!(self, |c| kind_stats::record(c, params.kinds).await)
     }
 
     async fn stats_prune(&self, params: StatsPruneParams) -> Result<i64> {
-        on_connection!(self, |c| stats::prune(c, params).await)
+        let by_queue = on_connection!(self, |c| stats::prune(c, params).await)?;
+        Ok(by_queue + on_connection!(self, |c| kind_stats::prune(c, params).await)?)
+    }
+
+    async fn stats_kinds(&self, params: StatsKindsParams) -> Result<Vec<KindStats>> {
+        on_connection!(self, |c| kind_stats::kinds(c, params).await)
     }
 
     async fn stats_throughput(&self, params: StatsThroughputParams) -> Result<Vec<Throughput>> {

@@ -8,7 +8,7 @@ use jobs_driver::*;
 
 use crate::op_conn::on_conn;
 use crate::pool::{self, Pool};
-use crate::{jobs, leader, listener, migrate, nodes, queues, schedules, server, stats, wakeups};
+use crate::{jobs, kind_stats, leader, listener, migrate, nodes, queues, schedules, server, stats, wakeups};
 
 /// The Postgres driver: every capability (LISTEN/NOTIFY, SKIP LOCKED, planner estimates,
 /// `jsonb` containment, RETURNING), unless told to do without one ([`without`](Self::without)).
@@ -307,11 +307,17 @@ impl Driver for PgDriver {
     }
 
     async fn stats_record(&self, params: StatsRecordParams<'_>) -> Result<()> {
-        on_conn!(self, c => stats::record(c, params.counts))
+        on_conn!(self, c => stats::record(c, params.counts))?;
+        on_conn!(self, c => kind_stats::record(c, params.kinds))
     }
 
     async fn stats_prune(&self, params: StatsPruneParams) -> Result<i64> {
-        on_conn!(self, c => stats::prune(c, params))
+        let by_queue = on_conn!(self, c => stats::prune(c, params))?;
+        Ok(by_queue + on_conn!(self, c => kind_stats::prune(c, params))?)
+    }
+
+    async fn stats_kinds(&self, params: StatsKindsParams) -> Result<Vec<KindStats>> {
+        on_conn!(self, c => kind_stats::kinds(c, params))
     }
 
     async fn stats_throughput(&self, params: StatsThroughputParams) -> Result<Vec<Throughput>> {

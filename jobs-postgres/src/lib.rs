@@ -31,6 +31,7 @@ mod channels;
 pub mod connection;
 mod driver;
 mod jobs;
+mod kind_stats;
 mod leader;
 mod listener;
 pub mod migrate;

@@ -36,6 +36,7 @@ pub mod connection;
 mod driver;
 mod exec;
 mod jobs;
+mod kind_stats;
 mod leader;
 mod listener;
 mod local;

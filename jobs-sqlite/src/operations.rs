@@ -10,7 +10,7 @@ use crate::driver::{CAPABILITIES, SqliteDriver};
 use crate::exec::{read, write};
 use crate::jobs::{claim, complete, control, insert, insert_full, list, maintenance, read as jobs_read};
 use crate::time::{millis, now_ms};
-use crate::{leader, listener, migrate, nodes, queues, schedules, server, stats};
+use crate::{kind_stats, leader, listener, migrate, nodes, queues, schedules, server, stats};
 
 /// Runs `$body` (async, on `$conn`, returning the result and the notifications it added)
 /// in an immediate transaction on a pooled connection, in this process's turn to write;
@@ -267,12 +267,21 @@ impl Driver for SqliteDriver {
 
     async fn stats_record(&self, params: StatsRecordParams<'_>) -> Result<()> {
         let counts = stats::counted(params.counts);
-        write(&self.local, move |c| stats::record(c, &counts)).await
+        let kinds = kind_stats::counted(params.kinds);
+        write(&self.local, move |c| {
+            stats::record(c, &counts)?;
+            kind_stats::record(c, &kinds)
+        })
+        .await
     }
 
     async fn stats_prune(&self, params: StatsPruneParams) -> Result<i64> {
         let (keep, now) = (millis(params.keep), now_ms(params.now));
-        write(&self.local, move |c| stats::prune(c, keep, now)).await
+        write(&self.local, move |c| Ok(stats::prune(c, keep, now)? + kind_stats::prune(c, keep, now)?)).await
+    }
+
+    async fn stats_kinds(&self, params: StatsKindsParams) -> Result<Vec<KindStats>> {
+        read(&self.pool, move |c| kind_stats::kinds(c, params)).await
     }
 
     async fn stats_throughput(&self, params: StatsThroughputParams) -> Result<Vec<Throughput>> {

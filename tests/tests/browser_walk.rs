@@ -7,7 +7,10 @@
 //! confirmation before deleting a selection.
 
 use fantoccini::{Client, Locator};
-use jobs_core::driver::{NodeHeartbeatParams, ScheduleDef, ScheduleSyncParams};
+use jobs_core::driver::{
+    KindMetric, KindStatsCount, NodeHeartbeatParams, ScheduleDef, ScheduleSyncParams, StatsCount,
+    StatsRecordParams,
+};
 use jobs_core::testing::TestDatabase;
 use jobs_core::{IntoDriver, JobState};
 use jobs_tests::browser::{DEADLINE, browser, screenshot, start_driver, text};
@@ -64,6 +67,19 @@ async fn every_page_in_light_and_dark_at_phone_and_desktop_widths_then_live_refr
         missed_policy: "skip".into(),
     };
     driver.schedule_sync(ScheduleSyncParams { defs: &[def], retire_others: false }).await.expect("schedule");
+    // A minute of outcomes and durations, for the chart and the kinds page.
+    let minute = chrono::Utc::now();
+    let counts = [
+        StatsCount { minute, queue: "reports", state: JobState::Completed, count: 1_234 },
+        StatsCount { minute, queue: "reports", state: JobState::Retryable, count: 56 },
+    ];
+    let kinds = [
+        KindStatsCount { minute, kind: "walk.report", metric: KindMetric::Completed, idx: 0, count: 1_234 },
+        KindStatsCount { minute, kind: "walk.report", metric: KindMetric::Retried, idx: 0, count: 56 },
+        KindStatsCount { minute, kind: "walk.report", metric: KindMetric::RunMs, idx: 9, count: 1_290 },
+        KindStatsCount { minute, kind: "walk.report", metric: KindMetric::WaitMs, idx: 3, count: 1_290 },
+    ];
+    driver.stats_record(StatsRecordParams { counts: &counts, kinds: &kinds }).await.expect("stats");
 
     let config = jobs_dashboard::DashboardConfig::new(pool.clone()).refresh_seconds(1);
     let server = actix_web::HttpServer::new(move || {
@@ -83,6 +99,9 @@ async fn every_page_in_light_and_dark_at_phone_and_desktop_widths_then_live_refr
         ("jobs-discarded", "/jobs?state=discarded".to_owned(), "Jobs"),
         ("job", format!("/jobs/{}", ids[0]), "Job"),
         ("queues", "/queues".to_owned(), "Queues"),
+        ("kinds", "/kinds".to_owned(), "Kinds"),
+        ("overview-week", "/?chart=week".to_owned(), "Overview"),
+        ("search", "/jobs?q=user_id%3D7".to_owned(), "Jobs"),
         ("cron", "/cron".to_owned(), "Cron schedules"),
         ("enqueue", "/jobs/new".to_owned(), "Enqueue a job"),
         ("not-found", "/jobs/999999999".to_owned(), "Not found"),

@@ -59,6 +59,16 @@ async fn the_worker_counts_claims_outcomes_durations_and_latency() {
     .await;
     worker.shutdown().await.expect("shutdown");
     assert_eq!(counted().await, Some((3, 1)), "stopping writes nothing twice");
+    // And the per-kind counters: outcomes, and a run and a wait time for each attempt.
+    let driver = jobs_core::IntoDriver::into_driver(&pool);
+    let hour = jobs_core::driver::StatsKindsParams { window: Duration::from_secs(3600), now: None };
+    let kinds = driver.stats_kinds(hour).await.expect("kinds");
+    assert_eq!(kinds.len(), 1, "{kinds:?}");
+    let k = &kinds[0];
+    assert_eq!((k.kind.as_str(), k.completed, k.retried, k.discarded), ("obs.work", 3, 1, 0));
+    assert_eq!((k.run.count(), k.wait.count()), (4, 4), "every attempt that ran");
+    assert_eq!(k.failure_rate(), Some(0.25));
+    assert!(k.run.quantile(0.95).is_some_and(|d| d < Duration::from_secs(5)), "{:?}", k.run);
 
     let mut counters = std::collections::HashMap::new();
     let mut histograms = std::collections::HashMap::new();

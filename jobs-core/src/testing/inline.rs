@@ -254,6 +254,9 @@ impl Driver for InlineDriver {
     async fn stats_throughput(&self, _: StatsThroughputParams) -> Result<Vec<Throughput>> {
         self.unsupported("read outcome counts")
     }
+    async fn stats_kinds(&self, _: StatsKindsParams) -> Result<Vec<KindStats>> {
+        self.unsupported("read stats")
+    }
 
     async fn server_status(&self, _: ServerStatusParams) -> Result<ServerStatus> {
         Ok(ServerStatus { version: "inline".into(), major: None, read_only: false, replica_lag: None })

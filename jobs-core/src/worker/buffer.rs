@@ -51,6 +51,7 @@ impl Buffered {
             delay_ms: None,
             give_back_attempt: true,
             delete: false,
+            timing: None,
         }
     }
 }

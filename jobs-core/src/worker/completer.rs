@@ -12,7 +12,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use jobs_driver::{Completion, JobCompleteManyParams, JobState, StatsCount, StatsRecordParams};
+use jobs_driver::{
+    Completion, DURATION_BUCKETS, JobCompleteManyParams, JobState, KindMetric, KindStatsCount, StatsCount,
+    StatsRecordParams, Timing, duration_bucket,
+};
 
 use super::completions::CompleterConfig;
 use super::runtime::Shared;
@@ -117,8 +120,55 @@ pub(crate) const STATS_EVERY: Duration = Duration::from_secs(1);
 #[derive(Default)]
 struct PendingStats {
     counts: HashMap<(DateTime<Utc>, Arc<str>, JobState), i64>,
+    /// Per kind and minute: outcomes and duration histograms (`job_kind_stats`).
+    kinds: HashMap<(DateTime<Utc>, &'static str), KindCounts>,
     /// When the oldest unwritten count was added.
     since: Option<Instant>,
+}
+
+/// One kind's counts in one minute.
+#[derive(Default)]
+struct KindCounts {
+    /// Completed, retried, discarded, cancelled.
+    outcomes: [i64; 4],
+    run: [i64; DURATION_BUCKETS],
+    wait: [i64; DURATION_BUCKETS],
+}
+
+impl KindCounts {
+    fn add(&mut self, c: &Completion, timing: &Timing) {
+        let outcome = match c.state {
+            JobState::Completed => Some(0),
+            JobState::Retryable => Some(1),
+            JobState::Discarded => Some(2),
+            JobState::Cancelled => Some(3),
+            _ => None,
+        };
+        if let Some(i) = outcome {
+            self.outcomes[i] += 1;
+        }
+        self.run[duration_bucket(timing.run_ms)] += 1;
+        self.wait[duration_bucket(timing.wait_ms)] += 1;
+    }
+
+    /// Its non-zero counters.
+    fn rows<'a>(&self, minute: DateTime<Utc>, kind: &'a str, out: &mut Vec<KindStatsCount<'a>>) {
+        let outcomes =
+            [KindMetric::Completed, KindMetric::Retried, KindMetric::Discarded, KindMetric::Cancelled];
+        for (metric, count) in outcomes.into_iter().zip(self.outcomes) {
+            if count > 0 {
+                out.push(KindStatsCount { minute, kind, metric, idx: 0, count });
+            }
+        }
+        for (metric, histogram) in [(KindMetric::RunMs, &self.run), (KindMetric::WaitMs, &self.wait)] {
+            for (idx, count) in histogram.iter().enumerate() {
+                if *count > 0 {
+                    let idx = i16::try_from(idx).unwrap_or(i16::MAX);
+                    out.push(KindStatsCount { minute, kind, metric, idx, count: *count });
+                }
+            }
+        }
+    }
 }
 
 impl PendingStats {
@@ -129,8 +179,13 @@ impl PendingStats {
         }
         let now = shared.clock.now();
         let minute = now.duration_trunc(chrono::TimeDelta::minutes(1)).unwrap_or(now);
-        let mut count =
-            |c: &Completion| *self.counts.entry((minute, c.queue.clone(), c.state)).or_insert(0) += 1;
+        let kinds = &mut self.kinds;
+        let mut count = |c: &Completion| {
+            *self.counts.entry((minute, c.queue.clone(), c.state)).or_insert(0) += 1;
+            if let Some(timing) = &c.timing {
+                kinds.entry((minute, timing.kind)).or_default().add(c, timing);
+            }
+        };
         if applied.len() == batch.len() {
             // The common case: every outcome applied.
             batch.iter().for_each(&mut count);
@@ -149,7 +204,7 @@ impl PendingStats {
     /// Writes the counts in one statement. Best effort: a failure is logged and the counts
     /// wait for the next write.
     async fn write(&mut self, shared: &Shared) {
-        if self.counts.is_empty() {
+        if self.counts.is_empty() && self.kinds.is_empty() {
             self.since = None;
             return;
         }
@@ -163,10 +218,15 @@ impl PendingStats {
                 count: *n,
             })
             .collect();
-        let written = shared.driver.stats_record(StatsRecordParams { counts: &counts }).await;
+        let mut kinds = Vec::new();
+        for ((minute, kind), counts) in &self.kinds {
+            counts.rows(*minute, kind, &mut kinds);
+        }
+        let written = shared.driver.stats_record(StatsRecordParams { counts: &counts, kinds: &kinds }).await;
         match written {
             Ok(()) => {
                 self.counts.clear();
+                self.kinds.clear();
                 self.since = None;
             }
             Err(e) => {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use jobs_driver::stored_text::{MAX_BACKTRACE_BYTES, MAX_ERROR_MESSAGE_BYTES, clip, storable_result};
-use jobs_driver::{ClaimedJob, Completion, JobRow, JobState};
+use jobs_driver::{ClaimedJob, Completion, JobRow, JobState, Timing};
 use serde_json::value::RawValue;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
@@ -68,6 +68,7 @@ fn completion(
         delay_ms: None,
         give_back_attempt: false,
         delete: false,
+        timing: None,
     };
     let mut entry = None;
     let failed = |c: &mut Completion, entry: &mut Option<serde_json::Value>, f: Failure| {
@@ -233,7 +234,15 @@ pub(crate) async fn execute(
     let kind_label: &'static str = descriptor.map_or("unknown", |d| d.kind);
     metrics::histogram!("jobs_duration_seconds", "queue" => queue.label, "kind" => kind_label)
         .record(started.elapsed().as_secs_f64());
-    let completion = completion(shared, queue, job, descriptor.as_ref(), ended);
+    let ran = matches!(ended, Ended::Ran(_) | Ended::TimedOut(_) | Ended::Panicked(_));
+    let mut completion = completion(shared, queue, job, descriptor.as_ref(), ended);
+    if ran {
+        completion.timing = Some(Timing {
+            kind: kind_label,
+            wait_ms: u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
+            run_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        });
+    }
     let counter = match completion.state {
         JobState::Completed => "jobs_completed_total",
         JobState::Discarded => "jobs_discarded_total",

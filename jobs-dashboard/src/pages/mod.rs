@@ -5,6 +5,7 @@ pub(crate) mod cron;
 pub(crate) mod enqueue;
 pub(crate) mod job;
 pub(crate) mod jobs;
+pub(crate) mod kinds;
 pub(crate) mod overview;
 pub(crate) mod queues;
 pub(crate) mod timeline;

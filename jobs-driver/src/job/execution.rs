@@ -59,4 +59,18 @@ pub struct Completion {
     pub give_back_attempt: bool,
     /// Delete the row instead of writing it (delete-on-completion queues, completed jobs).
     pub delete: bool,
+    /// How the attempt ran, for the per-kind counters (`None`: it did not run, as for a
+    /// buffered job handed back).
+    pub timing: Option<Timing>,
+}
+
+/// How long an attempt waited and ran, and its kind: what the per-kind counters add up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// The kind, as registered (`unknown` for a kind this node does not know).
+    pub kind: &'static str,
+    /// From due (`scheduled_at`) to claimed (`attempted_at`), in milliseconds.
+    pub wait_ms: u64,
+    /// How long the handler ran, in milliseconds.
+    pub run_ms: u64,
 }

@@ -9,7 +9,7 @@ mod new_job;
 mod params;
 mod row;
 
-pub use execution::{ClaimedJob, Completion};
+pub use execution::{ClaimedJob, Completion, Timing};
 pub use filter::{Count, JobFilter, JobOrder, json_contains, like_pattern};
 pub use new_job::{DEFAULT_MAX_ATTEMPTS, Inserted, NewJob};
 pub use params::*;

@@ -3,9 +3,9 @@
 
 use chrono::{DateTime, Utc};
 use jobs_core::driver::{
-    Capability, Count, JobCountParams, JobFilter, JobListParams, JobOrder, JobState, NodeHeartbeatParams,
-    NodeListParams, QueueListDepthsParams, QueueSetPausedParams, StatsCount, StatsRecordParams,
-    StatsThroughputParams,
+    Capability, Count, JobCountParams, JobFilter, JobListParams, JobOrder, JobState, KindMetric,
+    KindStatsCount, NodeHeartbeatParams, NodeListParams, QueueListDepthsParams, QueueSetPausedParams,
+    StatsCount, StatsKindsParams, StatsPruneParams, StatsRecordParams, StatsThroughputParams,
 };
 use serde_json::json;
 
@@ -131,8 +131,11 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
         StatsCount { minute, queue: "billing", state: JobState::Completed, count: 2 },
         StatsCount { minute, queue: "mail", state: JobState::Discarded, count: 1 },
     ];
-    db.driver.stats_record(StatsRecordParams { counts: &counts }).await.expect("record");
-    db.driver.stats_record(StatsRecordParams { counts: &counts[..1] }).await.expect("record again");
+    db.driver.stats_record(StatsRecordParams { counts: &counts, kinds: &[] }).await.expect("record");
+    db.driver
+        .stats_record(StatsRecordParams { counts: &counts[..1], kinds: &[] })
+        .await
+        .expect("record again");
     let minutes = db.driver.stats_throughput(StatsThroughputParams::default()).await.expect("throughput");
     assert_eq!(minutes.len(), 60);
     assert!(minutes.windows(2).all(|w| w[1].minute - w[0].minute == chrono::Duration::minutes(1)));
@@ -143,7 +146,7 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
     for (hours, n) in [(3, 4), (48, 100)] {
         let minute = Utc::now() - chrono::Duration::hours(hours);
         let counts = [StatsCount { minute, queue: "mail", state: JobState::Completed, count: n }];
-        db.driver.stats_record(StatsRecordParams { counts: &counts }).await.expect("record");
+        db.driver.stats_record(StatsRecordParams { counts: &counts, kinds: &[] }).await.expect("record");
     }
     let day = StatsThroughputParams {
         window: std::time::Duration::from_secs(24 * 3600),
@@ -156,6 +159,46 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
     assert_eq!(buckets.iter().map(|b| b.completed).sum::<i64>(), 8 + 4);
     let three_hours_ago = &buckets[96 - 1 - 12];
     assert_eq!(three_hours_ago.completed, 4, "{buckets:?}");
+
+    // Per-kind counters: outcomes and histograms add up over the window, by kind.
+    let kind = |kind, metric, idx, count, minutes_ago: i64| KindStatsCount {
+        minute: Utc::now() - chrono::Duration::minutes(minutes_ago),
+        kind,
+        metric,
+        idx,
+        count,
+    };
+    let rows = [
+        kind("mail.send", KindMetric::Completed, 0, 9, 0),
+        kind("mail.send", KindMetric::Retried, 0, 1, 0),
+        kind("mail.send", KindMetric::RunMs, 4, 8, 0),
+        kind("mail.send", KindMetric::RunMs, 10, 2, 0),
+        kind("mail.send", KindMetric::WaitMs, 0, 10, 0),
+        kind("bill.charge", KindMetric::Discarded, 0, 2, 0),
+        kind("mail.send", KindMetric::Completed, 0, 100, 3 * 60),
+    ];
+    for _ in 0..2 {
+        let record = StatsRecordParams { counts: &[], kinds: &rows };
+        db.driver.stats_record(record).await.expect("record kinds");
+    }
+    let hour = StatsKindsParams { window: std::time::Duration::from_secs(3600), now: None };
+    let kinds = db.driver.stats_kinds(hour).await.expect("kinds");
+    assert_eq!(kinds.iter().map(|k| k.kind.as_str()).collect::<Vec<_>>(), ["bill.charge", "mail.send"]);
+    let mail = &kinds[1];
+    assert_eq!(
+        (mail.completed, mail.retried, mail.discarded),
+        (18, 2, 0),
+        "two writes add up; 3 h ago is out"
+    );
+    assert_eq!((mail.run.0[4], mail.run.0[10], mail.run.count()), (16, 4, 20));
+    assert_eq!(mail.wait.count(), 20);
+    assert_eq!(kinds[0].discarded, 4);
+    let day = StatsKindsParams { window: std::time::Duration::from_secs(24 * 3600), now: None };
+    assert_eq!(db.driver.stats_kinds(day).await.expect("a day")[1].completed, 218);
+    // Pruning takes them with the per-queue counters.
+    let prune = StatsPruneParams { keep: std::time::Duration::from_secs(3600), now: None };
+    assert!(db.driver.stats_prune(prune).await.expect("prune") >= 2);
+    assert_eq!(db.driver.stats_kinds(day).await.expect("after pruning")[1].completed, 18);
 
     // Nodes, most recently seen first.
     let queues = json!({"work": {"limit": 10, "running": 2}});

@@ -56,6 +56,7 @@ pub async fn a_late_completion_after_a_rescue_is_ignored(db: TestDb) {
         delay_ms: None,
         give_back_attempt: false,
         delete: false,
+        timing: None,
     };
     let complete = |c: &Completion| {
         let c = c.clone();

@@ -43,6 +43,7 @@ pub async fn unique_keys_hold_in_their_states_and_free_up_after(db: TestDb) {
         delay_ms: None,
         give_back_attempt: false,
         delete: false,
+        timing: None,
     };
     db.driver
         .job_complete_many(JobCompleteManyParams { completions: &[done], now: None })

@@ -1,0 +1,81 @@
+//! Per-kind counters by minute (`job_kind_stats`): outcomes, and how long attempts ran and
+//! waited as histograms, for the dashboard's kinds page. Written with `job_stats`, pruned
+//! with it, as approximate as it is.
+
+use chrono::{DurationRound, TimeDelta};
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Datetime, Nullable, Text};
+use diesel_async::{AsyncMysqlConnection, RunQueryDsl};
+use jobs_driver::{KindStats, KindStatsCount, Result, StatsKindsParams, StatsPruneParams};
+
+use crate::cached::CachedQuery;
+use crate::time::{micros, naive, naive_opt};
+
+const RECORD: &str = "\
+INSERT INTO job_kind_stats (bucket, kind, metric, idx, count)
+SELECT c.bucket, c.kind, c.metric, c.idx, c.n
+FROM JSON_TABLE($1, '$[*]' COLUMNS (bucket DATETIME(6) PATH '$[0]', kind VARCHAR(255) PATH '$[1]',
+                                    metric VARCHAR(16) PATH '$[2]', idx SMALLINT PATH '$[3]',
+                                    n BIGINT PATH '$[4]')) AS c
+ON DUPLICATE KEY UPDATE count = job_kind_stats.count + VALUES(count)";
+
+/// Adds `counts` to the counters, in one statement.
+pub(crate) async fn record(conn: &mut AsyncMysqlConnection, counts: &[KindStatsCount<'_>]) -> Result<()> {
+    if counts.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<serde_json::Value> = counts
+        .iter()
+        .map(|c| {
+            let minute = c.minute.duration_trunc(TimeDelta::minutes(1)).unwrap_or(c.minute);
+            let bucket = naive(minute).format("%Y-%m-%d %H:%M:%S").to_string();
+            serde_json::json!([bucket, c.kind, c.metric.as_str(), c.idx, c.count])
+        })
+        .collect();
+    CachedQuery::new(RECORD)
+        .bind::<Text, _>(serde_json::Value::Array(rows).to_string())
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Deletes counters older than `keep`. Returns how many rows went.
+pub(crate) async fn prune(conn: &mut AsyncMysqlConnection, params: StatsPruneParams) -> Result<i64> {
+    let n = CachedQuery::new(
+        "DELETE FROM job_kind_stats WHERE bucket < COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $2 MICROSECOND",
+    )
+    .bind::<Nullable<Datetime>, _>(naive_opt(params.now))
+    .bind::<BigInt, _>(micros(params.keep))
+    .execute(conn)
+    .await?;
+    Ok(n as i64)
+}
+
+#[derive(QueryableByName)]
+struct Summed {
+    #[diesel(sql_type = Text)]
+    kind: String,
+    #[diesel(sql_type = Text)]
+    metric: String,
+    #[diesel(sql_type = BigInt)]
+    idx: i64,
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+/// See [`StatsKindsParams`]: the window's counters summed per kind, metric and bucket.
+pub(crate) async fn kinds(
+    conn: &mut AsyncMysqlConnection,
+    params: StatsKindsParams,
+) -> Result<Vec<KindStats>> {
+    let since = params.since();
+    let since = since.duration_trunc(TimeDelta::minutes(1)).unwrap_or(since);
+    let rows: Vec<Summed> = CachedQuery::new(
+        "SELECT kind, metric, CAST(idx AS SIGNED) AS idx, CAST(SUM(count) AS SIGNED) AS n FROM job_kind_stats
+         WHERE bucket >= $1 GROUP BY kind, metric, idx",
+    )
+    .bind::<Datetime, _>(naive(since))
+    .load(conn)
+    .await?;
+    Ok(KindStats::fold(rows.into_iter().map(|r| (r.kind, r.metric, r.idx, r.n))))
+}

@@ -1,0 +1,84 @@
+//! Per-kind counters by minute (`job_kind_stats`): outcomes, and how long attempts ran and
+//! waited as histograms, for the dashboard's kinds page. Written with `job_stats`, pruned
+//! with it, as approximate as it is.
+
+use chrono::{DateTime, Utc};
+use diesel::QueryableByName;
+use diesel::pg::Pg;
+use diesel::sql_types::{Array, BigInt, Int2, Nullable, Text, Timestamptz};
+use diesel_async::{AsyncConnectionCore, RunQueryDsl};
+use jobs_driver::{KindStats, KindStatsCount, Result, StatsKindsParams, StatsPruneParams};
+
+use crate::rows::millis;
+
+const RECORD: &str = "\
+INSERT INTO job_kind_stats AS s (bucket, kind, metric, idx, count)
+SELECT date_trunc('minute', b), k, m, i, n
+FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::int2[], $5::int8[]) AS u(b, k, m, i, n)
+ON CONFLICT (bucket, kind, metric, idx) DO UPDATE SET count = s.count + EXCLUDED.count";
+
+/// Adds `counts` to the counters, in one statement; each time is truncated to its minute.
+pub(crate) async fn record<C>(conn: &mut C, counts: &[KindStatsCount<'_>]) -> Result<()>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    if counts.is_empty() {
+        return Ok(());
+    }
+    let minutes: Vec<DateTime<Utc>> = counts.iter().map(|c| c.minute).collect();
+    let kinds: Vec<&str> = counts.iter().map(|c| c.kind).collect();
+    let metrics: Vec<&str> = counts.iter().map(|c| c.metric.as_str()).collect();
+    let idx: Vec<i16> = counts.iter().map(|c| c.idx).collect();
+    let ns: Vec<i64> = counts.iter().map(|c| c.count).collect();
+    diesel::sql_query(RECORD)
+        .bind::<Array<Timestamptz>, _>(minutes)
+        .bind::<Array<Text>, _>(kinds)
+        .bind::<Array<Text>, _>(metrics)
+        .bind::<Array<Int2>, _>(idx)
+        .bind::<Array<BigInt>, _>(ns)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Deletes counters older than `keep`. Returns how many rows went.
+pub(crate) async fn prune<C>(conn: &mut C, params: StatsPruneParams) -> Result<i64>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let n = diesel::sql_query(
+        "DELETE FROM job_kind_stats WHERE bucket < COALESCE($2::timestamptz, now()) - $1 * interval '1 millisecond'",
+    )
+    .bind::<BigInt, _>(millis(params.keep))
+    .bind::<Nullable<Timestamptz>, _>(params.now)
+    .execute(conn)
+    .await?;
+    Ok(n as i64)
+}
+
+#[derive(QueryableByName)]
+struct Summed {
+    #[diesel(sql_type = Text)]
+    kind: String,
+    #[diesel(sql_type = Text)]
+    metric: String,
+    #[diesel(sql_type = BigInt)]
+    idx: i64,
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+/// See [`StatsKindsParams`]: the window's counters summed per kind, metric and bucket.
+pub(crate) async fn kinds<C>(conn: &mut C, params: StatsKindsParams) -> Result<Vec<KindStats>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let rows: Vec<Summed> = diesel::sql_query(
+        "SELECT kind, metric, idx::int8 AS idx, sum(count)::int8 AS n FROM job_kind_stats
+         WHERE bucket >= date_trunc('minute', $1::timestamptz) GROUP BY kind, metric, idx",
+    )
+    .bind::<Timestamptz, _>(params.since())
+    .load(conn)
+    .await?;
+    Ok(KindStats::fold(rows.into_iter().map(|r| (r.kind, r.metric, r.idx, r.n))))
+}

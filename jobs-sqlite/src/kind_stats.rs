@@ -1,0 +1,87 @@
+//! Per-kind counters by minute (`job_kind_stats`): outcomes, and how long attempts ran and
+//! waited as histograms, for the dashboard's kinds page. Written with `job_stats`, pruned
+//! with it, as approximate as it is.
+
+use diesel::sql_types::{BigInt, Text};
+use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
+use jobs_driver::{KindStats, KindStatsCount, Result, StatsKindsParams};
+
+use crate::cached::CachedQuery;
+use crate::time::to_ms;
+
+const MINUTE_MS: i64 = 60_000;
+
+const RECORD: &str = "\
+INSERT INTO job_kind_stats (bucket, kind, metric, idx, count) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (bucket, kind, metric, idx) DO UPDATE SET count = job_kind_stats.count + excluded.count";
+
+/// One counter to add, owned (to move onto the connection's thread).
+pub(crate) struct Counted {
+    minute_ms: i64,
+    kind: String,
+    metric: &'static str,
+    idx: i64,
+    count: i64,
+}
+
+/// The counters of `counts`, each time truncated to its minute.
+pub(crate) fn counted(counts: &[KindStatsCount<'_>]) -> Vec<Counted> {
+    counts
+        .iter()
+        .map(|c| {
+            let ms = to_ms(c.minute);
+            Counted {
+                minute_ms: ms - ms.rem_euclid(MINUTE_MS),
+                kind: c.kind.to_owned(),
+                metric: c.metric.as_str(),
+                idx: i64::from(c.idx),
+                count: c.count,
+            }
+        })
+        .collect()
+}
+
+/// Adds `counts` to the counters, in the caller's transaction.
+pub(crate) fn record(conn: &mut SqliteConnection, counts: &[Counted]) -> Result<()> {
+    for c in counts {
+        CachedQuery::new(RECORD)
+            .bind::<BigInt, _>(c.minute_ms)
+            .bind::<Text, _>(&c.kind)
+            .bind::<Text, _>(c.metric)
+            .bind::<BigInt, _>(c.idx)
+            .bind::<BigInt, _>(c.count)
+            .execute(conn)?;
+    }
+    Ok(())
+}
+
+/// Deletes counters older than `keep_ms` before `now_ms`. Returns how many rows went.
+pub(crate) fn prune(conn: &mut SqliteConnection, keep_ms: i64, now_ms: i64) -> Result<i64> {
+    let n = CachedQuery::new("DELETE FROM job_kind_stats WHERE bucket < $1")
+        .bind::<BigInt, _>(now_ms.saturating_sub(keep_ms))
+        .execute(conn)?;
+    Ok(n as i64)
+}
+
+#[derive(QueryableByName)]
+struct Summed {
+    #[diesel(sql_type = Text)]
+    kind: String,
+    #[diesel(sql_type = Text)]
+    metric: String,
+    #[diesel(sql_type = BigInt)]
+    idx: i64,
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+/// See [`StatsKindsParams`]: the window's counters summed per kind, metric and bucket.
+pub(crate) fn kinds(conn: &mut SqliteConnection, params: StatsKindsParams) -> Result<Vec<KindStats>> {
+    let since = to_ms(params.since());
+    let rows: Vec<Summed> = CachedQuery::new(
+        "SELECT kind, metric, idx, sum(count) AS n FROM job_kind_stats WHERE bucket >= $1 GROUP BY kind, metric, idx",
+    )
+    .bind::<BigInt, _>(since - since.rem_euclid(MINUTE_MS))
+    .load(conn)?;
+    Ok(KindStats::fold(rows.into_iter().map(|r| (r.kind, r.metric, r.idx, r.n))))
+}
