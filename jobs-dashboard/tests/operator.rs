@@ -215,3 +215,40 @@ async fn the_kinds_page_shows_outcomes_failure_rate_and_duration_percentiles() {
     assert_eq!(get(&app, "/admin/jobs/kinds?window=day").await.0, StatusCode::OK);
     assert_eq!(get(&app, "/admin/jobs/kinds?window=year").await.0, StatusCode::BAD_REQUEST);
 }
+
+#[actix_web::test]
+async fn a_queues_concurrency_is_set_for_every_node_and_cleared() {
+    use jobs_core::driver::QueueSettingsParams;
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    live_node(&pool).await;
+    insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({}))]).await;
+    let app = test_app::app(&pool, jobs_dashboard::Access::Full).await;
+    let csrf = token(&app).await;
+    let stored = || async {
+        let all =
+            test_app::driver(&pool).queue_settings(QueueSettingsParams { queue: Some("mailers") }).await;
+        all.expect("settings").first().and_then(|s| s.concurrency)
+    };
+    let uri = "/admin/jobs/queues/mailers/concurrency";
+    let posted = post_full(&app, uri, Some(&csrf), &[("concurrency", "3")]).await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER, "{}", posted.body);
+    assert_eq!(stored().await, Some(3));
+    assert!(
+        posted.notice.as_deref().is_some_and(|n| n.contains("3 at a time on every node")),
+        "{:?}",
+        posted.notice
+    );
+    let (_, page, _) = get(&app, "/admin/jobs/queues").await;
+    assert!(page.contains("<strong>3</strong> on every node"), "{page}");
+    for bad in ["0", "100001", "two"] {
+        let posted = post_full(&app, uri, Some(&csrf), &[("concurrency", bad)]).await;
+        assert_eq!(posted.status, StatusCode::BAD_REQUEST, "{bad}");
+        assert!(posted.body.contains("concurrency"), "{bad}: {}", posted.body);
+    }
+    assert_eq!(stored().await, Some(3), "a bad value changes nothing");
+    post_full(&app, uri, Some(&csrf), &[("concurrency", "")]).await;
+    assert_eq!(stored().await, None, "empty: each node's own again");
+    let (_, page, _) = get(&app, "/admin/jobs/queues").await;
+    assert!(page.contains("each node's own"), "{page}");
+}

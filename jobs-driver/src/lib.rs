@@ -59,7 +59,8 @@ pub use leader::{LeaderGetParams, LeaderReleaseParams, LeaderTryAcquireParams};
 pub use node::{NodeDeleteParams, NodeDeleteStaleParams, NodeHeartbeatParams, NodeListParams, NodeRow};
 pub use notification::{AVAILABLE_CHANNEL, CONTROL_CHANNEL, Notification};
 pub use queue::{
-    QueueDepth, QueueIsPausedParams, QueueListDepthsParams, QueueListPausedParams, QueueSetPausedParams,
+    QueueDepth, QueueIsPausedParams, QueueListDepthsParams, QueueListPausedParams, QueueSetConcurrencyParams,
+    QueueSetPausedParams, QueueSettings, QueueSettingsParams,
 };
 pub use schedule::{
     Fired, ScheduleDef, ScheduleFireDueParams, ScheduleGetParams, ScheduleListParams,

@@ -38,6 +38,41 @@ pub struct QueueSetPausedParams<'a> {
     pub paused: bool,
 }
 
+/// `queue_set_concurrency`: how many of `queue`'s jobs each node runs at once, for every
+/// node, overriding each node's own setting (`None`: back to each node's own). Nodes read
+/// it at their next poll; jobs running beyond a lowered limit finish, and no more start.
+/// Creates the queue's stored row if needed. Validated with
+/// [`validate_concurrency`](crate::validation::validate_concurrency).
+#[derive(Debug, Clone, Copy)]
+pub struct QueueSetConcurrencyParams<'a> {
+    /// The queue.
+    pub queue: &'a str,
+    /// Slots per node, or `None` for each node's own setting.
+    pub concurrency: Option<i32>,
+}
+
+/// `queue_settings`: what is stored for one queue (`Some`) or every queue with a stored
+/// row (`None`), by name.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QueueSettingsParams<'a> {
+    /// One queue, or all.
+    pub queue: Option<&'a str>,
+}
+
+/// A queue's stored, cluster-wide settings.
+#[derive(Debug, Clone, PartialEq, Eq, diesel::QueryableByName)]
+pub struct QueueSettings {
+    /// Queue name.
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub queue: String,
+    /// Whether it is paused.
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    pub paused: bool,
+    /// Slots per node set for the cluster, if any.
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    pub concurrency: Option<i64>,
+}
+
 /// `queue_is_paused`: whether `queue` is paused.
 #[derive(Debug, Clone, Copy)]
 pub struct QueueIsPausedParams<'a> {

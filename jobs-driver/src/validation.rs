@@ -54,6 +54,20 @@ pub enum InvalidJob {
     },
 }
 
+/// The most slots a queue may be given across the cluster (`queue_set_concurrency`).
+pub const MAX_CONCURRENCY: i32 = 100_000;
+
+/// A queue's concurrency set for the cluster: 1 to [`MAX_CONCURRENCY`].
+pub fn validate_concurrency(concurrency: i64) -> Result<(), InvalidJob> {
+    if !(1..=i64::from(MAX_CONCURRENCY)).contains(&concurrency) {
+        return Err(invalid(
+            "concurrency",
+            format!("a queue's concurrency is 1 to {MAX_CONCURRENCY} slots per node, not {concurrency}"),
+        ));
+    }
+    Ok(())
+}
+
 fn invalid(option: &'static str, reason: String) -> InvalidJob {
     InvalidJob::Option { option, reason }
 }

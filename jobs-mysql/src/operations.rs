@@ -9,7 +9,7 @@ use jobs_driver::*;
 
 use crate::driver::{CAPABILITIES, MysqlDriver};
 use crate::jobs::{claim, complete, control, insert, insert_full, list, maintenance, read as jobs_read};
-use crate::{kind_stats, leader, listener, migrate, nodes, queues, schedules, server, stats};
+use crate::{kind_stats, leader, listener, migrate, nodes, queue_settings, queues, schedules, server, stats};
 
 /// Runs `$body` (async, on `$tx`, returning the result and the notifications it added) in
 /// a transaction on a pooled connection; delivers the notifications once it commits.
@@ -161,6 +161,14 @@ impl Driver for MysqlDriver {
 
     async fn queue_list_depths(&self, _params: QueueListDepthsParams) -> Result<Vec<QueueDepth>> {
         on_connection!(self, |c| queues::list_depths(c).await)
+    }
+
+    async fn queue_set_concurrency(&self, params: QueueSetConcurrencyParams<'_>) -> Result<()> {
+        on_connection!(self, |c| queue_settings::set_concurrency(c, params).await)
+    }
+
+    async fn queue_settings(&self, params: QueueSettingsParams<'_>) -> Result<Vec<QueueSettings>> {
+        on_connection!(self, |c| queue_settings::settings(c, params).await)
     }
 
     async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()> {

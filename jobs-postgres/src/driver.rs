@@ -8,7 +8,10 @@ use jobs_driver::*;
 
 use crate::op_conn::on_conn;
 use crate::pool::{self, Pool};
-use crate::{jobs, kind_stats, leader, listener, migrate, nodes, queues, schedules, server, stats, wakeups};
+use crate::{
+    jobs, kind_stats, leader, listener, migrate, nodes, queue_settings, queues, schedules, server, stats,
+    wakeups,
+};
 
 /// The Postgres driver: every capability (LISTEN/NOTIFY, SKIP LOCKED, planner estimates,
 /// `jsonb` containment, RETURNING), unless told to do without one ([`without`](Self::without)).
@@ -252,6 +255,14 @@ impl Driver for PgDriver {
 
     async fn queue_list_depths(&self, _params: QueueListDepthsParams) -> Result<Vec<QueueDepth>> {
         on_conn!(self, c => queues::list_depths(c))
+    }
+
+    async fn queue_set_concurrency(&self, params: QueueSetConcurrencyParams<'_>) -> Result<()> {
+        on_conn!(self, c => queue_settings::set_concurrency(c, params))
+    }
+
+    async fn queue_settings(&self, params: QueueSettingsParams<'_>) -> Result<Vec<QueueSettings>> {
+        on_conn!(self, c => queue_settings::settings(c, params))
     }
 
     async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()> {

@@ -47,6 +47,7 @@ mod operations;
 #[cfg(test)]
 mod plans;
 mod pool;
+mod queue_settings;
 mod queues;
 mod rows;
 mod schedules;

@@ -10,7 +10,7 @@ use crate::driver::{CAPABILITIES, SqliteDriver};
 use crate::exec::{read, write};
 use crate::jobs::{claim, complete, control, insert, insert_full, list, maintenance, read as jobs_read};
 use crate::time::{millis, now_ms};
-use crate::{kind_stats, leader, listener, migrate, nodes, queues, schedules, server, stats};
+use crate::{kind_stats, leader, listener, migrate, nodes, queue_settings, queues, schedules, server, stats};
 
 /// Runs `$body` (async, on `$conn`, returning the result and the notifications it added)
 /// in an immediate transaction on a pooled connection, in this process's turn to write;
@@ -179,6 +179,16 @@ impl Driver for SqliteDriver {
     async fn queue_list_depths(&self, _params: QueueListDepthsParams) -> Result<Vec<QueueDepth>> {
         let now = now_ms(None);
         read(&self.pool, move |c| queues::list_depths(c, now)).await
+    }
+
+    async fn queue_set_concurrency(&self, params: QueueSetConcurrencyParams<'_>) -> Result<()> {
+        let (queue, concurrency, now) = (params.queue.to_owned(), params.concurrency, now_ms(None));
+        write(&self.local, move |c| queue_settings::set_concurrency(c, &queue, concurrency, now)).await
+    }
+
+    async fn queue_settings(&self, params: QueueSettingsParams<'_>) -> Result<Vec<QueueSettings>> {
+        let queue = params.queue.map(str::to_owned);
+        read(&self.pool, move |c| queue_settings::settings(c, queue.as_deref())).await
     }
 
     async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()> {

@@ -206,6 +206,12 @@ impl Driver for InlineDriver {
     async fn queue_list_depths(&self, _: QueueListDepthsParams) -> Result<Vec<QueueDepth>> {
         self.unsupported("list queues")
     }
+    async fn queue_set_concurrency(&self, _: QueueSetConcurrencyParams<'_>) -> Result<()> {
+        self.unsupported("store queue settings")
+    }
+    async fn queue_settings(&self, _: QueueSettingsParams<'_>) -> Result<Vec<QueueSettings>> {
+        Ok(Vec::new())
+    }
     async fn node_heartbeat(&self, _: NodeHeartbeatParams<'_>) -> Result<()> {
         self.unsupported("record nodes")
     }

@@ -19,8 +19,8 @@ pub(crate) async fn beat(shared: &Shared) -> Result<()> {
         .queues
         .values()
         .map(|q| {
-            let limit = q.config.concurrency;
-            let running = limit.saturating_sub(q.slots.available_permits());
+            let limit = q.limit.current();
+            let running = q.limit.in_use(&q.slots);
             let buffered = q.buffered();
             (
                 q.name.to_string(),

@@ -25,6 +25,7 @@ mod drain;
 mod executor;
 mod handle;
 mod heartbeat;
+mod limit;
 mod listener;
 mod panic_capture;
 mod prefetch;

@@ -26,7 +26,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use jobs_driver::{ClaimedJob, JobClaimParams, QueueIsPausedParams};
+use jobs_driver::{ClaimedJob, JobClaimParams, QueueSettingsParams};
 
 use super::buffer::Buffered;
 use super::executor;
@@ -169,7 +169,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: Can
             _ = queue.slot_freed.notified(), if waiting_for_slots => {}
             _ = queue.wake.notified() => plan.wake(),
             _ = ticker.tick() => {
-                refresh_paused(&shared, &queue).await;
+                refresh_settings(&shared, &queue).await;
                 plan.wake();
             }
             _ = sleep_until(plan.retry_at) => plan.retry_at = None,
@@ -309,6 +309,7 @@ fn start(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>, claimed: Claimed, plan
         }
         Err(e) => {
             drop(slots);
+            queue.limit.settle(&queue.slots);
             tracing::warn!(queue = %queue.name, error = %e, "fetching jobs failed; retrying");
             plan.retry_at = Some(Instant::now() + plan.error_pause.failed());
         }
@@ -317,6 +318,8 @@ fn start(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>, claimed: Claimed, plan
 
 /// Starts buffered jobs on the free slots, highest priority first.
 fn dispatch(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>) {
+    // Slots given back unused (a claim's reservation) may be owed to a lowered limit.
+    queue.limit.settle(&queue.slots);
     while let Ok(slot) = queue.slots.clone().try_acquire_owned() {
         let next = queue.buffer.lock().unwrap_or_else(|e| e.into_inner()).pop();
         match next {
@@ -326,12 +329,20 @@ fn dispatch(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>) {
     }
 }
 
-/// Re-reads the queue's pause flag (a missed NOTIFY must not pause or resume it forever).
-async fn refresh_paused(shared: &Shared, queue: &QueueRuntime) {
-    let paused = shared.driver.queue_is_paused(QueueIsPausedParams { queue: &queue.name }).await;
-    match paused {
-        Ok(paused) => queue.paused.store(paused, Ordering::Release),
-        Err(e) => tracing::warn!(queue = %queue.name, error = %e, "reading the pause flag failed"),
+/// Re-reads the queue's stored settings: its pause flag (a missed NOTIFY must not pause or
+/// resume it forever) and the concurrency set for the cluster, if any.
+async fn refresh_settings(shared: &Shared, queue: &QueueRuntime) {
+    let stored = shared.driver.queue_settings(QueueSettingsParams { queue: Some(&queue.name) }).await;
+    match stored {
+        Ok(stored) => {
+            let stored = stored.into_iter().next();
+            queue.paused.store(stored.as_ref().is_some_and(|s| s.paused), Ordering::Release);
+            let cluster = stored.and_then(|s| s.concurrency).and_then(|n| usize::try_from(n).ok());
+            if queue.limit.set(cluster, &queue.slots) {
+                tracing::info!(queue = %queue.name, concurrency = queue.limit.current(), "concurrency changed");
+            }
+        }
+        Err(e) => tracing::warn!(queue = %queue.name, error = %e, "reading the queue's settings failed"),
     }
 }
 

@@ -14,6 +14,7 @@ use jobs_driver::Driver;
 use super::buffer::{Buffer, Buffered};
 use super::completions::CompletionSender;
 use super::config::{QueueConfig, UnknownKindPolicy};
+use super::limit::Limit;
 use super::prefetch::{Prefetch, RunTime};
 use super::running::RunningJob;
 use crate::clock::Clock;
@@ -42,6 +43,8 @@ pub(crate) struct QueueRuntime {
     pub(crate) config: QueueConfig,
     /// One permit per concurrency slot.
     pub(crate) slots: Arc<Semaphore>,
+    /// How many slots: the configured concurrency, or the cluster's setting.
+    pub(crate) limit: Limit,
     /// Rung when jobs may have become available (NOTIFY, reconnect, resume).
     pub(crate) wake: Notify,
     /// How many jobs one claim asks for (see `producer::batch_size`).
@@ -70,6 +73,11 @@ impl QueueRuntime {
     /// since its last claim (to start its cooldown) and when a batch's worth has freed, not
     /// once per job.
     pub(crate) fn free_slot(&self, permit: OwnedSemaphorePermit) {
+        if self.limit.take_owed() {
+            // The concurrency was lowered: this slot is gone, not freed.
+            permit.forget();
+            return;
+        }
         drop(permit);
         let freed = self.freed.fetch_add(1, Ordering::AcqRel) + 1;
         if freed == 1 || freed == self.batch {
@@ -86,6 +94,11 @@ impl QueueRuntime {
         &self,
         permit: OwnedSemaphorePermit,
     ) -> Option<(Buffered, OwnedSemaphorePermit)> {
+        if self.limit.owes() {
+            // The concurrency was lowered: give the slot up rather than start another job.
+            self.free_slot(permit);
+            return None;
+        }
         let mut buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
         let Some(next) = buffer.pop() else {
             self.free_slot(permit);

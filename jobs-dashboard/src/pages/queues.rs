@@ -2,7 +2,7 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use jobs_core::driver::{NodeListParams, QueueDepth, QueueListDepthsParams};
+use jobs_core::driver::{NodeListParams, QueueDepth, QueueListDepthsParams, QueueSettingsParams};
 
 use crate::config::Dashboard;
 use crate::error::DashboardError;
@@ -25,9 +25,17 @@ struct QueuesPage {
     c: PageCtx,
     queues: Vec<QueueLine>,
     usage: Vec<NodeUse>,
+    /// The concurrency set for the cluster, by queue.
+    cluster: std::collections::HashMap<String, i64>,
+    /// The largest concurrency that may be set.
+    max: i32,
 }
 
 impl QueuesPage {
+    fn cluster_limit(&self, queue: &str) -> Option<i64> {
+        self.cluster.get(queue).copied()
+    }
+
     fn latency(&self, q: &QueueDepth) -> String {
         q.oldest_available_secs.map_or_else(|| "–".to_owned(), human_duration)
     }
@@ -54,6 +62,13 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
             }
         }
     }
+    let cluster = driver
+        .queue_settings(QueueSettingsParams { queue: None })
+        .await?
+        .into_iter()
+        .filter_map(|s| s.concurrency.map(|n| (s.queue, n)))
+        .collect();
     let cookies = c.take_cookies();
-    view::respond(&QueuesPage { c, queues, usage }, cookies)
+    let max = jobs_core::driver::validation::MAX_CONCURRENCY;
+    view::respond(&QueuesPage { c, queues, usage, cluster, max }, cookies)
 }

@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 use super::completions::{self, CompleterConfig};
 use super::config::{QueueConfig, UnknownKindPolicy};
 use super::configured::{Maintenance, Worker};
+use super::limit::Limit;
 use super::prefetch::{Prefetch, RunTime};
 use super::producer;
 use super::runtime::{QueueRuntime, RuntimeConfig, Shared};
@@ -323,6 +324,7 @@ impl WorkerBuilder {
                     name: Arc::from(config.name.as_str()),
                     label: Box::leak(config.name.clone().into_boxed_str()),
                     slots: Arc::new(Semaphore::new(config.concurrency)),
+                    limit: Limit::new(config.concurrency),
                     wake: Notify::new(),
                     batch: producer::batch_size(config.concurrency, claims_in_flight, self.max_fetch),
                     freed: AtomicUsize::new(0),

@@ -4,8 +4,9 @@
 use chrono::{DateTime, Utc};
 use jobs_core::driver::{
     Capability, Count, JobCountParams, JobFilter, JobListParams, JobOrder, JobState, KindMetric,
-    KindStatsCount, NodeHeartbeatParams, NodeListParams, QueueListDepthsParams, QueueSetPausedParams,
-    StatsCount, StatsKindsParams, StatsPruneParams, StatsRecordParams, StatsThroughputParams,
+    KindStatsCount, NodeHeartbeatParams, NodeListParams, QueueListDepthsParams, QueueSetConcurrencyParams,
+    QueueSetPausedParams, QueueSettingsParams, StatsCount, StatsKindsParams, StatsPruneParams,
+    StatsRecordParams, StatsThroughputParams,
 };
 use serde_json::json;
 
@@ -123,6 +124,23 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
     assert_eq!((depths[0].running, depths[0].available, depths[0].paused), (1, 0, true));
     assert_eq!((depths[1].available, depths[1].scheduled, depths[1].paused), (1, 1, false));
     assert!(depths[1].oldest_available_secs.is_some_and(|s| s >= 5.0 * 3600.0 - 60.0));
+
+    // Cluster-wide concurrency: stored beside the pause flag, cleared back to none.
+    let concurrency = |queue, concurrency| QueueSetConcurrencyParams { queue, concurrency };
+    db.driver.queue_set_concurrency(concurrency("billing", Some(3))).await.expect("set billing");
+    db.driver.queue_set_concurrency(concurrency("reports", Some(1))).await.expect("set a new queue");
+    let all = db.driver.queue_settings(QueueSettingsParams { queue: None }).await.expect("settings");
+    let seen: Vec<(&str, bool, Option<i64>)> =
+        all.iter().map(|s| (s.queue.as_str(), s.paused, s.concurrency)).collect();
+    assert_eq!(seen, [("billing", true, Some(3)), ("reports", false, Some(1))]);
+    db.driver.queue_set_concurrency(concurrency("billing", None)).await.expect("clear");
+    let billing =
+        db.driver.queue_settings(QueueSettingsParams { queue: Some("billing") }).await.expect("one");
+    assert_eq!(billing.len(), 1);
+    assert_eq!((billing[0].paused, billing[0].concurrency), (true, None), "the pause flag is kept");
+    assert!(
+        db.driver.queue_settings(QueueSettingsParams { queue: Some("nope") }).await.expect("none").is_empty()
+    );
 
     // Throughput: 60 minutes, the counters added up.
     let minute = Utc::now();

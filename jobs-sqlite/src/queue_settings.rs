@@ -1,0 +1,39 @@
+//! A queue's cluster-wide settings in `job_queues.settings`: its concurrency per node.
+
+use diesel::sql_types::{BigInt, Integer, Nullable, Text};
+use diesel::{RunQueryDsl, SqliteConnection};
+use jobs_driver::{QueueSettings, Result};
+
+use crate::cached::CachedQuery;
+
+/// Sets (or, with `None`, removes) `queue`'s concurrency.
+pub(crate) fn set_concurrency(
+    conn: &mut SqliteConnection,
+    queue: &str,
+    concurrency: Option<i32>,
+    now_ms: i64,
+) -> Result<()> {
+    CachedQuery::new(
+        "INSERT INTO job_queues (name, settings, created_at, updated_at)
+         VALUES ($1, CASE WHEN $2 IS NULL THEN '{}' ELSE json_object('concurrency', $2) END, $3, $3)
+         ON CONFLICT (name) DO UPDATE
+         SET settings = CASE WHEN $2 IS NULL THEN json_remove(settings, '$.concurrency')
+                             ELSE json_set(settings, '$.concurrency', $2) END,
+             updated_at = $3",
+    )
+    .bind::<Text, _>(queue)
+    .bind::<Nullable<Integer>, _>(concurrency)
+    .bind::<BigInt, _>(now_ms)
+    .execute(conn)?;
+    Ok(())
+}
+
+/// One queue's stored settings, or every queue's.
+pub(crate) fn settings(conn: &mut SqliteConnection, queue: Option<&str>) -> Result<Vec<QueueSettings>> {
+    Ok(CachedQuery::new(
+        "SELECT name AS queue, paused, json_extract(settings, '$.concurrency') AS concurrency FROM job_queues
+         WHERE $1 IS NULL OR name = $1 ORDER BY name",
+    )
+    .bind::<Nullable<Text>, _>(queue)
+    .load(conn)?)
+}
