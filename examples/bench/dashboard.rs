@@ -37,7 +37,34 @@ async fn load(pool: &jobs_core::Pool, n: u64) -> BenchResult {
         .await?;
         from = to + 1;
     }
+    // Eight days of counters, as a busy cluster leaves them (the pruner keeps 8 days): every
+    // minute, 5 queues × 4 outcomes, and 10 kinds × (4 outcomes + 8 run-time and 4
+    // wait-time buckets).
+    sql(pool, "TRUNCATE job_stats, job_kind_stats").await?;
+    sql(
+        pool,
+        "INSERT INTO job_stats (bucket, queue, state, count)
+         SELECT m, 'queue_' || q, s::job_state, 1 + (extract(epoch FROM m)::int8 + q) % 50
+         FROM generate_series(date_trunc('minute', now()) - interval '8 days', date_trunc('minute', now()), interval '1 minute') AS m,
+              generate_series(0, 4) AS q, unnest(ARRAY['completed', 'retryable', 'discarded', 'cancelled']) AS s
+         ON CONFLICT DO NOTHING",
+    )
+    .await?;
+    sql(
+        pool,
+        "INSERT INTO job_kind_stats (bucket, kind, metric, idx, count)
+         SELECT m, 'kind_' || k, x.metric, x.idx, 1 + (extract(epoch FROM m)::int8 + k + x.idx) % 40
+         FROM generate_series(date_trunc('minute', now()) - interval '8 days', date_trunc('minute', now()), interval '1 minute') AS m,
+              generate_series(0, 9) AS k,
+              (SELECT unnest(ARRAY['completed', 'retried', 'discarded', 'cancelled']) AS metric, 0::int2 AS idx
+               UNION ALL SELECT 'run_ms', i::int2 FROM generate_series(3, 10) AS i
+               UNION ALL SELECT 'wait_ms', i::int2 FROM generate_series(0, 3) AS i) AS x
+         ON CONFLICT DO NOTHING",
+    )
+    .await?;
     sql(pool, "VACUUM ANALYZE jobs").await?;
+    sql(pool, "VACUUM ANALYZE job_stats").await?;
+    sql(pool, "VACUUM ANALYZE job_kind_stats").await?;
     Ok(())
 }
 
@@ -77,6 +104,11 @@ pub(crate) async fn run(url: &str, n: u64, figures: &mut Figures) -> BenchResult
         "/jobs/jobs?q=request_id%3Dreq-4999990".to_owned(),
         "/jobs/jobs?q=%7B%22order%22%3A+12345%7D&state=completed".to_owned(),
         "/jobs/jobs?q=card+declined".to_owned(),
+        // No match: the whole window is read.
+        "/jobs/jobs?q=no+such+error+text".to_owned(),
+        "/jobs/jobs?q=user_id%3D999999999".to_owned(),
+        "/jobs/kinds".to_owned(),
+        "/jobs/kinds?window=week".to_owned(),
         "/jobs/jobs?q=timeout&state=retryable".to_owned(),
         format!("/jobs/jobs?q=card+declined&before={mid}"),
         format!("/jobs/jobs?q={mid}"),

@@ -72,7 +72,15 @@ pub(crate) fn back(
     notice: &str,
 ) -> HttpResponse {
     let target = params::value(fields, "return_to")
-        .filter(|t| t.starts_with(&format!("{}/", d.base)) && !t.starts_with("//") && !t.contains("://"))
+        .filter(|t| {
+            // Inside the dashboard, and not `//host` or `/\host` (browsers read both as
+            // another host), nor any scheme.
+            t.starts_with(&format!("{}/", d.base))
+                && !t.starts_with("//")
+                && !t.starts_with("/\\")
+                && !t.contains('\\')
+                && !t.contains("://")
+        })
         .map(str::to_owned)
         .unwrap_or(fallback);
     HttpResponse::SeeOther().insert_header(("location", target)).cookie(view::flash(&d.base, notice)).finish()

@@ -19,8 +19,8 @@ use actix_web::HttpRequest;
 /// What an action did, after it did it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEvent {
-    /// What was done: `job.retry`, `job.cancel`, `job.delete`, `job.run` (a scheduled job
-    /// made available now), `jobs.retry` / `jobs.cancel` / `jobs.delete` (a selection or a
+    /// What was done: `job.retry` (also "run now" on a scheduled job), `job.cancel`,
+    /// `job.delete`, `jobs.retry` / `jobs.cancel` / `jobs.delete` (a selection or a
     /// filter), `job.enqueue`, `queue.pause`, `queue.resume`, `queue.limit`,
     /// `schedule.enable`, `schedule.disable`, `schedule.run`.
     pub action: &'static str,

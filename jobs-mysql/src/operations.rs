@@ -226,8 +226,14 @@ impl Driver for MysqlDriver {
     }
 
     async fn stats_record(&self, params: StatsRecordParams<'_>) -> Result<()> {
-        on_connection!(self, |c| stats::record(c, params.counts).await)?;
-        on_connection!(self, |c| kind_stats::record(c, params.kinds).await)
+        // Both in one transaction: a failed write is retried whole, never counted twice.
+        on_connection!(self, |c| {
+            c.transaction::<(), DriverError, _>(async |tx| {
+                stats::record(tx, params.counts).await?;
+                kind_stats::record(tx, params.kinds).await
+            })
+            .await
+        })
     }
 
     async fn stats_prune(&self, params: StatsPruneParams) -> Result<i64> {

@@ -318,8 +318,7 @@ impl Driver for PgDriver {
     }
 
     async fn stats_record(&self, params: StatsRecordParams<'_>) -> Result<()> {
-        on_conn!(self, c => stats::record(c, params.counts))?;
-        on_conn!(self, c => kind_stats::record(c, params.kinds))
+        on_conn!(self, c => kind_stats::record_with_queues(c, params))
     }
 
     async fn stats_prune(&self, params: StatsPruneParams) -> Result<i64> {

@@ -41,6 +41,20 @@ where
     Ok(())
 }
 
+/// Adds both the per-queue and the per-kind counters, in one transaction: a failed write
+/// is retried whole, never counted twice.
+pub(crate) async fn record_with_queues(
+    conn: &mut diesel_async::AsyncPgConnection,
+    params: jobs_driver::StatsRecordParams<'_>,
+) -> Result<()> {
+    use diesel_async::AsyncConnection;
+    conn.transaction::<(), jobs_driver::DriverError, _>(async |tx| {
+        crate::stats::record(tx, params.counts).await?;
+        record(tx, params.kinds).await
+    })
+    .await
+}
+
 /// Deletes counters older than `keep`. Returns how many rows went.
 pub(crate) async fn prune<C>(conn: &mut C, params: StatsPruneParams) -> Result<i64>
 where

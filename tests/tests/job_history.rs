@@ -27,9 +27,60 @@ async fn later(_ctx: JobContext, _n: i64) -> Result<Outcome, std::io::Error> {
     Ok(Outcome::snooze(Duration::from_secs(90)))
 }
 
+/// A log sink: what the subscriber wrote.
+#[derive(Clone, Default)]
+struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Log {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("log")).into_owned()
+    }
+}
+
+impl std::io::Write for Log {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Log {
+    type Writer = Log;
+    fn make_writer(&'a self) -> Log {
+        self.clone()
+    }
+}
+
 /// The worker's clock and the database's agree to well within a second here.
 fn close(a: chrono::DateTime<chrono::Utc>, b: chrono::DateTime<chrono::Utc>) -> bool {
     (a - b).abs() < chrono::TimeDelta::seconds(1)
+}
+
+static SPINS: AtomicUsize = AtomicUsize::new(0);
+
+/// Snoozes (for no time) 30 times, then completes.
+#[job(kind = "history.spin", queue = "history_spins", max_attempts = 1)]
+async fn spin(_ctx: JobContext, _n: i64) -> Result<Outcome, std::io::Error> {
+    if SPINS.fetch_add(1, Ordering::SeqCst) < 30 {
+        return Ok(Outcome::snooze(Duration::ZERO));
+    }
+    Ok(Outcome::Complete(()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_snoozes_again_and_again_keeps_a_bounded_history() {
+    let db = SqliteTestDatabase::new().await.expect("database");
+    let driver = db.driver(2).expect("driver");
+    let id = spin::enqueue(&driver, 1).await.expect("enqueue").id;
+    let ran = drain_queue(driver.clone(), "history_spins").await.expect("drain");
+    assert_eq!(ran.len(), 31, "30 snoozes, then the run that completes");
+    let row = driver.job_get(JobGetParams { id }).await.expect("read").expect("the job");
+    assert_eq!((row.state, row.attempt), (JobState::Completed, 1), "snoozes give their attempt back");
+    let entries = row.errors.as_array().map(Vec::len);
+    assert_eq!(entries, Some(jobs_core::driver::MAX_GIVEN_BACK_ENTRIES), "bounded, not 30");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -41,6 +92,11 @@ async fn a_handlers_panic_is_recorded_not_printed_and_a_snooze_is_in_the_history
         seen.fetch_add(1, Ordering::SeqCst);
         eprintln!("{info}");
     }));
+
+    // What the worker logs, as an application's subscriber would print it.
+    let logged = Log::default();
+    let subscriber = tracing_subscriber::fmt().with_writer(logged.clone()).with_ansi(false).finish();
+    tracing::subscriber::set_global_default(subscriber).expect("the only subscriber in this binary");
 
     let db = SqliteTestDatabase::new().await.expect("database");
     let driver = db.driver(2).expect("driver");
@@ -61,6 +117,11 @@ async fn a_handlers_panic_is_recorded_not_printed_and_a_snooze_is_in_the_history
         row.scheduled_at
     );
     assert_eq!(printed.load(Ordering::SeqCst), 0, "a caught panic in a handler is not printed");
+    // The log says what failed in one line; the backtrace stays in the job's errors.
+    let log = logged.text();
+    let line = log.lines().find(|l| l.contains("attempt failed")).expect("the failure is logged");
+    assert!(line.contains("order 7 is malformed") && line.contains("error_type=panic"), "{line}");
+    assert!(!log.contains("panic_capture") && !log.contains("backtrace"), "no backtrace in the log: {log}");
 
     // A panic outside any handler still reaches the previous hook.
     let outside = std::thread::spawn(|| panic!("an application bug")).join();

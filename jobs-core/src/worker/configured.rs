@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use jobs_driver::{Completion, QueueListPausedParams, ServerStatusParams};
+use jobs_driver::{Completion, QueueSettingsParams, ServerStatusParams};
 use tokio_util::sync::CancellationToken;
 
 use super::completions::CompleterConfig;
@@ -55,7 +55,9 @@ async fn check_server(shared: &Shared) -> Result<()> {
 }
 
 /// Registers the node before it claims anything (so the rescuer never mistakes its jobs
-/// for orphans) and reads the pause flags (so a paused queue is not fetched even once).
+/// for orphans) and reads the queues' stored settings: pause flags (so a paused queue is
+/// not fetched even once) and the concurrency set for the cluster (so it is never
+/// exceeded, even at start).
 /// A transient error is retried for [`START_RETRY_FOR`].
 async fn register(shared: &Shared) -> Result<()> {
     let deadline = tokio::time::Instant::now() + START_RETRY_FOR;
@@ -64,14 +66,18 @@ async fn register(shared: &Shared) -> Result<()> {
         let registered = async {
             check_server(shared).await?;
             heartbeat::beat(shared).await?;
-            Ok::<_, crate::error::Error>(shared.driver.queue_list_paused(QueueListPausedParams {}).await?)
+            Ok::<_, crate::error::Error>(
+                shared.driver.queue_settings(QueueSettingsParams { queue: None }).await?,
+            )
         }
         .await;
         match registered {
-            Ok(paused) => {
-                for name in paused {
-                    if let Some(q) = shared.queues.get(&name) {
-                        q.paused.store(true, Ordering::Release);
+            Ok(stored) => {
+                for settings in stored {
+                    if let Some(q) = shared.queues.get(&settings.queue) {
+                        q.paused.store(settings.paused, Ordering::Release);
+                        let cluster = settings.concurrency.and_then(|n| usize::try_from(n).ok());
+                        q.limit.set(cluster, &q.slots);
                     }
                 }
                 return Ok(());

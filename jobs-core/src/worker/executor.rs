@@ -254,7 +254,16 @@ pub(crate) async fn execute(
     match completion.state {
         JobState::Completed => tracing::debug!("completed"),
         JobState::Retryable | JobState::Discarded => {
-            tracing::warn!(error = completion.error.as_deref().unwrap_or(""), state = %completion.state, "attempt failed")
+            // One line: the type and message. The backtrace is kept in the job's errors (the
+            // dashboard shows it); in the log it would read like the process crashing.
+            let entry: Option<serde_json::Value> =
+                completion.error.as_deref().and_then(|e| serde_json::from_str(e).ok());
+            let field = |name: &str| {
+                entry.as_ref().and_then(|e| e.get(name)).and_then(|v| v.as_str()).unwrap_or("").to_owned()
+            };
+            let message = field("message");
+            let message = message.lines().next().unwrap_or("");
+            tracing::warn!(error_type = %field("error_type"), error = message, state = %completion.state, "attempt failed")
         }
         state => tracing::info!(%state, "ended"),
     }

@@ -62,9 +62,24 @@ impl Limit {
             return;
         }
         let _change = self.change.lock().unwrap_or_else(|e| e.into_inner());
-        let owed = self.owed.load(Ordering::Acquire);
-        let forgotten = slots.forget_permits(owed);
-        self.owed.fetch_sub(forgotten, Ordering::AcqRel);
+        let forgotten = slots.forget_permits(self.owed.load(Ordering::Acquire));
+        // A permit paid through `take_owed` meanwhile must not be paid twice: take off at
+        // most what is still owed, and give back what was forgotten beyond it.
+        let excess = self.pay(forgotten);
+        if excess > 0 {
+            slots.add_permits(excess);
+        }
+    }
+
+    /// Takes up to `n` off the debt, atomically with `take_owed`. Returns how much of `n`
+    /// was not owed.
+    fn pay(&self, n: usize) -> usize {
+        let mut excess = 0;
+        let _ = self.owed.fetch_update(Ordering::AcqRel, Ordering::Acquire, |owed| {
+            excess = n.saturating_sub(owed);
+            Some(owed.saturating_sub(n))
+        });
+        excess
     }
 
     /// Sets the limit to `cluster` (or back to the configured one when `None`). Returns
@@ -79,10 +94,7 @@ impl Limit {
         if target > current {
             // First cancel what a shrink still owes, then add the rest.
             let grow = target - current;
-            let owed = self.owed.load(Ordering::Acquire);
-            let cancelled = owed.min(grow);
-            self.owed.fetch_sub(cancelled, Ordering::AcqRel);
-            slots.add_permits(grow - cancelled);
+            slots.add_permits(self.pay(grow));
         } else {
             let shrink = current - target;
             let forgotten = slots.forget_permits(shrink);
@@ -96,6 +108,41 @@ impl Limit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn permits_coming_back_while_the_debt_is_settled_are_never_paid_twice() {
+        // Many threads return owed permits while another settles and the limit moves: in
+        // the end the permits out plus the free ones always equal the limit in force.
+        for _ in 0..200 {
+            let slots = std::sync::Arc::new(Semaphore::new(8));
+            let limit = std::sync::Arc::new(Limit::new(8));
+            let held: Vec<_> = (0..8).map(|_| slots.clone().try_acquire_owned().expect("a slot")).collect();
+            assert!(limit.set(Some(2), &slots));
+            let returning: Vec<_> = held
+                .into_iter()
+                .map(|permit| {
+                    let limit = limit.clone();
+                    std::thread::spawn(move || if limit.take_owed() { permit.forget() } else { drop(permit) })
+                })
+                .collect();
+            let settler = {
+                let (limit, slots) = (limit.clone(), slots.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        limit.settle(&slots);
+                    }
+                })
+            };
+            for t in returning {
+                t.join().expect("returned");
+            }
+            settler.join().expect("settled");
+            limit.settle(&slots);
+            assert!(!limit.owes());
+            assert_eq!(slots.available_permits(), 2, "exactly the new limit is free once all came back");
+            assert_eq!(limit.in_use(&slots), 0);
+        }
+    }
 
     #[test]
     fn shrinking_waits_for_running_permits_and_growing_cancels_the_debt() {

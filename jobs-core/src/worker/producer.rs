@@ -290,13 +290,18 @@ fn start(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>, claimed: Claimed, plan
             // first jobs directly.
             // So does everything once the worker stops or the queue is paused: the buffer
             // is then handed back, and nothing more starts.
+            // And so does everything while a lowered concurrency is owed slots: the claim's
+            // reservation was made under the old limit.
             let mut buffer_first = {
                 let buffer = queue.buffer.lock().unwrap_or_else(|e| e.into_inner());
-                buffer.len() > 0 || buffer.is_closed() || queue.paused.load(Ordering::Acquire)
+                buffer.len() > 0
+                    || buffer.is_closed()
+                    || queue.paused.load(Ordering::Acquire)
+                    || queue.limit.owes()
             };
             for job in jobs {
                 let held = executor::hold(shared, job);
-                match (buffer_first, slots.split(1)) {
+                match (buffer_first || queue.limit.owes(), slots.split(1)) {
                     (false, Some(slot)) => executor::spawn(shared.clone(), queue.clone(), held, slot),
                     _ => {
                         buffer_first = true;

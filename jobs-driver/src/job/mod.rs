@@ -13,4 +13,4 @@ pub use execution::{ClaimedJob, Completion, Timing};
 pub use filter::{Count, JobFilter, JobOrder, json_contains, like_pattern};
 pub use new_job::{DEFAULT_MAX_ATTEMPTS, Inserted, NewJob};
 pub use params::*;
-pub use row::JobRow;
+pub use row::{JobRow, MAX_GIVEN_BACK_ENTRIES};

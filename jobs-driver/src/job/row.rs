@@ -55,6 +55,20 @@ pub struct JobRow {
     pub unique_states: Option<Vec<JobState>>,
 }
 
+/// The most `errors` entries a job keeps from attempts it gave back (snoozes, a kind no
+/// node knows yet, hand-backs at shutdown): past it, such attempts add none, so a job that
+/// snoozes every few seconds for days does not grow without bound. Failures are always
+/// kept. The same number, as an SQL literal: [`max_given_back_entries!`](crate::max_given_back_entries).
+pub const MAX_GIVEN_BACK_ENTRIES: usize = 20;
+
+/// [`MAX_GIVEN_BACK_ENTRIES`] as a string literal, for the drivers' `concat!`-built SQL.
+#[macro_export]
+macro_rules! max_given_back_entries {
+    () => {
+        "20"
+    };
+}
+
 impl JobRow {
     /// The `error_type` of an `errors` entry that records a snooze, not a failure: the
     /// attempt asked to run again later (its attempt was given back).
@@ -100,5 +114,13 @@ impl JobRow {
             broken.push("unique_key and unique_states are not both set or both empty".into());
         }
         broken
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_sql_literal_is_the_constant() {
+        assert_eq!(crate::max_given_back_entries!(), super::MAX_GIVEN_BACK_ENTRIES.to_string());
     }
 }

@@ -36,7 +36,8 @@ UPDATE jobs
 SET state = {NEW_STATE},
     finalized_at = CASE WHEN ({NEW_STATE}) IN ('completed', 'discarded', 'cancelled') THEN clock.now END,
     result = COALESCE(c.result::jsonb, jobs.result),
-    errors = CASE WHEN c.error IS NULL THEN jobs.errors ELSE jobs.errors || jsonb_build_array(c.error::jsonb) END,
+    errors = CASE WHEN c.error IS NULL OR (c.give_back AND jsonb_array_length(jobs.errors) >= {cap})
+                  THEN jobs.errors ELSE jobs.errors || jsonb_build_array(c.error::jsonb) END,
     scheduled_at = CASE WHEN c.delay_ms IS NULL THEN jobs.scheduled_at
                         ELSE clock.now + c.delay_ms * interval '1 millisecond' END,
     attempt = jobs.attempt - c.give_back::int
@@ -45,7 +46,8 @@ FROM unnest($1::int8[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::int8
      (SELECT COALESCE($8::timestamptz, now()) AS now) AS clock
 WHERE {fence}
 RETURNING jobs.id",
-        fence = running_at_attempt!()
+        fence = running_at_attempt!(),
+        cap = jobs_driver::MAX_GIVEN_BACK_ENTRIES
     )
 });
 

@@ -78,7 +78,9 @@ const COMPLETE_OTHER: &str = concat!(
     new_state!(),
     ") IN ('completed', 'discarded', 'cancelled') THEN $8 END,
     result = COALESCE($4, result),
-    errors = CASE WHEN $5 IS NULL THEN errors ELSE json_insert(errors, '$[#]', json($5)) END,
+    errors = CASE WHEN $5 IS NULL OR ($7 <> 0 AND json_array_length(errors) >= ",
+    jobs_driver::max_given_back_entries!(),
+    ") THEN errors ELSE json_insert(errors, '$[#]', json($5)) END,
     scheduled_at = CASE WHEN $6 IS NULL THEN scheduled_at ELSE $8 + $6 END,
     attempt = attempt - $7
 WHERE ",

@@ -161,15 +161,17 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
     assert_eq!((sum(|m| m.completed), sum(|m| m.discarded), sum(|m| m.retried)), (8, 1, 0));
     // A day in 15-minute buckets, with counters from 3 hours and 2 days ago: the first
     // counted, the second outside the window.
+    // One `now` for the writes and the read, so no 15-minute boundary falls between them.
+    let now = Utc::now();
     for (hours, n) in [(3, 4), (48, 100)] {
-        let minute = Utc::now() - chrono::Duration::hours(hours);
+        let minute = now - chrono::Duration::hours(hours);
         let counts = [StatsCount { minute, queue: "mail", state: JobState::Completed, count: n }];
         db.driver.stats_record(StatsRecordParams { counts: &counts, kinds: &[] }).await.expect("record");
     }
     let day = StatsThroughputParams {
         window: std::time::Duration::from_secs(24 * 3600),
         step: std::time::Duration::from_secs(15 * 60),
-        now: None,
+        now: Some(now),
     };
     let buckets = db.driver.stats_throughput(day).await.expect("a day");
     assert_eq!(buckets.len(), 96);
