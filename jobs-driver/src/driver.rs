@@ -150,6 +150,8 @@ pub trait Driver: Send + Sync + std::fmt::Debug + 'static {
     async fn stats_prune(&self, params: StatsPruneParams) -> Result<i64>;
     /// See [`StatsThroughputParams`].
     async fn stats_throughput(&self, params: StatsThroughputParams) -> Result<Vec<Throughput>>;
+    /// See [`StatsCompactParams`].
+    async fn stats_compact(&self, params: StatsCompactParams) -> Result<i64>;
     /// See [`StatsKindsParams`].
     async fn stats_kinds(&self, params: StatsKindsParams) -> Result<Vec<KindStats>>;
 

@@ -39,6 +39,40 @@ pub(crate) async fn record(conn: &mut AsyncMysqlConnection, counts: &[KindStatsC
     Ok(())
 }
 
+/// Rolls minute rows older than `params.older_than` up into their hour's rows, both tables
+/// in one transaction. Returns how many minute rows went.
+pub(crate) async fn compact(
+    conn: &mut AsyncMysqlConnection,
+    params: jobs_driver::StatsCompactParams,
+) -> Result<i64> {
+    use diesel_async::AsyncConnection;
+    conn.transaction::<i64, jobs_driver::DriverError, _>(async |tx| {
+        let mut total = 0;
+        for (table, key) in [("job_stats", "queue, state"), ("job_kind_stats", "kind, metric, idx")] {
+            let old = "bucket < COALESCE(?, UTC_TIMESTAMP(6)) - INTERVAL ? MICROSECOND \
+                       AND bucket <> DATE_FORMAT(bucket, '%Y-%m-%d %H:00:00')";
+            diesel::sql_query(format!(
+                "INSERT INTO {table} (bucket, {key}, count)
+                 SELECT * FROM (SELECT DATE_FORMAT(bucket, '%Y-%m-%d %H:00:00') AS hour, {key}, SUM(count) AS n
+                                FROM {table} WHERE {old} GROUP BY hour, {key}) AS rolled
+                 ON DUPLICATE KEY UPDATE count = {table}.count + VALUES(count)"
+            ))
+            .bind::<Nullable<Datetime>, _>(naive_opt(params.now))
+            .bind::<BigInt, _>(micros(params.older_than))
+            .execute(tx)
+            .await?;
+            let n = diesel::sql_query(format!("DELETE FROM {table} WHERE {old}"))
+                .bind::<Nullable<Datetime>, _>(naive_opt(params.now))
+                .bind::<BigInt, _>(micros(params.older_than))
+                .execute(tx)
+                .await?;
+            total += n as i64;
+        }
+        Ok(total)
+    })
+    .await
+}
+
 /// Deletes counters older than `keep`. Returns how many rows went.
 pub(crate) async fn prune(conn: &mut AsyncMysqlConnection, params: StatsPruneParams) -> Result<i64> {
     let n = CachedQuery::new(

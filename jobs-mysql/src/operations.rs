@@ -241,6 +241,10 @@ impl Driver for MysqlDriver {
         Ok(by_queue + on_connection!(self, |c| kind_stats::prune(c, params).await)?)
     }
 
+    async fn stats_compact(&self, params: StatsCompactParams) -> Result<i64> {
+        on_connection!(self, |c| kind_stats::compact(c, params).await)
+    }
+
     async fn stats_kinds(&self, params: StatsKindsParams) -> Result<Vec<KindStats>> {
         on_connection!(self, |c| kind_stats::kinds(c, params).await)
     }

@@ -326,6 +326,10 @@ impl Driver for PgDriver {
         Ok(by_queue + on_conn!(self, c => kind_stats::prune(c, params))?)
     }
 
+    async fn stats_compact(&self, params: StatsCompactParams) -> Result<i64> {
+        on_conn!(self, c => kind_stats::compact(c, params))
+    }
+
     async fn stats_kinds(&self, params: StatsKindsParams) -> Result<Vec<KindStats>> {
         on_conn!(self, c => kind_stats::kinds(c, params))
     }

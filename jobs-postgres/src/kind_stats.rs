@@ -55,6 +55,55 @@ pub(crate) async fn record_with_queues(
     .await
 }
 
+// Minute rows before the cutoff move into their hour's row: one statement per table.
+const COMPACT_KINDS: &str = "\
+WITH old AS (
+    DELETE FROM job_kind_stats
+    WHERE bucket < COALESCE($2::timestamptz, now()) - $1 * interval '1 millisecond'
+      AND bucket <> date_trunc('hour', bucket)
+    RETURNING bucket, kind, metric, idx, count
+), rolled AS (
+    INSERT INTO job_kind_stats AS s (bucket, kind, metric, idx, count)
+    SELECT date_trunc('hour', bucket), kind, metric, idx, sum(count) FROM old GROUP BY 1, 2, 3, 4
+    ON CONFLICT (bucket, kind, metric, idx) DO UPDATE SET count = s.count + EXCLUDED.count
+)
+SELECT count(*) AS n FROM old";
+
+const COMPACT_QUEUES: &str = "\
+WITH old AS (
+    DELETE FROM job_stats
+    WHERE bucket < COALESCE($2::timestamptz, now()) - $1 * interval '1 millisecond'
+      AND bucket <> date_trunc('hour', bucket)
+    RETURNING bucket, queue, state, count
+), rolled AS (
+    INSERT INTO job_stats AS s (bucket, queue, state, count)
+    SELECT date_trunc('hour', bucket), queue, state, sum(count) FROM old GROUP BY 1, 2, 3
+    ON CONFLICT (bucket, queue, state) DO UPDATE SET count = s.count + EXCLUDED.count
+)
+SELECT count(*) AS n FROM old";
+
+/// See [`StatsCompactParams`](jobs_driver::StatsCompactParams): both tables, in one
+/// transaction.
+pub(crate) async fn compact(
+    conn: &mut diesel_async::AsyncPgConnection,
+    params: jobs_driver::StatsCompactParams,
+) -> Result<i64> {
+    use diesel_async::AsyncConnection;
+    conn.transaction::<i64, jobs_driver::DriverError, _>(async |tx| {
+        let mut total = 0;
+        for sql in [COMPACT_QUEUES, COMPACT_KINDS] {
+            let row: crate::rows::Count = diesel::sql_query(sql)
+                .bind::<BigInt, _>(millis(params.older_than))
+                .bind::<Nullable<Timestamptz>, _>(params.now)
+                .get_result(tx)
+                .await?;
+            total += row.n;
+        }
+        Ok(total)
+    })
+    .await
+}
+
 /// Deletes counters older than `keep`. Returns how many rows went.
 pub(crate) async fn prune<C>(conn: &mut C, params: StatsPruneParams) -> Result<i64>
 where

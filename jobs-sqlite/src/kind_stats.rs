@@ -55,6 +55,30 @@ pub(crate) fn record(conn: &mut SqliteConnection, counts: &[Counted]) -> Result<
     Ok(())
 }
 
+const HOUR_MS: i64 = 3_600_000;
+
+/// Rolls minute rows before `cutoff_ms` up into their hour's rows, in the caller's
+/// transaction. Returns how many minute rows went.
+pub(crate) fn compact(conn: &mut SqliteConnection, cutoff_ms: i64) -> Result<i64> {
+    let mut total = 0;
+    for (table, key) in [("job_stats", "queue, state"), ("job_kind_stats", "kind, metric, idx")] {
+        diesel::sql_query(format!(
+            "INSERT INTO {table} (bucket, {key}, count)
+             SELECT bucket - bucket % {HOUR_MS}, {key}, sum(count) FROM {table}
+             WHERE bucket < ?1 AND bucket % {HOUR_MS} <> 0 GROUP BY 1, {key}
+             ON CONFLICT DO UPDATE SET count = {table}.count + excluded.count"
+        ))
+        .bind::<BigInt, _>(cutoff_ms)
+        .execute(conn)?;
+        let n =
+            diesel::sql_query(format!("DELETE FROM {table} WHERE bucket < ?1 AND bucket % {HOUR_MS} <> 0"))
+                .bind::<BigInt, _>(cutoff_ms)
+                .execute(conn)?;
+        total += n as i64;
+    }
+    Ok(total)
+}
+
 /// Deletes counters older than `keep_ms` before `now_ms`. Returns how many rows went.
 pub(crate) fn prune(conn: &mut SqliteConnection, keep_ms: i64, now_ms: i64) -> Result<i64> {
     let n = CachedQuery::new("DELETE FROM job_kind_stats WHERE bucket < $1")

@@ -290,6 +290,11 @@ impl Driver for SqliteDriver {
         write(&self.local, move |c| Ok(stats::prune(c, keep, now)? + kind_stats::prune(c, keep, now)?)).await
     }
 
+    async fn stats_compact(&self, params: StatsCompactParams) -> Result<i64> {
+        let cutoff = now_ms(params.now).saturating_sub(millis(params.older_than));
+        write(&self.local, move |c| kind_stats::compact(c, cutoff)).await
+    }
+
     async fn stats_kinds(&self, params: StatsKindsParams) -> Result<Vec<KindStats>> {
         read(&self.pool, move |c| kind_stats::kinds(c, params)).await
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use jobs_driver::{JobPruneParams, JobState, StatsPruneParams};
+use jobs_driver::{JobPruneParams, JobState, StatsCompactParams, StatsPruneParams};
 
 use super::context::{ServiceContext, leader_loop};
 use crate::error::Result;
@@ -25,6 +25,9 @@ pub struct PrunerConfig {
     /// How long the per-minute outcome counters (`job_stats`) are kept (default 8 days:
     /// the dashboard charts up to a week).
     pub stats: Duration,
+    /// Per-minute counters older than this are rolled up into hourly ones (default a day:
+    /// the dashboard's day chart reads minutes, its week chart and week of kinds hours).
+    pub stats_hourly_after: Duration,
     /// Rows deleted per statement.
     pub batch: i64,
     /// Statements per state per pass: a pass deletes batch after batch while they come
@@ -43,6 +46,7 @@ impl Default for PrunerConfig {
             cancelled: Some(Duration::from_secs(7 * 24 * 3600)),
             discarded: Some(Duration::from_secs(7 * 24 * 3600)),
             stats: Duration::from_secs(8 * 24 * 3600),
+            stats_hourly_after: Duration::from_secs(24 * 3600),
             batch: 5_000,
             max_batches: 10_000,
         }
@@ -99,6 +103,9 @@ impl Pruner {
             }
         }
         ctx.driver.stats_prune(StatsPruneParams { keep: self.config.stats, now: ctx.clock.db_now() }).await?;
+        let compact =
+            StatsCompactParams { older_than: self.config.stats_hourly_after, now: ctx.clock.db_now() };
+        ctx.driver.stats_compact(compact).await?;
         Ok(total)
     }
 

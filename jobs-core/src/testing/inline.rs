@@ -260,6 +260,9 @@ impl Driver for InlineDriver {
     async fn stats_throughput(&self, _: StatsThroughputParams) -> Result<Vec<Throughput>> {
         self.unsupported("read outcome counts")
     }
+    async fn stats_compact(&self, _: StatsCompactParams) -> Result<i64> {
+        self.unsupported("compact stats")
+    }
     async fn stats_kinds(&self, _: StatsKindsParams) -> Result<Vec<KindStats>> {
         self.unsupported("read stats")
     }

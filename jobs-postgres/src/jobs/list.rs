@@ -40,6 +40,11 @@ pub(crate) const QUEUE_INDEXED_STATES: [JobState; 5] =
 /// (a `BitmapOr`) rather than the whole table. The text comes from the closed `JobState`
 /// enum alone.
 fn states_in(states: &[JobState]) -> diesel::expression::SqlLiteral<diesel::sql_types::Bool> {
+    diesel::dsl::sql::<diesel::sql_types::Bool>(&states_sql(states))
+}
+
+/// The text of [`states_in`].
+fn states_sql(states: &[JobState]) -> String {
     let (indexed, own): (Vec<JobState>, Vec<JobState>) =
         states.iter().copied().partition(|s| QUEUE_INDEXED_STATES.contains(s));
     let mut arms = Vec::with_capacity(3);
@@ -51,7 +56,7 @@ fn states_in(states: &[JobState]) -> diesel::expression::SqlLiteral<diesel::sql_
     if arms.is_empty() {
         arms.push("false".to_owned());
     }
-    diesel::dsl::sql::<diesel::sql_types::Bool>(&format!("({})", arms.join(" OR ")))
+    format!("({})", arms.join(" OR "))
 }
 
 pub(crate) fn filtered(filter: &JobFilter) -> Boxed<'_> {
@@ -153,6 +158,9 @@ pub(crate) async fn count<C>(conn: &mut C, filter: &JobFilter, cap: i64, estimat
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
+    if let Some(count) = count_finished_states(conn, filter, cap).await? {
+        return Ok(count);
+    }
     let ids: Vec<i64> = filtered(filter).select(jobs::id).limit(cap + 1).load(conn).await?;
     let n = ids.len() as i64;
     if n <= cap {
@@ -163,6 +171,37 @@ where
     }
     let estimate = estimate_rows(conn, filter).await?.max(n);
     Ok(Count::Estimate(estimate))
+}
+
+/// Finished states alone are counted exactly up to this many (or the caller's cap, if
+/// larger): an index-only scan of `jobs_finalized_idx`, 15–50 ms for 200,000 rows of 5 M.
+/// Rarer states are where the planner's sampled statistics err most (±13 % for a 1 %
+/// state in one measured `ANALYZE`).
+pub(crate) const FINISHED_EXACT_UP_TO: i64 = 200_000;
+
+/// The count of a filter on finished states and nothing else, exact up to
+/// [`FINISHED_EXACT_UP_TO`]; `None` for any other filter.
+async fn count_finished_states<C>(conn: &mut C, filter: &JobFilter, cap: i64) -> Result<Option<Count>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let only_states =
+        JobFilter { states: filter.states.clone(), order: filter.order, ..JobFilter::default() };
+    if filter.states.is_empty() || !filter.states.iter().all(|s| s.is_final()) || *filter != only_states {
+        return Ok(None);
+    }
+    let cap = cap.max(FINISHED_EXACT_UP_TO);
+    let row: crate::rows::Count = diesel::sql_query(format!(
+        "SELECT count(*) AS n FROM (SELECT 1 FROM jobs WHERE {} AND finalized_at IS NOT NULL LIMIT $1) AS t",
+        states_sql(&filter.states)
+    ))
+    .bind::<diesel::sql_types::BigInt, _>(cap + 1)
+    .get_result(conn)
+    .await?;
+    if row.n <= cap {
+        return Ok(Some(Count::Exact(row.n)));
+    }
+    Ok(Some(Count::Estimate(estimate_rows(conn, filter).await?.max(row.n))))
 }
 
 #[derive(QueryableByName)]

@@ -1,12 +1,12 @@
 //! The dashboard's read model: filters, keyset pages, counts, queue depths, throughput,
 //! nodes; search and estimates where the backend has them.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, DurationRound, Utc};
 use jobs_core::driver::{
     Capability, Count, JobCountParams, JobFilter, JobListParams, JobOrder, JobState, KindMetric,
     KindStatsCount, NodeHeartbeatParams, NodeListParams, QueueListDepthsParams, QueueSetConcurrencyParams,
-    QueueSetPausedParams, QueueSettingsParams, StatsCount, StatsKindsParams, StatsPruneParams,
-    StatsRecordParams, StatsThroughputParams,
+    QueueSetPausedParams, QueueSettingsParams, StatsCompactParams, StatsCount, StatsKindsParams,
+    StatsPruneParams, StatsRecordParams, StatsThroughputParams,
 };
 use serde_json::json;
 
@@ -215,6 +215,48 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
     assert_eq!(kinds[0].discarded, 4);
     let day = StatsKindsParams { window: std::time::Duration::from_secs(24 * 3600), now: None };
     assert_eq!(db.driver.stats_kinds(day).await.expect("a day")[1].completed, 218);
+    // Rolling minutes older than a day up into hours keeps every total, and once done
+    // leaves nothing more to roll up.
+    let two_days_ago = Utc::now() - chrono::Duration::days(2);
+    let hour = two_days_ago.duration_trunc(chrono::Duration::hours(1)).expect("an hour");
+    let old_minutes: Vec<KindStatsCount> = (1..=3)
+        .map(|m| KindStatsCount {
+            minute: hour + chrono::Duration::minutes(m),
+            kind: "mail.send",
+            metric: KindMetric::RunMs,
+            idx: 4,
+            count: 5,
+        })
+        .collect();
+    let old_counts = [StatsCount {
+        minute: hour + chrono::Duration::minutes(7),
+        queue: "mail",
+        state: JobState::Completed,
+        count: 2,
+    }];
+    db.driver
+        .stats_record(StatsRecordParams { counts: &old_counts, kinds: &old_minutes })
+        .await
+        .expect("old");
+    let week = StatsKindsParams { window: std::time::Duration::from_secs(7 * 24 * 3600), now: None };
+    let before = db.driver.stats_kinds(week).await.expect("a week");
+    let compact = StatsCompactParams { older_than: std::time::Duration::from_secs(24 * 3600), now: None };
+    // The three kind minutes, the queue minute, and the counter written 48 h ago above
+    // (unless that fell on the hour, when it is already an hour's row).
+    let on_the_hour = chrono::Timelike::minute(&(now - chrono::Duration::hours(48))) == 0;
+    let expected = 3 + 1 + i64::from(!on_the_hour);
+    assert_eq!(db.driver.stats_compact(compact).await.expect("compact"), expected, "minute rows rolled up");
+    assert_eq!(db.driver.stats_kinds(week).await.expect("after"), before, "the same totals and histograms");
+    assert_eq!(db.driver.stats_compact(compact).await.expect("again"), 0);
+    let week_of_counts = StatsThroughputParams {
+        window: std::time::Duration::from_secs(7 * 24 * 3600),
+        step: std::time::Duration::from_secs(2 * 3600),
+        now: None,
+    };
+    let completed: i64 =
+        db.driver.stats_throughput(week_of_counts).await.expect("week").iter().map(|b| b.completed).sum();
+    assert_eq!(completed, 8 + 4 + 100 + 2, "every counter of the week, the rolled-up ones included");
+
     // Pruning takes them with the per-queue counters.
     let prune = StatsPruneParams { keep: std::time::Duration::from_secs(3600), now: None };
     assert!(db.driver.stats_prune(prune).await.expect("prune") >= 2);
