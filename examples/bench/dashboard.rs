@@ -62,6 +62,13 @@ async fn load(pool: &jobs_core::Pool, n: u64) -> BenchResult {
          ON CONFLICT DO NOTHING",
     )
     .await?;
+    // What the pruner does every pass: minutes older than a day rolled up into hours.
+    let compact = jobs_core::driver::StatsCompactParams {
+        older_than: std::time::Duration::from_secs(24 * 3600),
+        now: None,
+    };
+    let rolled = pool.into_driver().stats_compact(compact).await?;
+    println!("dashboard: rolled {rolled} minute counters up into hours");
     sql(pool, "VACUUM ANALYZE jobs").await?;
     sql(pool, "VACUUM ANALYZE job_stats").await?;
     sql(pool, "VACUUM ANALYZE job_kind_stats").await?;
