@@ -64,6 +64,16 @@ fn audit_name(action: Action, many: bool) -> &'static str {
     }
 }
 
+/// Whether `target` is a path inside the dashboard: not `//host` or `/\host` (browsers read
+/// both as another host), no backslash, no scheme, no control character.
+fn inside(d: &Dashboard, target: &str) -> bool {
+    target.starts_with(&format!("{}/", d.base))
+        && !target.starts_with("//")
+        && !target.contains('\\')
+        && !target.contains("://")
+        && !target.chars().any(char::is_control)
+}
+
 /// Redirects to `return_to` when it points inside the dashboard, else to `fallback`.
 pub(crate) fn back(
     d: &Dashboard,
@@ -71,18 +81,8 @@ pub(crate) fn back(
     fallback: String,
     notice: &str,
 ) -> HttpResponse {
-    let target = params::value(fields, "return_to")
-        .filter(|t| {
-            // Inside the dashboard, and not `//host` or `/\host` (browsers read both as
-            // another host), nor any scheme.
-            t.starts_with(&format!("{}/", d.base))
-                && !t.starts_with("//")
-                && !t.starts_with("/\\")
-                && !t.contains('\\')
-                && !t.contains("://")
-        })
-        .map(str::to_owned)
-        .unwrap_or(fallback);
+    let target =
+        params::value(fields, "return_to").filter(|t| inside(d, t)).map(str::to_owned).unwrap_or(fallback);
     HttpResponse::SeeOther().insert_header(("location", target)).cookie(view::flash(&d.base, notice)).finish()
 }
 
@@ -200,8 +200,7 @@ fn confirm(
 ) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(req, d, "jobs")?;
     let cookies = c.take_cookies();
-    let back =
-        if back_to.starts_with(&format!("{}/", d.base)) { back_to } else { format!("{}/jobs", d.base) };
+    let back = if inside(d, &back_to) { back_to } else { format!("{}/jobs", d.base) };
     let page = Confirm {
         c,
         action: action.verb(),

@@ -309,6 +309,12 @@ async fn actions_need_the_csrf_token_and_change_the_job() {
     .await;
     assert_eq!(location, "/admin/jobs/jobs", "no open redirect");
     assert_eq!(state_of(&pool, ids[2]).await, None);
+    // Paths browsers read as another host are refused too.
+    for sneaky in ["//evil.example/", "/admin/jobs/\\evil", "/admin/jobs/x\nSet-Cookie: a=b"] {
+        let (_, _, location) =
+            post(&app, "/admin/jobs/queues/mailers/resume", Some(&csrf), &[("return_to", sneaky)]).await;
+        assert_eq!(location, "/admin/jobs/queues", "{sneaky}");
+    }
 
     // "Run now" on a scheduled job makes it available at once.
     let later = {
@@ -507,7 +513,7 @@ async fn a_driver_without_search_gets_a_jobs_page_without_it() {
     use jobs_core::driver::Capability;
     let db = TestDatabase::new().await.expect("db");
     let pool = db.pool(4).expect("pool");
-    insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({"user_id": 7})); 2]).await;
+    let ids = insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({"user_id": 7})); 2]).await;
     let full = app(&pool, Access::Full).await;
     let (status, body, _) = get(&full, "/admin/jobs/jobs").await;
     assert_eq!(status, StatusCode::OK);
@@ -521,14 +527,18 @@ async fn a_driver_without_search_gets_a_jobs_page_without_it() {
     assert_eq!(status, StatusCode::OK);
     assert!(body.contains(r#"placeholder='job id'"#), "only a search by id without JSON containment");
     assert_eq!(body.matches(r#"class="job-link""#).count(), 2, "the rest of the page is there");
-    // A job id in the search box opens that job, on every driver.
-    let response = actix_web::test::call_service(
-        &plain,
-        actix_web::test::TestRequest::get().uri("/admin/jobs/jobs?q=%2342").to_request(),
-    )
-    .await;
+    // A job id in the search box opens that job, on every driver; digits that are no job's
+    // id are looked for in the errors instead.
+    let uri = format!("/admin/jobs/jobs?q=%23{}", ids[1]);
+    let response =
+        actix_web::test::call_service(&plain, actix_web::test::TestRequest::get().uri(&uri).to_request())
+            .await;
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
-    assert_eq!(response.headers().get("location").and_then(|l| l.to_str().ok()), Some("/admin/jobs/jobs/42"));
+    let location = format!("/admin/jobs/jobs/{}", ids[1]);
+    assert_eq!(response.headers().get("location").and_then(|l| l.to_str().ok()), Some(location.as_str()));
+    let (status, body, _) = get(&plain, "/admin/jobs/jobs?q=404040404").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("No jobs match.") && body.contains(r#"id="searched""#), "{body}");
     let (status, body, _) = get(&plain, "/admin/jobs/jobs?q=user_id%3D7").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("JSON containment"), "{body}");

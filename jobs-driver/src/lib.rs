@@ -69,7 +69,7 @@ pub use schedule::{
 pub use server::{OLDEST_POSTGRES_MAJOR, ServerStatus, ServerStatusParams};
 pub use state::{JobState, ParseStateError};
 pub use stats::{
-    DURATION_BUCKETS, Histogram, KindMetric, KindStats, KindStatsCount, MAX_THROUGHPUT_BUCKETS,
-    StatsCompactParams, StatsCount, StatsKindsParams, StatsPruneParams, StatsRecordParams,
-    StatsThroughputParams, Throughput, duration_bucket,
+    BucketSum, DURATION_BUCKETS, Histogram, KindMetric, KindStats, KindStatsCount, KindStatsSum,
+    MAX_THROUGHPUT_BUCKETS, StatsCompactParams, StatsCount, StatsKindsParams, StatsPruneParams,
+    StatsRecordParams, StatsThroughputParams, Throughput, duration_bucket,
 };

@@ -190,6 +190,39 @@ impl Histogram {
     }
 }
 
+/// A per-kind counter summed over a window, as every driver reads `job_kind_stats`:
+/// `SELECT kind, metric, idx, sum(count) AS n … GROUP BY kind, metric, idx`.
+#[derive(Debug, Clone, PartialEq, Eq, diesel::QueryableByName)]
+pub struct KindStatsSum {
+    /// The job kind.
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub kind: String,
+    /// A [`KindMetric`]'s name.
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub metric: String,
+    /// The histogram bucket (0 for an outcome).
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub idx: i64,
+    /// The sum.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub n: i64,
+}
+
+/// A per-queue counter summed into a throughput bucket, as every driver reads `job_stats`:
+/// the bucket's index from the first (whole steps), the state, the sum.
+#[derive(Debug, Clone, PartialEq, Eq, diesel::QueryableByName)]
+pub struct BucketSum {
+    /// Whole steps since the first bucket.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub idx: i64,
+    /// The outcome's state name.
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub state: String,
+    /// The sum.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub n: i64,
+}
+
 /// One kind's outcomes and durations over a window.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KindStats {
@@ -212,9 +245,9 @@ pub struct KindStats {
 impl KindStats {
     /// Each kind's stats from `(kind, metric, idx, count)` rows summed over a window (what
     /// every driver reads), by kind name. Unknown metrics and buckets are ignored.
-    pub fn fold(rows: impl IntoIterator<Item = (String, String, i64, i64)>) -> Vec<KindStats> {
+    pub fn fold(rows: impl IntoIterator<Item = KindStatsSum>) -> Vec<KindStats> {
         let mut kinds: std::collections::BTreeMap<String, KindStats> = std::collections::BTreeMap::new();
-        for (kind, metric, idx, count) in rows {
+        for KindStatsSum { kind, metric, idx, n: count } in rows {
             let Some(metric) = KindMetric::parse(&metric) else { continue };
             let stats =
                 kinds.entry(kind.clone()).or_insert_with(|| KindStats { kind, ..KindStats::default() });
@@ -296,11 +329,7 @@ impl StatsThroughputParams {
     /// The buckets, filled from `(bucket index, state, count)` rows (the drivers compute
     /// the index in SQL: whole steps since [`first_bucket`](Self::first_bucket)); rows outside the
     /// buckets or of other states are ignored.
-    pub fn fill(
-        &self,
-        first: DateTime<Utc>,
-        rows: impl IntoIterator<Item = (i64, String, i64)>,
-    ) -> Vec<Throughput> {
+    pub fn fill(&self, first: DateTime<Utc>, rows: impl IntoIterator<Item = BucketSum>) -> Vec<Throughput> {
         let step = chrono::TimeDelta::minutes(self.step_minutes());
         let mut buckets: Vec<Throughput> = (0..self.buckets())
             .map(|i| Throughput {
@@ -311,7 +340,7 @@ impl StatsThroughputParams {
                 cancelled: 0,
             })
             .collect();
-        for (index, state, n) in rows {
+        for BucketSum { idx: index, state, n } in rows {
             let Some(bucket) = usize::try_from(index).ok().and_then(|i| buckets.get_mut(i)) else { continue };
             match state.as_str() {
                 "completed" => bucket.completed += n,
@@ -344,12 +373,18 @@ mod tests {
 
     #[test]
     fn rows_fold_into_kinds() {
+        let row = |kind: &str, metric: &str, idx, n| KindStatsSum {
+            kind: kind.into(),
+            metric: metric.into(),
+            idx,
+            n,
+        };
         let rows = [
-            ("a".to_owned(), "completed".to_owned(), 0, 3),
-            ("a".to_owned(), "run_ms".to_owned(), 5, 3),
-            ("a".to_owned(), "run_ms".to_owned(), 99, 1),
-            ("a".to_owned(), "nonsense".to_owned(), 0, 1),
-            ("b".to_owned(), "discarded".to_owned(), 0, 1),
+            row("a", "completed", 0, 3),
+            row("a", "run_ms", 5, 3),
+            row("a", "run_ms", 99, 1),
+            row("a", "nonsense", 0, 1),
+            row("b", "discarded", 0, 1),
         ];
         let kinds = KindStats::fold(rows);
         assert_eq!(kinds.len(), 2);

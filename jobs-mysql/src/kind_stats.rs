@@ -3,10 +3,9 @@
 //! with it, as approximate as it is.
 
 use chrono::{DurationRound, TimeDelta};
-use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Datetime, Nullable, Text};
 use diesel_async::{AsyncMysqlConnection, RunQueryDsl};
-use jobs_driver::{KindStats, KindStatsCount, Result, StatsKindsParams, StatsPruneParams};
+use jobs_driver::{KindStats, KindStatsCount, KindStatsSum, Result, StatsKindsParams};
 
 use crate::cached::CachedQuery;
 use crate::time::{micros, naive, naive_opt};
@@ -73,30 +72,6 @@ pub(crate) async fn compact(
     .await
 }
 
-/// Deletes counters older than `keep`. Returns how many rows went.
-pub(crate) async fn prune(conn: &mut AsyncMysqlConnection, params: StatsPruneParams) -> Result<i64> {
-    let n = CachedQuery::new(
-        "DELETE FROM job_kind_stats WHERE bucket < COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $2 MICROSECOND",
-    )
-    .bind::<Nullable<Datetime>, _>(naive_opt(params.now))
-    .bind::<BigInt, _>(micros(params.keep))
-    .execute(conn)
-    .await?;
-    Ok(n as i64)
-}
-
-#[derive(QueryableByName)]
-struct Summed {
-    #[diesel(sql_type = Text)]
-    kind: String,
-    #[diesel(sql_type = Text)]
-    metric: String,
-    #[diesel(sql_type = BigInt)]
-    idx: i64,
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
-
 /// See [`StatsKindsParams`]: the window's counters summed per kind, metric and bucket.
 pub(crate) async fn kinds(
     conn: &mut AsyncMysqlConnection,
@@ -104,12 +79,12 @@ pub(crate) async fn kinds(
 ) -> Result<Vec<KindStats>> {
     let since = params.since();
     let since = since.duration_trunc(TimeDelta::minutes(1)).unwrap_or(since);
-    let rows: Vec<Summed> = CachedQuery::new(
+    let rows: Vec<KindStatsSum> = CachedQuery::new(
         "SELECT kind, metric, CAST(idx AS SIGNED) AS idx, CAST(SUM(count) AS SIGNED) AS n FROM job_kind_stats
          WHERE bucket >= $1 GROUP BY kind, metric, idx",
     )
     .bind::<Datetime, _>(naive(since))
     .load(conn)
     .await?;
-    Ok(KindStats::fold(rows.into_iter().map(|r| (r.kind, r.metric, r.idx, r.n))))
+    Ok(KindStats::fold(rows))
 }

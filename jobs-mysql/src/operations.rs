@@ -237,8 +237,7 @@ impl Driver for MysqlDriver {
     }
 
     async fn stats_prune(&self, params: StatsPruneParams) -> Result<i64> {
-        let by_queue = on_connection!(self, |c| stats::prune(c, params).await)?;
-        Ok(by_queue + on_connection!(self, |c| kind_stats::prune(c, params).await)?)
+        on_connection!(self, |c| stats::prune(c, params).await)
     }
 
     async fn stats_compact(&self, params: StatsCompactParams) -> Result<i64> {

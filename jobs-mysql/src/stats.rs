@@ -3,10 +3,9 @@
 //! after the outcomes, not in their transaction, and lost if the worker dies first.
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
-use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Datetime, Nullable, Text};
 use diesel_async::{AsyncMysqlConnection, RunQueryDsl};
-use jobs_driver::{Result, StatsCount, StatsPruneParams, StatsThroughputParams, Throughput};
+use jobs_driver::{BucketSum, Result, StatsCount, StatsPruneParams, StatsThroughputParams, Throughput};
 
 use crate::cached::CachedQuery;
 use crate::time::{micros, naive, naive_opt};
@@ -42,26 +41,21 @@ pub(crate) async fn record(conn: &mut AsyncMysqlConnection, counts: &[StatsCount
     Ok(())
 }
 
-/// See [`StatsPruneParams`].
+/// See [`StatsPruneParams`]: the per-queue and the per-kind counters.
 pub(crate) async fn prune(conn: &mut AsyncMysqlConnection, params: StatsPruneParams) -> Result<i64> {
-    let n = CachedQuery::new(
+    let mut total = 0;
+    for sql in [
         "DELETE FROM job_stats WHERE bucket < COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $2 MICROSECOND",
-    )
-    .bind::<Nullable<Datetime>, _>(naive_opt(params.now))
-    .bind::<BigInt, _>(micros(params.keep))
-    .execute(conn)
-    .await?;
-    Ok(n as i64)
-}
-
-#[derive(QueryableByName)]
-struct BucketRow {
-    #[diesel(sql_type = BigInt)]
-    idx: i64,
-    #[diesel(sql_type = Text)]
-    state: String,
-    #[diesel(sql_type = BigInt)]
-    n: i64,
+        "DELETE FROM job_kind_stats WHERE bucket < COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $2 MICROSECOND",
+    ] {
+        let n = CachedQuery::new(sql)
+            .bind::<Nullable<Datetime>, _>(naive_opt(params.now))
+            .bind::<BigInt, _>(micros(params.keep))
+            .execute(conn)
+            .await?;
+        total += n as i64;
+    }
+    Ok(total)
 }
 
 /// See [`StatsThroughputParams`]: whole steps since the first bucket, summed over queues.
@@ -71,7 +65,7 @@ pub(crate) async fn throughput(
 ) -> Result<Vec<Throughput>> {
     let first = params.first_bucket(params.now.unwrap_or_else(Utc::now));
     let step = params.step_minutes();
-    let rows: Vec<BucketRow> = CachedQuery::new(
+    let rows: Vec<BucketSum> = CachedQuery::new(
         "SELECT CAST(FLOOR(TIMESTAMPDIFF(MINUTE, $1, bucket) / $2) AS SIGNED) AS idx, state,
                 CAST(SUM(count) AS SIGNED) AS n
          FROM job_stats
@@ -83,5 +77,5 @@ pub(crate) async fn throughput(
     .bind::<BigInt, _>(params.buckets())
     .load(conn)
     .await?;
-    Ok(params.fill(first, rows.into_iter().map(|r| (r.idx, r.state, r.n))))
+    Ok(params.fill(first, rows))
 }

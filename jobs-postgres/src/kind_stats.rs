@@ -3,11 +3,10 @@
 //! with it, as approximate as it is.
 
 use chrono::{DateTime, Utc};
-use diesel::QueryableByName;
 use diesel::pg::Pg;
 use diesel::sql_types::{Array, BigInt, Int2, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
-use jobs_driver::{KindStats, KindStatsCount, Result, StatsKindsParams, StatsPruneParams};
+use jobs_driver::{KindStats, KindStatsCount, KindStatsSum, Result, StatsKindsParams, StatsPruneParams};
 
 use crate::rows::millis;
 
@@ -119,29 +118,17 @@ where
     Ok(n as i64)
 }
 
-#[derive(QueryableByName)]
-struct Summed {
-    #[diesel(sql_type = Text)]
-    kind: String,
-    #[diesel(sql_type = Text)]
-    metric: String,
-    #[diesel(sql_type = BigInt)]
-    idx: i64,
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
-
 /// See [`StatsKindsParams`]: the window's counters summed per kind, metric and bucket.
 pub(crate) async fn kinds<C>(conn: &mut C, params: StatsKindsParams) -> Result<Vec<KindStats>>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    let rows: Vec<Summed> = diesel::sql_query(
+    let rows: Vec<KindStatsSum> = diesel::sql_query(
         "SELECT kind, metric, idx::int8 AS idx, sum(count)::int8 AS n FROM job_kind_stats
          WHERE bucket >= date_trunc('minute', $1::timestamptz) GROUP BY kind, metric, idx",
     )
     .bind::<Timestamptz, _>(params.since())
     .load(conn)
     .await?;
-    Ok(KindStats::fold(rows.into_iter().map(|r| (r.kind, r.metric, r.idx, r.n))))
+    Ok(KindStats::fold(rows))
 }

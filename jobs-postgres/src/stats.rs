@@ -3,11 +3,10 @@
 //! after the outcomes, not in their transaction, and lost if the worker dies first.
 
 use chrono::{DateTime, Utc};
-use diesel::QueryableByName;
 use diesel::pg::Pg;
 use diesel::sql_types::{Array, BigInt, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
-use jobs_driver::{Result, StatsCount, StatsPruneParams, StatsThroughputParams, Throughput};
+use jobs_driver::{BucketSum, Result, StatsCount, StatsPruneParams, StatsThroughputParams, Throughput};
 
 use crate::rows::{Count, millis};
 
@@ -57,16 +56,6 @@ where
     Ok(row.n)
 }
 
-#[derive(QueryableByName)]
-struct BucketRow {
-    #[diesel(sql_type = BigInt)]
-    idx: i64,
-    #[diesel(sql_type = Text)]
-    state: String,
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
-
 // Whole steps since the first bucket, summed over queues: at most buckets × 4 rows back,
 // from a range scan of the counters' primary key.
 const THROUGHPUT: &str = "\
@@ -82,11 +71,11 @@ where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
     let first = params.first_bucket(params.now.unwrap_or_else(Utc::now));
-    let rows: Vec<BucketRow> = diesel::sql_query(THROUGHPUT)
+    let rows: Vec<BucketSum> = diesel::sql_query(THROUGHPUT)
         .bind::<Timestamptz, _>(first)
         .bind::<BigInt, _>(params.step_minutes())
         .bind::<BigInt, _>(params.buckets())
         .load(conn)
         .await?;
-    Ok(params.fill(first, rows.into_iter().map(|r| (r.idx, r.state, r.n))))
+    Ok(params.fill(first, rows))
 }

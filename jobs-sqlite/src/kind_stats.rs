@@ -3,8 +3,8 @@
 //! with it, as approximate as it is.
 
 use diesel::sql_types::{BigInt, Text};
-use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
-use jobs_driver::{KindStats, KindStatsCount, Result, StatsKindsParams};
+use diesel::{RunQueryDsl, SqliteConnection};
+use jobs_driver::{KindStats, KindStatsCount, KindStatsSum, Result, StatsKindsParams};
 
 use crate::cached::CachedQuery;
 use crate::time::to_ms;
@@ -79,33 +79,13 @@ pub(crate) fn compact(conn: &mut SqliteConnection, cutoff_ms: i64) -> Result<i64
     Ok(total)
 }
 
-/// Deletes counters older than `keep_ms` before `now_ms`. Returns how many rows went.
-pub(crate) fn prune(conn: &mut SqliteConnection, keep_ms: i64, now_ms: i64) -> Result<i64> {
-    let n = CachedQuery::new("DELETE FROM job_kind_stats WHERE bucket < $1")
-        .bind::<BigInt, _>(now_ms.saturating_sub(keep_ms))
-        .execute(conn)?;
-    Ok(n as i64)
-}
-
-#[derive(QueryableByName)]
-struct Summed {
-    #[diesel(sql_type = Text)]
-    kind: String,
-    #[diesel(sql_type = Text)]
-    metric: String,
-    #[diesel(sql_type = BigInt)]
-    idx: i64,
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
-
 /// See [`StatsKindsParams`]: the window's counters summed per kind, metric and bucket.
 pub(crate) fn kinds(conn: &mut SqliteConnection, params: StatsKindsParams) -> Result<Vec<KindStats>> {
     let since = to_ms(params.since());
-    let rows: Vec<Summed> = CachedQuery::new(
+    let rows: Vec<KindStatsSum> = CachedQuery::new(
         "SELECT kind, metric, idx, sum(count) AS n FROM job_kind_stats WHERE bucket >= $1 GROUP BY kind, metric, idx",
     )
     .bind::<BigInt, _>(since - since.rem_euclid(MINUTE_MS))
     .load(conn)?;
-    Ok(KindStats::fold(rows.into_iter().map(|r| (r.kind, r.metric, r.idx, r.n))))
+    Ok(KindStats::fold(rows))
 }

@@ -287,7 +287,7 @@ impl Driver for SqliteDriver {
 
     async fn stats_prune(&self, params: StatsPruneParams) -> Result<i64> {
         let (keep, now) = (millis(params.keep), now_ms(params.now));
-        write(&self.local, move |c| Ok(stats::prune(c, keep, now)? + kind_stats::prune(c, keep, now)?)).await
+        write(&self.local, move |c| stats::prune(c, keep, now)).await
     }
 
     async fn stats_compact(&self, params: StatsCompactParams) -> Result<i64> {

@@ -4,8 +4,8 @@
 
 use chrono::Utc;
 use diesel::sql_types::{BigInt, Text};
-use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
-use jobs_driver::{Result, StatsCount, StatsThroughputParams, Throughput};
+use diesel::{RunQueryDsl, SqliteConnection};
+use jobs_driver::{BucketSum, Result, StatsCount, StatsThroughputParams, Throughput};
 
 use crate::cached::CachedQuery;
 use crate::time::to_ms;
@@ -53,22 +53,15 @@ pub(crate) fn record(conn: &mut SqliteConnection, counts: &[Counted]) -> Result<
     Ok(())
 }
 
-/// Deletes counters older than `keep_ms` before `now_ms`. Returns how many rows went.
+/// Deletes counters (per queue and per kind) older than `keep_ms` before `now_ms`. Returns
+/// how many rows went.
 pub(crate) fn prune(conn: &mut SqliteConnection, keep_ms: i64, now_ms: i64) -> Result<i64> {
-    let n = CachedQuery::new("DELETE FROM job_stats WHERE bucket < $1")
-        .bind::<BigInt, _>(now_ms.saturating_sub(keep_ms))
-        .execute(conn)?;
-    Ok(n as i64)
-}
-
-#[derive(QueryableByName)]
-struct BucketRow {
-    #[diesel(sql_type = BigInt)]
-    idx: i64,
-    #[diesel(sql_type = Text)]
-    state: String,
-    #[diesel(sql_type = BigInt)]
-    n: i64,
+    let mut total = 0;
+    for sql in ["DELETE FROM job_stats WHERE bucket < $1", "DELETE FROM job_kind_stats WHERE bucket < $1"] {
+        let n = CachedQuery::new(sql).bind::<BigInt, _>(now_ms.saturating_sub(keep_ms)).execute(conn)?;
+        total += n as i64;
+    }
+    Ok(total)
 }
 
 /// See [`StatsThroughputParams`]: whole steps since the first bucket, summed over queues.
@@ -79,7 +72,7 @@ pub(crate) fn throughput(
     let first = params.first_bucket(params.now.unwrap_or_else(Utc::now));
     let step_ms = params.step_minutes() * MINUTE_MS;
     let first_ms = to_ms(first);
-    let rows: Vec<BucketRow> = CachedQuery::new(
+    let rows: Vec<BucketSum> = CachedQuery::new(
         "SELECT (bucket - $1) / $2 AS idx, state, sum(count) AS n FROM job_stats
          WHERE bucket >= $1 AND bucket < $1 + $2 * $3 GROUP BY 1, 2",
     )
@@ -87,5 +80,5 @@ pub(crate) fn throughput(
     .bind::<BigInt, _>(step_ms)
     .bind::<BigInt, _>(params.buckets())
     .load(conn)?;
-    Ok(params.fill(first, rows.into_iter().map(|r| (r.idx, r.state, r.n))))
+    Ok(params.fill(first, rows))
 }

@@ -104,3 +104,21 @@ pub async fn text(client: &Client, css: &str) -> String {
         .await
         .expect("text")
 }
+
+/// The dashboard, mounted at `/jobs` in an app served on a free port of 127.0.0.1: its base
+/// URL, the port, and the server's handle (stop it at the end). Call inside a Tokio runtime.
+pub fn serve_dashboard(
+    config: jobs_dashboard::DashboardConfig,
+) -> (String, u16, actix_web::dev::ServerHandle) {
+    let server = actix_web::HttpServer::new(move || {
+        actix_web::App::new().service(jobs_dashboard::scope("/jobs", config.clone()))
+    })
+    .workers(1)
+    .bind(("127.0.0.1", 0))
+    .expect("bind");
+    let port = server.addrs()[0].port();
+    let server = server.run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    (format!("http://127.0.0.1:{port}/jobs"), port, handle)
+}

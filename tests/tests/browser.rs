@@ -6,7 +6,7 @@
 use fantoccini::{Client, Locator};
 use jobs_core::testing::TestDatabase;
 use jobs_core::{JobContext, JobState, Pool, Registry, Worker, enqueue_many, job};
-use jobs_tests::browser::{DEADLINE, browser, screenshot, start_driver, text};
+use jobs_tests::browser::{DEADLINE, browser, screenshot, serve_dashboard, start_driver, text};
 use jobs_tests::wait_for;
 
 /// Fails its first attempt, succeeds on a retry.
@@ -60,17 +60,7 @@ async fn retry_a_failed_job_from_the_browser_then_bulk_retry_and_pause_a_queue()
 
     // The dashboard, mounted in an app served on a real port.
     let config = jobs_dashboard::DashboardConfig::new(pool.clone()).refresh_seconds(3600);
-    let server = actix_web::HttpServer::new(move || {
-        actix_web::App::new().service(jobs_dashboard::scope("/jobs", config.clone()))
-    })
-    .workers(1)
-    .bind(("127.0.0.1", 0))
-    .expect("bind");
-    let port = server.addrs()[0].port();
-    let server = server.run();
-    let server_handle = server.handle();
-    tokio::spawn(server);
-    let base = format!("http://127.0.0.1:{port}/jobs");
+    let (base, port, server_handle) = serve_dashboard(config);
 
     let driver = start_driver().await;
     let profile = std::env::temp_dir().join(format!("jobs-chromium-{}-{}", std::process::id(), port));

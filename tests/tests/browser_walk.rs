@@ -13,7 +13,7 @@ use jobs_core::driver::{
 };
 use jobs_core::testing::TestDatabase;
 use jobs_core::{IntoDriver, JobState};
-use jobs_tests::browser::{DEADLINE, browser, screenshot, start_driver, text};
+use jobs_tests::browser::{DEADLINE, browser, screenshot, serve_dashboard, start_driver, text};
 use jobs_tests::conformance::factory::{JobFactory, insert_all};
 use jobs_tests::wait_for;
 
@@ -82,17 +82,7 @@ async fn every_page_in_light_and_dark_at_phone_and_desktop_widths_then_live_refr
     driver.stats_record(StatsRecordParams { counts: &counts, kinds: &kinds }).await.expect("stats");
 
     let config = jobs_dashboard::DashboardConfig::new(pool.clone()).refresh_seconds(1);
-    let server = actix_web::HttpServer::new(move || {
-        actix_web::App::new().service(jobs_dashboard::scope("/jobs", config.clone()))
-    })
-    .workers(1)
-    .bind(("127.0.0.1", 0))
-    .expect("bind");
-    let port = server.addrs()[0].port();
-    let server = server.run();
-    let server_handle = server.handle();
-    tokio::spawn(server);
-    let base = format!("http://127.0.0.1:{port}/jobs");
+    let (base, port, server_handle) = serve_dashboard(config);
     let pages = [
         ("overview", "/".to_owned(), "Overview"),
         ("jobs", "/jobs".to_owned(), "Jobs"),

@@ -234,7 +234,14 @@ pub(crate) async fn execute(
     let kind_label: &'static str = descriptor.map_or("unknown", |d| d.kind);
     metrics::histogram!("jobs_duration_seconds", "queue" => queue.label, "kind" => kind_label)
         .record(started.elapsed().as_secs_f64());
-    let ran = matches!(ended, Ended::Ran(_) | Ended::TimedOut(_) | Ended::Panicked(_));
+    // Every attempt whose handler started counts for its kind (a cancelled one too).
+    let ran = matches!(
+        ended,
+        Ended::Ran(_)
+            | Ended::TimedOut(_)
+            | Ended::Panicked(_)
+            | Ended::Stopped(StopReason::Cancelled | StopReason::None)
+    );
     let mut completion = completion(shared, queue, job, descriptor.as_ref(), ended);
     if ran {
         completion.timing = Some(Timing {

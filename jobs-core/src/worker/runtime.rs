@@ -94,9 +94,9 @@ impl QueueRuntime {
         &self,
         permit: OwnedSemaphorePermit,
     ) -> Option<(Buffered, OwnedSemaphorePermit)> {
-        if self.limit.owes() {
-            // The concurrency was lowered: give the slot up rather than start another job.
-            self.free_slot(permit);
+        if self.limit.take_owed() {
+            // The concurrency was lowered: this slot is gone; start no other job on it.
+            permit.forget();
             return None;
         }
         let mut buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());

@@ -108,8 +108,11 @@ pub(crate) struct Searched {
 pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(&req, &d, "jobs")?;
     let pairs = params::pairs(req.query_string().as_bytes());
-    // A job id in the search box opens that job (every backend can).
-    if let Some(id) = params::value(&pairs, "q").and_then(|q| q.trim_start_matches('#').parse::<i64>().ok()) {
+    // A job id in the search box opens that job (every backend can); digits that are no
+    // job's id (an HTTP status in an error, say) are searched for as text.
+    if let Some(id) = params::value(&pairs, "q").and_then(|q| q.trim_start_matches('#').parse::<i64>().ok())
+        && d.config.reads().job_get(jobs_core::driver::JobGetParams { id }).await?.is_some()
+    {
         return Ok(HttpResponse::SeeOther()
             .insert_header(("location", format!("{}/jobs/{id}", d.base)))
             .finish());

@@ -166,7 +166,8 @@ where
     if n <= cap {
         return Ok(Count::Exact(n));
     }
-    if !estimate {
+    // Nothing estimates text in errors or an id window: say only that there are more.
+    if !estimate || filter.error.is_some() || filter.id_at_least.is_some() {
         return Ok(Count::AtLeast(cap));
     }
     let estimate = estimate_rows(conn, filter).await?.max(n);
