@@ -24,7 +24,7 @@ async fn load(pool: &jobs_core::Pool, n: u64) -> BenchResult {
                     CASE WHEN s.state = 'available' THEN 0 ELSE 1 END,
                     now() - (({n} - g) || ' milliseconds')::interval, now() - (({n} - g) || ' milliseconds')::interval,
                     CASE WHEN s.state = 'available' THEN NULL ELSE now() END,
-                    CASE WHEN s.state IN ('completed', 'discarded', 'cancelled') THEN now() END,
+                    CASE WHEN s.state IN ('completed', 'discarded', 'cancelled') THEN now() - (({n} - g) || ' milliseconds')::interval END,
                     CASE WHEN s.state = 'available' THEN '{{}}'::text[] ELSE '{{bench-node}}'::text[] END,
                     CASE WHEN s.state = 'discarded' THEN jsonb_build_array(jsonb_build_object('attempt', 1, 'error_type', 'payment', 'message', 'card declined for order ' || g))
                          WHEN s.state = 'retryable' THEN '[{{\"attempt\": 1, \"error_type\": \"timeout\", \"message\": \"the attempt exceeded its 30s timeout\"}}]'::jsonb
@@ -100,6 +100,10 @@ pub(crate) async fn run(url: &str, n: u64, figures: &mut Figures) -> BenchResult
         "/jobs/jobs?state=cancelled".to_owned(),
         "/jobs/jobs?state=available".to_owned(),
         "/jobs/jobs?state=retryable&state=scheduled".to_owned(),
+        "/jobs/jobs?state=retryable&state=scheduled&sort=due".to_owned(),
+        "/jobs/jobs?state=completed&sort=finished".to_owned(),
+        format!("/jobs/jobs?state=completed&sort=finished&before={mid}"),
+        "/jobs/jobs?state=discarded&state=cancelled&sort=finished".to_owned(),
         "/jobs/jobs?queue=queue_3".to_owned(),
         "/jobs/jobs?queue=queue_3&state=retryable".to_owned(),
         "/jobs/jobs?kind=kind_7".to_owned(),

@@ -73,10 +73,21 @@ pub(crate) fn filter(pairs: &[(String, String)], can_search: bool) -> Result<Job
     filter.order = match one(pairs, "sort") {
         None | Some("newest") => JobOrder::NewestFirst,
         Some("oldest") => JobOrder::OldestFirst,
+        Some("due") => JobOrder::DueSoonest,
+        Some("finished") => JobOrder::RecentlyFinished,
         Some(other) => {
-            return Err(DashboardError::BadRequest(format!("`sort` is newest or oldest, not `{other}`")));
+            return Err(DashboardError::BadRequest(format!(
+                "`sort` is newest, oldest, due or finished, not `{other}`"
+            )));
         }
     };
+    // Only orders an index serves: a sort of millions of rows would take seconds.
+    if !filter.order.served_for(&filter.states) {
+        return Err(DashboardError::BadRequest(match filter.order {
+            JobOrder::DueSoonest => "sorting by due time needs the scheduled or retryable state, and only those".into(),
+            _ => "sorting by finish time needs finished states (completed, discarded, cancelled), and only those".into(),
+        }));
+    }
     filter.from = one(pairs, "from").map(|v| time("from", v)).transpose()?;
     filter.to = one(pairs, "to").map(|v| time("to", v)).transpose()?;
     Ok(filter)
@@ -152,8 +163,17 @@ pub(crate) fn query_string(filter: &JobFilter) -> String {
     if let Some(t) = filter.to {
         s.append_pair("to", &t.to_rfc3339());
     }
-    if filter.order == JobOrder::OldestFirst {
-        s.append_pair("sort", "oldest");
+    match filter.order {
+        JobOrder::NewestFirst => {}
+        JobOrder::OldestFirst => {
+            s.append_pair("sort", "oldest");
+        }
+        JobOrder::DueSoonest => {
+            s.append_pair("sort", "due");
+        }
+        JobOrder::RecentlyFinished => {
+            s.append_pair("sort", "finished");
+        }
     }
     s.finish()
 }

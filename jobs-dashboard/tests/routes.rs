@@ -102,6 +102,20 @@ async fn the_jobs_list_filters_searches_and_pages_by_keyset() {
     );
     assert!(oldest.contains(r#"<a href="/admin/jobs/jobs?" id="sort-id""#), "the link back to newest first");
     assert_eq!(get(&app, "/admin/jobs/jobs?sort=kind").await.0, StatusCode::BAD_REQUEST);
+    // Time orders where an index serves them, and only there.
+    let (_, finished, _) = get(&app, "/admin/jobs/jobs?state=discarded").await;
+    assert!(
+        finished.contains(
+            r#"<a href="/admin/jobs/jobs?state=discarded&#38;sort=finished" >recently finished</a>"#
+        ),
+        "{finished}"
+    );
+    assert!(!finished.contains("due soonest"));
+    assert_eq!(get(&app, "/admin/jobs/jobs?state=discarded&sort=finished").await.0, StatusCode::OK);
+    let (status, body, _) = get(&app, "/admin/jobs/jobs?sort=due").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("sorting by due time needs the scheduled or retryable state"), "{body}");
+    assert_eq!(get(&app, "/admin/jobs/jobs?state=scheduled&sort=due").await.0, StatusCode::OK);
 
     let (_, page2, _) = get(&app, &format!("/admin/jobs/jobs?{older}")).await;
     assert_eq!(page2.matches(r#"class="job-link""#).count(), 50);

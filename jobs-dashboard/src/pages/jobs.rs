@@ -43,14 +43,46 @@ impl JobsPage {
         self.filter.order == JobOrder::OldestFirst
     }
 
-    /// The list's query string in the other order (the sortable id column's link).
+    /// The list's query string in the other id order (the sortable id column's link).
     fn resorted(&self) -> String {
-        let mut other = self.filter.clone();
-        other.order = match other.order {
-            JobOrder::NewestFirst => JobOrder::OldestFirst,
-            JobOrder::OldestFirst => JobOrder::NewestFirst,
+        let order = if self.filter.order == JobOrder::NewestFirst {
+            JobOrder::OldestFirst
+        } else {
+            JobOrder::NewestFirst
         };
-        params::query_string(&other)
+        self.sorted(order)
+    }
+
+    /// The link to the next page.
+    fn next_label(&self) -> &'static str {
+        match self.filter.order {
+            JobOrder::NewestFirst => "older",
+            JobOrder::OldestFirst => "newer",
+            JobOrder::DueSoonest | JobOrder::RecentlyFinished => "next",
+        }
+    }
+
+    /// The link back to the first page.
+    fn first_label(&self) -> &'static str {
+        match self.filter.order {
+            JobOrder::NewestFirst => "newest",
+            JobOrder::OldestFirst => "oldest",
+            JobOrder::DueSoonest | JobOrder::RecentlyFinished => "first",
+        }
+    }
+
+    /// The list's query string in `order`.
+    fn sorted(&self, order: JobOrder) -> String {
+        params::query_string(&JobFilter { order, ..self.filter.clone() })
+    }
+
+    /// The time orders an index serves for the states shown: (label, query string, chosen).
+    fn time_sorts(&self) -> Vec<(&'static str, String, bool)> {
+        [(JobOrder::DueSoonest, "due soonest"), (JobOrder::RecentlyFinished, "recently finished")]
+            .into_iter()
+            .filter(|(order, _)| order.served_for(&self.filter.states))
+            .map(|(order, label)| (label, self.sorted(order), self.filter.order == order))
+            .collect()
     }
 
     fn state_checked(&self, state: &JobState) -> bool {

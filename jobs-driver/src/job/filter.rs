@@ -33,7 +33,9 @@ pub struct JobFilter {
     pub order: JobOrder,
 }
 
-/// The order in which jobs are listed: by id, which is the order they were enqueued in.
+/// The order in which jobs are listed. By id is the order they were enqueued in; the
+/// others follow a time and then the id, and a page's cursor is still the last id shown
+/// (the next page starts after that job's time and id).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum JobOrder {
     /// Newest first: the next page holds smaller ids.
@@ -41,6 +43,28 @@ pub enum JobOrder {
     NewestFirst,
     /// Oldest first: the next page holds larger ids.
     OldestFirst,
+    /// The soonest due first (`scheduled_at`, then id). Index-backed for the waiting states
+    /// ([`JobOrder::DUE_STATES`]).
+    DueSoonest,
+    /// The most recently finished first (`finalized_at`, then id, newest first); only
+    /// finished jobs are listed. Index-backed for the finished states.
+    RecentlyFinished,
+}
+
+impl JobOrder {
+    /// The states whose due time an index orders (scheduled and retryable jobs).
+    pub const DUE_STATES: [crate::JobState; 2] = [crate::JobState::Scheduled, crate::JobState::Retryable];
+
+    /// Whether listing `states` in this order reads an index rather than sorting the table:
+    /// always by id; by due time for scheduled and retryable jobs; by finish time for
+    /// finished ones.
+    pub fn served_for(self, states: &[crate::JobState]) -> bool {
+        match self {
+            JobOrder::NewestFirst | JobOrder::OldestFirst => true,
+            JobOrder::DueSoonest => !states.is_empty() && states.iter().all(|s| Self::DUE_STATES.contains(s)),
+            JobOrder::RecentlyFinished => !states.is_empty() && states.iter().all(|s| s.is_final()),
+        }
+    }
 }
 
 /// `text` as a `LIKE` pattern that matches it anywhere: `%`, `_` and `\` escaped with a

@@ -72,9 +72,18 @@ fn filtered(head: &str, what: &str, filter: &JobFilter) -> Query {
 /// The filter's rows older than `before`, newest first, at most `limit`.
 fn page(what: &str, filter: &JobFilter, before: Option<i64>, limit: i64) -> Query {
     let mut q = filtered("", what, filter);
+    // The time orders continue after the cursor job's (time, id), read from its row.
     let (beyond, order) = match filter.order {
         JobOrder::NewestFirst => (" AND id < ?", " ORDER BY id DESC LIMIT ?"),
         JobOrder::OldestFirst => (" AND id > ?", " ORDER BY id ASC LIMIT ?"),
+        JobOrder::DueSoonest => (
+            " AND (scheduled_at, id) > (SELECT b.scheduled_at, b.id FROM jobs AS b WHERE b.id = ?)",
+            " ORDER BY scheduled_at ASC, id ASC LIMIT ?",
+        ),
+        JobOrder::RecentlyFinished => (
+            " AND (finalized_at, id) < (SELECT b.finalized_at, b.id FROM jobs AS b WHERE b.id = ?)",
+            " AND finalized_at IS NOT NULL ORDER BY finalized_at DESC, id DESC LIMIT ?",
+        ),
     };
     if let Some(before) = before {
         q = q.sql(beyond).bind::<BigInt, _>(before);

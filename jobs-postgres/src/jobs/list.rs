@@ -139,6 +139,32 @@ pub(crate) fn page(filter: &JobFilter, before: Option<i64>, limit: i64) -> Boxed
             }
             q.order(jobs::id.asc()).limit(limit)
         }
+        // After the cursor job's (time, id), read from that job's row.
+        JobOrder::DueSoonest => {
+            if let Some(after) = before {
+                q = q.filter(
+                    diesel::dsl::sql::<Bool>(
+                        "(jobs.scheduled_at, jobs.id) > (SELECT b.scheduled_at, b.id FROM jobs AS b WHERE b.id = ",
+                    )
+                    .bind::<diesel::sql_types::BigInt, _>(after)
+                    .sql(")"),
+                );
+            }
+            q.order((jobs::scheduled_at.asc(), jobs::id.asc())).limit(limit)
+        }
+        JobOrder::RecentlyFinished => {
+            q = q.filter(jobs::finalized_at.is_not_null());
+            if let Some(before) = before {
+                q = q.filter(
+                    diesel::dsl::sql::<Bool>(
+                        "(jobs.finalized_at, jobs.id) < (SELECT b.finalized_at, b.id FROM jobs AS b WHERE b.id = ",
+                    )
+                    .bind::<diesel::sql_types::BigInt, _>(before)
+                    .sql(")"),
+                );
+            }
+            q.order((jobs::finalized_at.desc(), jobs::id.desc())).limit(limit)
+        }
     }
 }
 

@@ -278,6 +278,43 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
     let nodes = db.driver.node_list(NodeListParams {}).await.expect("nodes");
     assert_eq!(nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["new", "old"]);
     assert_eq!(nodes[0].queues, queues);
+
+    // Time orders, a page of one at a time: due soonest among waiting jobs (ids break ties),
+    // recently finished among finished ones.
+    let later = |h: i64| now + chrono::Duration::hours(h);
+    let waiting = insert_all(
+        &*db.driver,
+        vec![
+            JobFactory::new("sorted").queue("sorted").state(JobState::Scheduled, later(3)),
+            JobFactory::new("sorted").queue("sorted").state(JobState::Retryable, later(1)),
+            JobFactory::new("sorted").queue("sorted").state(JobState::Scheduled, later(1)),
+            JobFactory::new("sorted").queue("sorted").state(JobState::Completed, at(3)),
+            JobFactory::new("sorted").queue("sorted").state(JobState::Discarded, at(1)),
+            JobFactory::new("sorted").queue("sorted").state(JobState::Completed, at(2)),
+        ],
+    )
+    .await;
+    let walk = |order: JobOrder, states: Vec<JobState>| {
+        let filter = JobFilter { order, states, queue: Some("sorted".into()), ..JobFilter::default() };
+        let driver = db.driver.clone();
+        async move {
+            let mut seen = Vec::new();
+            let mut before = None;
+            loop {
+                let page = JobListParams { filter: &filter, before, limit: 1 };
+                let Some(job) = driver.job_list(page).await.expect("a page").into_iter().next() else {
+                    break;
+                };
+                before = Some(job.id);
+                seen.push(job.id);
+            }
+            seen
+        }
+    };
+    let due = walk(JobOrder::DueSoonest, JobOrder::DUE_STATES.to_vec()).await;
+    assert_eq!(due, [waiting[1], waiting[2], waiting[0]], "due soonest, ties by id");
+    let finished = walk(JobOrder::RecentlyFinished, vec![JobState::Completed, JobState::Discarded]).await;
+    assert_eq!(finished, [waiting[4], waiting[5], waiting[3]], "most recently finished first");
 }
 
 /// A JSON subset of the arguments or the metadata finds its jobs.
