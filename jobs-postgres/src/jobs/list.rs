@@ -187,6 +187,20 @@ where
     if let Some(count) = count_finished_states(conn, filter, cap).await? {
         return Ok(count);
     }
+    // No index serves a created-at window: counting up to the cap walks the table to it.
+    // The histogram's estimate of a window is close (within 4 % measured at 5 M jobs), so
+    // when it is far past the cap, it is the answer.
+    if estimate
+        && (filter.from.is_some() || filter.to.is_some())
+        && filter.search.is_none()
+        && filter.error.is_none()
+        && filter.id_at_least.is_none()
+    {
+        let estimated = estimate_rows(conn, filter).await?;
+        if estimated > cap.saturating_mul(4) {
+            return Ok(Count::Estimate(estimated));
+        }
+    }
     let ids: Vec<i64> = filtered(filter).select(jobs::id).limit(cap + 1).load(conn).await?;
     let n = ids.len() as i64;
     if n <= cap {
