@@ -53,12 +53,12 @@ pub enum JobOrder {
 
 impl JobOrder {
     /// The states whose due time an index orders (scheduled and retryable jobs).
-    pub const DUE_STATES: [crate::JobState; 2] = [crate::JobState::Scheduled, crate::JobState::Retryable];
+    pub const DUE_STATES: [JobState; 2] = [JobState::Scheduled, JobState::Retryable];
 
     /// Whether listing `states` in this order reads an index rather than sorting the table:
     /// always by id; by due time for scheduled and retryable jobs; by finish time for
     /// finished ones.
-    pub fn served_for(self, states: &[crate::JobState]) -> bool {
+    pub fn served_for(self, states: &[JobState]) -> bool {
         match self {
             JobOrder::NewestFirst | JobOrder::OldestFirst => true,
             JobOrder::DueSoonest => !states.is_empty() && states.iter().all(|s| Self::DUE_STATES.contains(s)),
