@@ -92,17 +92,24 @@ pub async fn screenshot(client: &Client, name: &str) {
     std::fs::write(path, png).expect("write screenshot");
 }
 
-/// The text of `css`, waiting (up to the deadline) for it to appear after a navigation.
-pub async fn text(client: &Client, css: &str) -> String {
+/// The element `css`, waiting (up to the deadline) for it to appear after a navigation.
+async fn element(client: &Client, css: &str) -> fantoccini::elements::Element {
     client
         .wait()
         .at_most(DEADLINE)
         .for_element(Locator::Css(css))
         .await
         .unwrap_or_else(|e| panic!("element {css}: {e}"))
-        .text()
-        .await
-        .expect("text")
+}
+
+/// The text of `css`, waiting (up to the deadline) for it to appear after a navigation.
+pub async fn text(client: &Client, css: &str) -> String {
+    element(client, css).await.text().await.expect("text")
+}
+
+/// Clicks `css`, waiting (up to the deadline) for it to appear after a navigation.
+pub async fn click(client: &Client, css: &str) {
+    element(client, css).await.click().await.unwrap_or_else(|e| panic!("click {css}: {e}"));
 }
 
 /// The dashboard, mounted at `/jobs` in an app served on a free port of 127.0.0.1: its base

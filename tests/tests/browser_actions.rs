@@ -13,21 +13,9 @@ use jobs_core::driver::{
 };
 use jobs_core::testing::TestDatabase;
 use jobs_core::{IntoDriver, JobState};
-use jobs_tests::browser::{DEADLINE, browser, screenshot, serve_dashboard, start_driver, text};
+use jobs_tests::browser::{DEADLINE, browser, click, screenshot, serve_dashboard, start_driver, text};
 use jobs_tests::conformance::factory::{JobFactory, insert_all};
 use jobs_tests::wait_for;
-
-async fn click(client: &Client, css: &str) {
-    client
-        .wait()
-        .at_most(DEADLINE)
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("element {css}: {e}"))
-        .click()
-        .await
-        .unwrap_or_else(|e| panic!("click {css}: {e}"));
-}
 
 /// Waits until the page's notice satisfies `ok` (after a click the old page may still be
 /// showing), and returns it.
