@@ -104,6 +104,8 @@ pub trait Driver: Send + Sync + std::fmt::Debug + 'static {
     async fn queue_list_depths(&self, params: QueueListDepthsParams) -> Result<Vec<QueueDepth>>;
     /// See [`QueueSetConcurrencyParams`].
     async fn queue_set_concurrency(&self, params: QueueSetConcurrencyParams<'_>) -> Result<()>;
+    /// See [`QueueSetLimitsParams`].
+    async fn queue_set_limits(&self, params: QueueSetLimitsParams<'_>) -> Result<()>;
     /// See [`QueueSettingsParams`].
     async fn queue_settings(&self, params: QueueSettingsParams<'_>) -> Result<Vec<QueueSettings>>;
 

@@ -38,6 +38,7 @@ mod notification;
 pub mod polled_listener;
 pub mod process_wait;
 mod queue;
+mod queue_limits;
 pub mod rows;
 mod schedule;
 mod server;
@@ -60,8 +61,9 @@ pub use node::{NodeDeleteParams, NodeDeleteStaleParams, NodeHeartbeatParams, Nod
 pub use notification::{AVAILABLE_CHANNEL, CONTROL_CHANNEL, Notification};
 pub use queue::{
     QueueDepth, QueueIsPausedParams, QueueListDepthsParams, QueueListPausedParams, QueueSetConcurrencyParams,
-    QueueSetPausedParams, QueueSettings, QueueSettingsParams,
+    QueueSetLimitsParams, QueueSetPausedParams, QueueSettings, QueueSettingsParams,
 };
+pub use queue_limits::{ClaimLimits, RateLimit, RateWindow};
 pub use schedule::{
     Fired, ScheduleDef, ScheduleFireDueParams, ScheduleGetParams, ScheduleListParams,
     ScheduleRecordRunParams, ScheduleRow, ScheduleSetEnabledParams, ScheduleSyncParams, SlotDecision,

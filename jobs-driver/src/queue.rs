@@ -51,6 +51,22 @@ pub struct QueueSetConcurrencyParams<'a> {
     pub concurrency: Option<i32>,
 }
 
+/// `queue_set_limits`: `queue`'s cluster-wide limits, which every node's claims obey
+/// together (see [`ClaimLimits`](crate::ClaimLimits)); `None` removes that limit. Nodes
+/// read them at their next poll; jobs running beyond a lowered limit finish, and no more
+/// start. Creates the queue's stored row if needed. Validated with
+/// [`validate_concurrency`](crate::validation::validate_concurrency) (the global limit)
+/// and [`validate_rate_limit`](crate::validation::validate_rate_limit).
+#[derive(Debug, Clone, Copy)]
+pub struct QueueSetLimitsParams<'a> {
+    /// The queue.
+    pub queue: &'a str,
+    /// At most this many of its jobs running at once across the cluster.
+    pub global_limit: Option<i32>,
+    /// At most this many of its jobs started per period across the cluster.
+    pub rate: Option<crate::RateLimit>,
+}
+
 /// `queue_settings`: what is stored for one queue (`Some`) or every queue with a stored
 /// row (`None`), by name.
 #[derive(Debug, Clone, Copy, Default)]
@@ -71,6 +87,28 @@ pub struct QueueSettings {
     /// Slots per node set for the cluster, if any.
     #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
     pub concurrency: Option<i64>,
+    /// At most this many of its jobs running at once across the cluster, if set.
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    pub global_limit: Option<i64>,
+    /// The rate limit's jobs per period, if set.
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    pub rate_allowed: Option<i64>,
+    /// The rate limit's period in seconds, if set.
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    pub rate_period_secs: Option<i64>,
+}
+
+impl QueueSettings {
+    /// The rate limit, if one is set.
+    pub fn rate(&self) -> Option<crate::RateLimit> {
+        crate::ClaimLimits::stored(None, self.rate_allowed, self.rate_period_secs, None).rate
+    }
+
+    /// Whether claims on this queue must obey cluster-wide limits
+    /// ([`JobClaimParams::limited`](crate::JobClaimParams::limited)).
+    pub fn limited(&self) -> bool {
+        self.global_limit.is_some() || self.rate().is_some()
+    }
 }
 
 /// `queue_is_paused`: whether `queue` is paused.

@@ -68,6 +68,34 @@ pub fn validate_concurrency(concurrency: i64) -> Result<(), InvalidJob> {
     Ok(())
 }
 
+/// The most jobs a rate limit may allow per period.
+pub const MAX_RATE_ALLOWED: u32 = 1_000_000;
+
+/// The longest rate-limit period: a day.
+pub const MAX_RATE_PERIOD_SECS: u32 = 86_400;
+
+/// A queue's rate limit: 1 to [`MAX_RATE_ALLOWED`] jobs per 1 to [`MAX_RATE_PERIOD_SECS`]
+/// seconds.
+pub fn validate_rate_limit(allowed: i64, period_secs: i64) -> Result<crate::RateLimit, InvalidJob> {
+    let allowed =
+        u32::try_from(allowed).ok().filter(|a| (1..=MAX_RATE_ALLOWED).contains(a)).ok_or_else(|| {
+            invalid(
+                "rate_limit",
+                format!("a rate limit allows 1 to {MAX_RATE_ALLOWED} jobs per period, not {allowed}"),
+            )
+        })?;
+    let period_secs = u32::try_from(period_secs)
+        .ok()
+        .filter(|p| (1..=MAX_RATE_PERIOD_SECS).contains(p))
+        .ok_or_else(|| {
+            invalid(
+                "rate_limit",
+                format!("a rate limit's period is 1 to {MAX_RATE_PERIOD_SECS} seconds, not {period_secs}"),
+            )
+        })?;
+    Ok(crate::RateLimit { allowed, period_secs })
+}
+
 fn invalid(option: &'static str, reason: String) -> InvalidJob {
     InvalidJob::Option { option, reason }
 }
@@ -167,5 +195,18 @@ mod tests {
             validate_payload("k", "arguments", r#"{"a":"\u0000"}"#),
             Err(InvalidJob::NulInPayload { .. })
         ));
+    }
+
+    #[test]
+    fn queue_limits_are_bounded() {
+        assert!(validate_concurrency(0).is_err());
+        assert!(validate_concurrency(i64::from(MAX_CONCURRENCY) + 1).is_err());
+        assert_eq!(validate_rate_limit(60, 60).ok(), Some(crate::RateLimit { allowed: 60, period_secs: 60 }));
+        assert!(validate_rate_limit(0, 60).is_err());
+        assert!(validate_rate_limit(-1, 60).is_err());
+        assert!(validate_rate_limit(i64::from(MAX_RATE_ALLOWED) + 1, 60).is_err());
+        assert!(validate_rate_limit(10, 0).is_err());
+        assert!(validate_rate_limit(10, i64::from(MAX_RATE_PERIOD_SECS) + 1).is_err());
+        assert!(validate_rate_limit(10, i64::MAX).is_err());
     }
 }

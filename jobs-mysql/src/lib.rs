@@ -43,6 +43,7 @@ mod nodes;
 mod notifications;
 mod operations;
 mod pool;
+mod queue_limits;
 mod queue_settings;
 mod queues;
 mod rows;

@@ -8,8 +8,11 @@ use diesel_async::AsyncConnection;
 use jobs_driver::*;
 
 use crate::driver::{CAPABILITIES, MysqlDriver};
-use crate::jobs::{claim, complete, control, insert, insert_full, list, maintenance, read as jobs_read};
-use crate::{kind_stats, leader, listener, migrate, nodes, queue_settings, queues, schedules, server, stats};
+use crate::jobs::{complete, control, insert, insert_full, list, maintenance, read as jobs_read};
+use crate::{
+    kind_stats, leader, listener, migrate, nodes, queue_limits, queue_settings, queues, schedules, server,
+    stats,
+};
 
 /// Runs `$body` (async, on `$tx`, returning the result and the notifications it added) in
 /// a transaction on a pooled connection; delivers the notifications once it commits.
@@ -69,7 +72,7 @@ impl Driver for MysqlDriver {
     }
 
     async fn job_claim(&self, params: JobClaimParams<'_>) -> Result<Vec<ClaimedJob>> {
-        on_connection!(self, |c| claim::claim(c, params).await)
+        on_connection!(self, |c| queue_limits::claim(c, params).await)
     }
 
     async fn job_complete_many(&self, params: JobCompleteManyParams<'_>) -> Result<Vec<i64>> {
@@ -165,6 +168,10 @@ impl Driver for MysqlDriver {
 
     async fn queue_set_concurrency(&self, params: QueueSetConcurrencyParams<'_>) -> Result<()> {
         on_connection!(self, |c| queue_settings::set_concurrency(c, params).await)
+    }
+
+    async fn queue_set_limits(&self, params: QueueSetLimitsParams<'_>) -> Result<()> {
+        on_connection!(self, |c| queue_settings::set_limits(c, params).await)
     }
 
     async fn queue_settings(&self, params: QueueSettingsParams<'_>) -> Result<Vec<QueueSettings>> {

@@ -9,8 +9,8 @@ use jobs_driver::*;
 use crate::op_conn::on_conn;
 use crate::pool::{self, Pool};
 use crate::{
-    jobs, kind_stats, leader, listener, migrate, nodes, queue_settings, queues, schedules, server, stats,
-    wakeups,
+    jobs, kind_stats, leader, listener, migrate, nodes, queue_limits, queue_settings, queues, schedules,
+    server, stats, wakeups,
 };
 
 /// The Postgres driver: every capability (LISTEN/NOTIFY, SKIP LOCKED, planner estimates,
@@ -165,7 +165,7 @@ impl Driver for PgDriver {
     }
 
     async fn job_claim(&self, params: JobClaimParams<'_>) -> Result<Vec<ClaimedJob>> {
-        on_conn!(self, c => jobs::claim::claim(c, params))
+        on_conn!(self, c => queue_limits::claim(c, params))
     }
 
     async fn job_complete_many(&self, params: JobCompleteManyParams<'_>) -> Result<Vec<i64>> {
@@ -259,6 +259,10 @@ impl Driver for PgDriver {
 
     async fn queue_set_concurrency(&self, params: QueueSetConcurrencyParams<'_>) -> Result<()> {
         on_conn!(self, c => queue_settings::set_concurrency(c, params))
+    }
+
+    async fn queue_set_limits(&self, params: QueueSetLimitsParams<'_>) -> Result<()> {
+        on_conn!(self, c => queue_settings::set_limits(c, params))
     }
 
     async fn queue_settings(&self, params: QueueSettingsParams<'_>) -> Result<Vec<QueueSettings>> {

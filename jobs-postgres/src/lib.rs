@@ -42,6 +42,7 @@ mod op_conn;
 mod plans;
 mod pool;
 pub mod pooler;
+mod queue_limits;
 mod queue_settings;
 mod queues;
 mod rows;

@@ -4,7 +4,7 @@
 use diesel::sql_types::Text;
 use diesel::{QueryDsl, QueryableByName};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use jobs_driver::{JobFilter, JobListParams, JobState, NewJob};
+use jobs_driver::{JobFilter, JobListParams, JobOrder, JobState, NewJob};
 
 use crate::jobs::claim::{FETCH_AVAILABLE, fetch_available, fetch_batch};
 use crate::jobs::complete::{COMPLETE_SQL, COMPLETE_SUCCEEDED, DELETE_COMPLETED};
@@ -151,14 +151,20 @@ async fn a_small_queue_among_a_busy_one(db: &TestDatabase) -> AsyncPgConnection 
     conn
 }
 
-/// The plan of the jobs page for `filter`, as `EXPLAIN` prints it.
-async fn page_plan(conn: &mut AsyncPgConnection, filter: &JobFilter, name: &str) -> String {
+/// The plan of the jobs page for `filter`, as `EXPLAIN` prints it, with `args` for the
+/// page query's parameters.
+async fn page_plan_with(conn: &mut AsyncPgConnection, filter: &JobFilter, name: &str, args: &str) -> String {
     let query = page(filter, None, 50).select(crate::schema::jobs::id);
     let sql = diesel::debug_query::<diesel::pg::Pg, _>(&query).to_string();
     let sql = sql.split(" -- binds:").next().unwrap_or_default().to_owned();
     diesel::sql_query(format!("PREPARE {name} AS {sql}")).execute(conn).await.expect("prepare");
+    explain_execute(conn, &format!("{name}({args})")).await
+}
+
+/// The plan of a queue filter's jobs page.
+async fn page_plan(conn: &mut AsyncPgConnection, filter: &JobFilter, name: &str) -> String {
     let queue = filter.queue.as_deref().unwrap_or_default();
-    explain_execute(conn, &format!("{name}('{queue}', 50)")).await
+    page_plan_with(conn, filter, name, &format!("'{queue}', 50")).await
 }
 
 /// The queue index leaves out available and running jobs; a small queue's page, in
@@ -212,5 +218,52 @@ async fn the_queue_index_holds_the_states_the_dashboard_expects() {
             "{state:?} in {}",
             def.line
         );
+    }
+}
+
+/// A created from/to window deep in the table is read from `jobs_created_idx` at the
+/// window's edge, in both directions: never by walking the ids newer (or older) than it,
+/// and never by sorting the window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_created_window_is_read_from_its_edge() {
+    let db = TestDatabase::new().await.expect("database");
+    let mut conn = queue_of_20_000(&db).await;
+    // One job a second, the newest now.
+    diesel::sql_query(
+        "UPDATE jobs SET created_at = now() - (SELECT max(id) FROM jobs) * interval '1 second' + id * interval '1 second'",
+    )
+    .execute(&mut conn)
+    .await
+    .expect("spread");
+    diesel::sql_query("VACUUM ANALYZE jobs").execute(&mut conn).await.expect("analyze");
+    let now = chrono::Utc::now();
+    let window = JobFilter {
+        from: Some(now - chrono::Duration::seconds(15_000)),
+        to: Some(now - chrono::Duration::seconds(5_000)),
+        ..JobFilter::default()
+    };
+    let args = "now() - interval '15000 seconds', now() - interval '5000 seconds', 50";
+    for order in [JobOrder::NewestFirst, JobOrder::OldestFirst] {
+        let filter = JobFilter { order, ..window.clone() };
+        let name = format!("window_{order:?}").to_lowercase();
+        let plan = page_plan_with(&mut conn, &filter, &name, args).await;
+        assert!(
+            plan.contains("jobs_created_idx")
+                && !plan.contains("jobs_pkey")
+                && !plan.contains("Sort")
+                && !plan.contains("Seq Scan"),
+            "{order:?}:\n{plan}"
+        );
+        // Pages follow one another without a gap or a repeat.
+        let first =
+            list(&mut conn, JobListParams { filter: &filter, before: None, limit: 50 }).await.expect("list");
+        let cursor = first.last().map(|j| j.id);
+        let second = list(&mut conn, JobListParams { filter: &filter, before: cursor, limit: 50 })
+            .await
+            .expect("list");
+        let ids: Vec<i64> = first.iter().chain(&second).map(|j| j.id).collect();
+        let step = if order == JobOrder::NewestFirst { -1 } else { 1 };
+        assert_eq!(ids.len(), 100, "{order:?}");
+        assert!(ids.windows(2).all(|w| w[1] - w[0] == step), "{order:?}: {ids:?}");
     }
 }

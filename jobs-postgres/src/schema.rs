@@ -47,6 +47,9 @@ diesel::table! {
         settings -> Jsonb,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        rate_window -> Nullable<Timestamptz>,
+        rate_used -> Int8,
+        rate_used_before -> Int8,
     }
 }
 

@@ -47,6 +47,7 @@ mod operations;
 #[cfg(test)]
 mod plans;
 mod pool;
+mod queue_limits;
 mod queue_settings;
 mod queues;
 mod rows;

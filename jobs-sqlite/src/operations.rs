@@ -8,9 +8,12 @@ use jobs_driver::*;
 
 use crate::driver::{CAPABILITIES, SqliteDriver};
 use crate::exec::{read, write};
-use crate::jobs::{claim, complete, control, insert, insert_full, list, maintenance, read as jobs_read};
+use crate::jobs::{complete, control, insert, insert_full, list, maintenance, read as jobs_read};
 use crate::time::{millis, now_ms};
-use crate::{kind_stats, leader, listener, migrate, nodes, queue_settings, queues, schedules, server, stats};
+use crate::{
+    kind_stats, leader, listener, migrate, nodes, queue_limits, queue_settings, queues, schedules, server,
+    stats,
+};
 
 /// Runs `$body` (async, on `$conn`, returning the result and the notifications it added)
 /// in an immediate transaction on a pooled connection, in this process's turn to write;
@@ -62,8 +65,8 @@ impl Driver for SqliteDriver {
 
     async fn job_claim(&self, params: JobClaimParams<'_>) -> Result<Vec<ClaimedJob>> {
         let (queue, node) = (params.queue.to_owned(), params.node.to_owned());
-        let (limit, now) = (params.limit, now_ms(params.now));
-        write(&self.local, move |c| claim::claim(c, &queue, limit, &node, now)).await
+        let (limit, now, limited) = (params.limit, now_ms(params.now), params.limited);
+        write(&self.local, move |c| queue_limits::claim(c, &queue, limit, &node, now, limited)).await
     }
 
     async fn job_complete_many(&self, params: JobCompleteManyParams<'_>) -> Result<Vec<i64>> {
@@ -184,6 +187,12 @@ impl Driver for SqliteDriver {
     async fn queue_set_concurrency(&self, params: QueueSetConcurrencyParams<'_>) -> Result<()> {
         let (queue, concurrency, now) = (params.queue.to_owned(), params.concurrency, now_ms(None));
         write(&self.local, move |c| queue_settings::set_concurrency(c, &queue, concurrency, now)).await
+    }
+
+    async fn queue_set_limits(&self, params: QueueSetLimitsParams<'_>) -> Result<()> {
+        let QueueSetLimitsParams { queue, global_limit, rate } = params;
+        let (queue, now) = (queue.to_owned(), now_ms(None));
+        write(&self.local, move |c| queue_settings::set_limits(c, &queue, global_limit, rate, now)).await
     }
 
     async fn queue_settings(&self, params: QueueSettingsParams<'_>) -> Result<Vec<QueueSettings>> {

@@ -65,6 +65,9 @@ jobs_tests::conformance_suite! {
         one_pruner_pass_keeps_pace_with_a_busy_queue,
         actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter,
         the_read_model_filters_pages_and_counts,
+        a_global_limit_caps_what_runs_across_nodes,
+        a_rate_limit_slides_over_its_window,
+        workers_obey_the_queues_limits,
         search_finds_jobs_by_a_subset_of_their_arguments_or_metadata,
     ];
     skip: [

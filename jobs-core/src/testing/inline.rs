@@ -209,6 +209,9 @@ impl Driver for InlineDriver {
     async fn queue_set_concurrency(&self, _: QueueSetConcurrencyParams<'_>) -> Result<()> {
         self.unsupported("store queue settings")
     }
+    async fn queue_set_limits(&self, _: QueueSetLimitsParams<'_>) -> Result<()> {
+        self.unsupported("store queue settings")
+    }
     async fn queue_settings(&self, _: QueueSettingsParams<'_>) -> Result<Vec<QueueSettings>> {
         Ok(Vec::new())
     }

@@ -4,7 +4,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use jobs_driver::{Completion, QueueSettingsParams, ServerStatusParams};
@@ -56,7 +55,7 @@ async fn check_server(shared: &Shared) -> Result<()> {
 
 /// Registers the node before it claims anything (so the rescuer never mistakes its jobs
 /// for orphans) and reads the queues' stored settings: pause flags (so a paused queue is
-/// not fetched even once) and the concurrency set for the cluster (so it is never
+/// not fetched even once), limits, and the concurrency set for the cluster (so neither is
 /// exceeded, even at start).
 /// A transient error is retried for [`START_RETRY_FOR`].
 async fn register(shared: &Shared) -> Result<()> {
@@ -75,9 +74,7 @@ async fn register(shared: &Shared) -> Result<()> {
             Ok(stored) => {
                 for settings in stored {
                     if let Some(q) = shared.queues.get(&settings.queue) {
-                        q.paused.store(settings.paused, Ordering::Release);
-                        let cluster = settings.concurrency.and_then(|n| usize::try_from(n).ok());
-                        q.limit.set(cluster, &q.slots);
+                        q.apply_settings(Some(&settings));
                     }
                 }
                 return Ok(());

@@ -82,6 +82,9 @@ impl Worker {
                     node: &shared.node,
                     now: shared.clock.db_now(),
                     recurring_size: false,
+                    // A drain runs everything due, as a test wants; cluster-wide limits
+                    // (rate, global) are for the workers.
+                    limited: false,
                 };
                 let jobs = driver.job_claim(claim).await?;
                 if jobs.is_empty() {

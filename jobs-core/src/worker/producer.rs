@@ -11,10 +11,11 @@
 //!
 //! While claims come back full it claims again at once; when one comes back short the
 //! queue looked empty, and it waits for a NOTIFY from an insert (or the scheduler), a
-//! poll tick, or shutdown. It never claims for a paused queue. At shutdown it stops
-//! claiming, waits for the claims in flight, and hands back every buffered job (its
-//! attempt given back, its place kept); the running ones finish or are handed back by
-//! the shutdown.
+//! poll tick, or shutdown. It never claims for a paused queue. A queue with cluster-wide
+//! limits claims under them (see `jobs_driver::ClaimLimits`) and buffers nothing. At
+//! shutdown it stops claiming, waits for the claims in flight, and hands back every
+//! buffered job (its attempt given back, its place kept); the running ones finish or are
+//! handed back by the shutdown.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -128,8 +129,14 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: Can
         dispatch(&shared, &queue);
         let runs = queue.run_time.runs();
         plan.stalled_at = plan.stalled_at.filter(|&at| at == runs);
-        plan.target =
-            if plan.stalled_at.is_some() { 0 } else { queue.prefetch.target(queue.run_time.mean()) };
+        // A limited queue buffers nothing: a job claimed ahead would count against the
+        // cluster's limits while other nodes' slots stand free.
+        let limited = queue.limited.load(Ordering::Acquire);
+        plan.target = if plan.stalled_at.is_some() || limited {
+            0
+        } else {
+            queue.prefetch.target(queue.run_time.mean())
+        };
         queue.low_water.store(prefetch::low_water(plan.target), Ordering::Relaxed);
         // Start as many claims as the plan allows.
         while in_flight.len() < shared.config.claims_in_flight
@@ -167,6 +174,10 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: Can
             _ = stop.cancelled() => {}
             Some(claimed) = in_flight.next(), if !in_flight.is_empty() => start(&shared, &queue, claimed, &mut plan),
             _ = queue.slot_freed.notified(), if waiting_for_slots => {}
+            // A limited queue's claim may have come back short for its limits, not for want
+            // of jobs: a job ending here frees room under them (other nodes' ends and a
+            // rate's next window are seen at the poll tick).
+            _ = queue.slot_freed.notified(), if limited && plan.idle => plan.wake(),
             _ = queue.wake.notified() => plan.wake(),
             _ = ticker.tick() => {
                 refresh_settings(&shared, &queue).await;
@@ -261,6 +272,7 @@ async fn claim(
             now: shared.clock.db_now(),
             // The size claimed again and again: a driver may keep a statement planned for it.
             recurring_size,
+            limited: queue.limited.load(Ordering::Acquire),
         };
         shared.driver.job_claim(params).await.map_err(crate::error::Error::from)
     });
@@ -335,15 +347,12 @@ fn dispatch(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>) {
 }
 
 /// Re-reads the queue's stored settings: its pause flag (a missed NOTIFY must not pause or
-/// resume it forever) and the concurrency set for the cluster, if any.
+/// resume it forever), its limits, and the concurrency set for the cluster, if any.
 async fn refresh_settings(shared: &Shared, queue: &QueueRuntime) {
     let stored = shared.driver.queue_settings(QueueSettingsParams { queue: Some(&queue.name) }).await;
     match stored {
         Ok(stored) => {
-            let stored = stored.into_iter().next();
-            queue.paused.store(stored.as_ref().is_some_and(|s| s.paused), Ordering::Release);
-            let cluster = stored.and_then(|s| s.concurrency).and_then(|n| usize::try_from(n).ok());
-            if queue.limit.set(cluster, &queue.slots) {
+            if queue.apply_settings(stored.first()) {
                 tracing::info!(queue = %queue.name, concurrency = queue.limit.current(), "concurrency changed");
             }
         }

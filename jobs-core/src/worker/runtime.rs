@@ -9,7 +9,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
 
-use jobs_driver::Driver;
+use jobs_driver::{Driver, QueueSettings};
 
 use super::buffer::{Buffer, Buffered};
 use super::completions::CompletionSender;
@@ -64,6 +64,10 @@ pub(crate) struct QueueRuntime {
     /// The producer refills the buffer when it holds this many or fewer.
     pub(crate) low_water: AtomicUsize,
     pub(crate) paused: AtomicBool,
+    /// The queue has cluster-wide limits (a global or a rate limit) as of the last read
+    /// of its settings: claims run under them ([`jobs_driver::JobClaimParams::limited`])
+    /// and ask only for free slots, nothing buffered.
+    pub(crate) limited: AtomicBool,
     /// Claim statements issued for this queue.
     pub(crate) fetches: AtomicU64,
 }
@@ -108,6 +112,16 @@ impl QueueRuntime {
             self.slot_freed.notify_one();
         }
         Some((next, permit))
+    }
+
+    /// Takes in the queue's stored settings (`None`: nothing stored): its pause flag, its
+    /// limits, and the concurrency set for the cluster. Returns whether the concurrency
+    /// changed.
+    pub(crate) fn apply_settings(&self, stored: Option<&QueueSettings>) -> bool {
+        self.paused.store(stored.is_some_and(|s| s.paused), Ordering::Release);
+        self.limited.store(stored.is_some_and(QueueSettings::limited), Ordering::Release);
+        let cluster = stored.and_then(|s| s.concurrency).and_then(|n| usize::try_from(n).ok());
+        self.limit.set(cluster, &self.slots)
     }
 
     /// How many claimed jobs wait for a slot.

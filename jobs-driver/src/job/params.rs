@@ -97,6 +97,14 @@ pub struct JobClaimParams<'a> {
     /// The worker claims this size again and again (its batch): a driver may keep a
     /// statement planned for it.
     pub recurring_size: bool,
+    /// The queue had cluster-wide limits when the worker last read its settings: the
+    /// driver claims in a transaction that locks the queue's row, reads the limits and
+    /// the rate's usage there, claims at most [`ClaimLimits::allowance`], and stores the
+    /// usage. Claims from every node on the queue then run one after another. When
+    /// `false`, limits set since the worker's last read apply from its next poll.
+    ///
+    /// [`ClaimLimits::allowance`]: crate::ClaimLimits::allowance
+    pub limited: bool,
 }
 
 /// `job_complete_many`: write outcomes, each fenced on the row still being `running` at

@@ -99,7 +99,7 @@ pub(crate) async fn claim<C>(conn: &mut C, params: JobClaimParams<'_>) -> Result
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {
-    let JobClaimParams { queue, limit, node, now, recurring_size: _ } = params;
+    let JobClaimParams { queue, limit, node, now, recurring_size: _, limited: _ } = params;
     let token = token();
     let claimed = CachedQuery::new(CLAIM)
         .bind::<Text, _>(queue)

@@ -92,7 +92,7 @@ pub(crate) async fn claim<C>(conn: &mut C, params: JobClaimParams<'_>) -> Result
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    let JobClaimParams { queue, limit, node, now, recurring_size } = params;
+    let JobClaimParams { queue, limit, node, now, recurring_size, limited: _ } = params;
     if recurring_size {
         fetch_batch(conn, queue, limit, node, now).await
     } else {

@@ -126,7 +126,35 @@ pub(crate) fn filtered(filter: &JobFilter) -> Boxed<'_> {
 /// The filter's rows older than `before`, newest first, at most `limit`.
 pub(crate) fn page(filter: &JobFilter, before: Option<i64>, limit: i64) -> Boxed<'_> {
     let mut q = filtered(filter);
+    let window = filter.from.is_some() || filter.to.is_some();
     match filter.order {
+        // In a created window, creation order, which `jobs_created_idx` (created_at, id)
+        // serves: walking ids would pass every newer job before reaching the window. Ids
+        // follow creation time except between transactions that overlap.
+        JobOrder::NewestFirst if window => {
+            if let Some(before) = before {
+                q = q.filter(
+                    diesel::dsl::sql::<Bool>(
+                        "(jobs.created_at, jobs.id) < (SELECT b.created_at, b.id FROM jobs AS b WHERE b.id = ",
+                    )
+                    .bind::<diesel::sql_types::BigInt, _>(before)
+                    .sql(")"),
+                );
+            }
+            q.order((jobs::created_at.desc(), jobs::id.desc())).limit(limit)
+        }
+        JobOrder::OldestFirst if window => {
+            if let Some(after) = before {
+                q = q.filter(
+                    diesel::dsl::sql::<Bool>(
+                        "(jobs.created_at, jobs.id) > (SELECT b.created_at, b.id FROM jobs AS b WHERE b.id = ",
+                    )
+                    .bind::<diesel::sql_types::BigInt, _>(after)
+                    .sql(")"),
+                );
+            }
+            q.order((jobs::created_at.asc(), jobs::id.asc())).limit(limit)
+        }
         JobOrder::NewestFirst => {
             if let Some(before) = before {
                 q = q.filter(jobs::id.lt(before));
@@ -173,8 +201,24 @@ pub(crate) async fn list<C>(conn: &mut C, params: JobListParams<'_>) -> Result<V
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
+    let filter = params.filter;
+    if filter.order == JobOrder::RecentlyFinished && filter.states.len() > 1 {
+        // `jobs_finalized_idx` is ordered by state first: one index-ordered page per
+        // state, merged here, rather than every row of the states sorted (152 ms p50 for
+        // discarded and cancelled at 5 M jobs, against a few ms per state).
+        let mut rows: Vec<JobRow> = Vec::new();
+        for state in &filter.states {
+            let one = JobFilter { states: vec![*state], ..filter.clone() };
+            let page: Vec<StoredJob> =
+                page(&one, params.before, params.limit).select(StoredJob::as_select()).load(conn).await?;
+            rows.extend(page.into_iter().map(JobRow::from));
+        }
+        rows.sort_unstable_by_key(|j| std::cmp::Reverse((j.finalized_at, j.id)));
+        rows.truncate(usize::try_from(params.limit).unwrap_or(usize::MAX));
+        return Ok(rows);
+    }
     let rows: Vec<StoredJob> =
-        page(params.filter, params.before, params.limit).select(StoredJob::as_select()).load(conn).await?;
+        page(filter, params.before, params.limit).select(StoredJob::as_select()).load(conn).await?;
     Ok(rows.into_iter().map(JobRow::from).collect())
 }
 
@@ -187,9 +231,10 @@ where
     if let Some(count) = count_finished_states(conn, filter, cap).await? {
         return Ok(count);
     }
-    // No index serves a created-at window: counting up to the cap walks the table to it.
-    // The histogram's estimate of a window is close (within 4 % measured at 5 M jobs), so
-    // when it is far past the cap, it is the answer.
+    // Counting a created-at window up to the cap reads that many entries of
+    // `jobs_created_idx`, and a row each when other filters apply. The histogram's
+    // estimate of a window is close (within 4 % measured at 5 M jobs), so when it is far
+    // past the cap, it is the answer.
     if estimate
         && (filter.from.is_some() || filter.to.is_some())
         && filter.search.is_none()

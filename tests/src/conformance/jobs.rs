@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jobs_core::{JobContext, Outcome, Registry, job};
 use serde::{Deserialize, Serialize};
@@ -23,6 +23,12 @@ pub struct Run {
 
 static LEDGERS: Mutex<Option<HashMap<u64, Vec<Run>>>> = Mutex::new(None);
 
+/// When one [`nap`] ran: from its start to the end of its nap.
+type Span = (Instant, Instant);
+
+/// Every [`nap`]'s span, by ledger.
+static SPANS: Mutex<Option<HashMap<u64, Vec<Span>>>> = Mutex::new(None);
+
 /// The runs of one case's [`record`] jobs.
 #[derive(Debug)]
 pub struct Ledger(u64);
@@ -41,6 +47,26 @@ impl Ledger {
     /// The arguments of a [`nap`] job recording `n` to this ledger, then sleeping `ms`.
     pub fn nap(&self, n: i64, ms: u64) -> Nap {
         Nap { ledger: self.0, n, ms }
+    }
+
+    /// The most [`nap`] jobs of this ledger that were ever running at once in this
+    /// process (from each one's start to the end of its nap).
+    pub fn most_at_once(&self) -> usize {
+        let spans = SPANS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|s| s.get(&self.0).cloned())
+            .unwrap_or_default();
+        // Ends sort before starts at the same instant: touching spans do not overlap.
+        let mut edges: Vec<(Instant, i32)> = spans.iter().flat_map(|&(a, b)| [(a, 1), (b, -1)]).collect();
+        edges.sort();
+        let (mut now, mut most) = (0i32, 0i32);
+        for (_, step) in edges {
+            now += step;
+            most = most.max(now);
+        }
+        usize::try_from(most).unwrap_or(0)
     }
 
     /// Every run so far, in the order they started.
@@ -97,8 +123,16 @@ pub struct Nap {
 /// Its timeout is 300 ms.
 #[job(kind = "conformance.nap", queue = "work", timeout = "300ms")]
 pub async fn nap(ctx: JobContext, args: Nap) -> Result<i64, std::io::Error> {
+    let started = Instant::now();
     note(&ctx, args.ledger, args.n);
     tokio::time::sleep(Duration::from_millis(args.ms)).await;
+    SPANS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_default()
+        .entry(args.ledger)
+        .or_default()
+        .push((started, Instant::now()));
     Ok(args.n)
 }
 

@@ -159,6 +159,9 @@ pub const CASES: &[Case] = &[
         requires: &[Capability::JsonContainment],
     },
     Case { name: "counts_past_the_cap_are_estimated", requires: &[Capability::CountEstimates] },
+    Case { name: "a_global_limit_caps_what_runs_across_nodes", requires: &[] },
+    Case { name: "a_rate_limit_slides_over_its_window", requires: &[] },
+    Case { name: "workers_obey_the_queues_limits", requires: &[] },
 ];
 
 /// Runs case `name` on a fresh database of `B`, after checking the driver declares what

@@ -338,6 +338,7 @@ impl WorkerBuilder {
                     run_time: RunTime::default(),
                     low_water: AtomicUsize::new(0),
                     paused: AtomicBool::new(false),
+                    limited: AtomicBool::new(false),
                     fetches: AtomicU64::new(0),
                     config,
                 };

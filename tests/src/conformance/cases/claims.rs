@@ -13,7 +13,7 @@ use crate::conformance::{TestDb, registry};
 use crate::wait_for;
 
 fn claim<'a>(queue: &'a str, limit: usize, node: &'a str) -> JobClaimParams<'a> {
-    JobClaimParams { queue, limit, node, now: None, recurring_size: false }
+    JobClaimParams { queue, limit, node, now: None, recurring_size: false, limited: false }
 }
 
 /// Lower priority first, then the longest due, then the oldest; never a job that is not

@@ -28,7 +28,7 @@ pub(crate) async fn heartbeat(db: &TestDb, node: &str, at: DateTime<Utc>) {
 }
 
 fn claim(node: &str, now: Option<DateTime<Utc>>) -> JobClaimParams<'_> {
-    JobClaimParams { queue: "work", limit: 10, node, now, recurring_size: false }
+    JobClaimParams { queue: "work", limit: 10, node, now, recurring_size: false, limited: false }
 }
 
 /// A node claims a job and goes silent; the rescuer returns it; the node's late

@@ -28,7 +28,14 @@ pub async fn unique_keys_hold_in_their_states_and_free_up_after(db: TestDb) {
     assert_eq!(db.count(None).await, 3);
 
     // Still unique while it runs; free once it completed.
-    let claim = JobClaimParams { queue: "default", limit: 10, node: "n", now: None, recurring_size: false };
+    let claim = JobClaimParams {
+        queue: "default",
+        limit: 10,
+        node: "n",
+        now: None,
+        recurring_size: false,
+        limited: false,
+    };
     let claimed = db.driver.job_claim(claim).await.expect("claim");
     assert_eq!(claimed.len(), 3);
     let running = sync_account::enqueue(&db.driver, Sync { account: 7, full: false }).await.expect("running");

@@ -1,0 +1,3 @@
+ALTER TABLE job_queues DROP COLUMN rate_window;
+ALTER TABLE job_queues DROP COLUMN rate_used;
+ALTER TABLE job_queues DROP COLUMN rate_used_before;

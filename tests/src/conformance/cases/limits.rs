@@ -1,0 +1,177 @@
+//! A queue's cluster-wide limits: a global limit on what runs, and a rate limit on what
+//! starts, obeyed by every node's claims together.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, DurationRound, Utc};
+use jobs_core::driver::{
+    Completion, JobClaimParams, JobCompleteManyParams, JobState, QueueSetLimitsParams, QueueSettingsParams,
+    RateLimit,
+};
+use jobs_core::{ManualClock, Worker, enqueue_many};
+
+use crate::conformance::factory::{JobFactory, insert_all};
+use crate::conformance::jobs::{Ledger, nap, record};
+use crate::conformance::{DEADLINE, TestDb, registry};
+use crate::wait_for;
+
+fn limited<'a>(limit: usize, node: &'a str, now: Option<DateTime<Utc>>) -> JobClaimParams<'a> {
+    JobClaimParams { queue: "work", limit, node, now, recurring_size: false, limited: true }
+}
+
+fn limits(global_limit: Option<i32>, rate: Option<RateLimit>) -> QueueSetLimitsParams<'static> {
+    QueueSetLimitsParams { queue: "work", global_limit, rate }
+}
+
+async fn available(db: &TestDb, n: usize) -> Vec<i64> {
+    let ago = Utc::now() - chrono::Duration::seconds(10);
+    insert_all(&*db.driver, (0..n).map(|_| JobFactory::new("k").state(JobState::Available, ago)).collect())
+        .await
+}
+
+/// A global limit of 5: claims racing from two nodes take 5 jobs between them, then none
+/// until one ends; a lowered limit takes nothing more; cleared, claims take everything.
+pub async fn a_global_limit_caps_what_runs_across_nodes(db: TestDb) {
+    available(&db, 30).await;
+    db.driver.queue_set_limits(limits(Some(5), None)).await.expect("set");
+    let stored = db.driver.queue_settings(QueueSettingsParams { queue: Some("work") }).await.expect("read");
+    assert_eq!((stored[0].global_limit, stored[0].limited()), (Some(5), true));
+
+    // Sixteen claims of 3 from two nodes, released at once, each on a connection of its own.
+    let nodes: [Arc<dyn jobs_core::driver::Driver>; 2] = [(db.another)(8), (db.another)(8)];
+    let start = Arc::new(tokio::sync::Barrier::new(16));
+    let mut racing = Vec::new();
+    for i in 0..16 {
+        let (driver, start) = (nodes[i % 2].clone(), start.clone());
+        racing.push(tokio::spawn(async move {
+            let node = format!("node-{}", i % 2);
+            start.wait().await;
+            driver.job_claim(limited(3, &node, None)).await.expect("claim")
+        }));
+    }
+    let mut claimed = Vec::new();
+    for claim in racing {
+        claimed.extend(claim.await.expect("task"));
+    }
+    assert_eq!(claimed.len(), 5, "sixteen racing claims take the limit between them");
+    assert!(db.driver.job_claim(limited(10, "node-9", None)).await.expect("claim").is_empty());
+
+    // One ends: room for one more.
+    let done = Completion {
+        id: claimed[0].id,
+        queue: "work".into(),
+        attempt: 1,
+        state: JobState::Completed,
+        result: None,
+        error: None,
+        delay_ms: None,
+        give_back_attempt: false,
+        delete: false,
+        timing: None,
+    };
+    db.driver
+        .job_complete_many(JobCompleteManyParams { completions: &[done], now: None })
+        .await
+        .expect("complete");
+    assert_eq!(db.driver.job_claim(limited(10, "node-9", None)).await.expect("claim").len(), 1);
+
+    // Lowered below what runs: nothing more starts.
+    db.driver.queue_set_limits(limits(Some(2), None)).await.expect("lower");
+    assert!(db.driver.job_claim(limited(10, "node-9", None)).await.expect("claim").is_empty());
+
+    // Cleared: a claim still marked limited (the worker has not re-read) takes its size.
+    db.driver.queue_set_limits(limits(None, None)).await.expect("clear");
+    let stored = db.driver.queue_settings(QueueSettingsParams { queue: Some("work") }).await.expect("read");
+    assert_eq!((stored[0].global_limit, stored[0].limited()), (None, false));
+    assert_eq!(db.driver.job_claim(limited(10, "node-9", None)).await.expect("claim").len(), 10);
+    assert_eq!(db.count(Some(JobState::Running)).await, 15);
+}
+
+/// 4 jobs a minute: the minute's claims take 4; the next minute starts with the last one
+/// counted in full, then less and less of it; two minutes on, nothing carries over.
+pub async fn a_rate_limit_slides_over_its_window(db: TestDb) {
+    available(&db, 40).await;
+    db.driver
+        .queue_set_limits(limits(None, Some(RateLimit { allowed: 4, period_secs: 60 })))
+        .await
+        .expect("set");
+    let stored = db.driver.queue_settings(QueueSettingsParams { queue: Some("work") }).await.expect("read");
+    assert_eq!(stored[0].rate(), Some(RateLimit { allowed: 4, period_secs: 60 }));
+    // Claims at chosen times: a minute boundary an hour from now.
+    let t0 =
+        Utc::now().duration_trunc(chrono::Duration::minutes(1)).expect("minute") + chrono::Duration::hours(1);
+    let at = |s: i64| Some(t0 + chrono::Duration::seconds(s));
+    let mut taken = Vec::new();
+    for (second, wanted) in [(0, 10), (30, 10), (60, 10), (75, 10), (90, 1), (90, 10), (120, 10), (245, 10)] {
+        taken.push(db.driver.job_claim(limited(wanted, "node-a", at(second))).await.expect("claim").len());
+    }
+    // 0: 4 of 10. 30: none. 60: the last minute's 4 still count. 75: 4 × 3/4 = 3 count,
+    // 1 left. 90: 4 × 1/2 = 2 count, and 1 was taken at 75: 1 left, taken by the claim of
+    // 1. 120: the minute at 60 took 2, all of them count. 245: the last claim was two
+    // windows ago, nothing carries over.
+    assert_eq!(taken, [4, 0, 0, 1, 1, 0, 2, 4]);
+
+    // A limit on what runs and one on what starts: the smaller wins.
+    db.driver
+        .queue_set_limits(limits(Some(20), Some(RateLimit { allowed: 100, period_secs: 1 })))
+        .await
+        .expect("both");
+    let running = db.count(Some(JobState::Running)).await;
+    assert_eq!(running, 12);
+    assert_eq!(db.driver.job_claim(limited(40, "node-a", at(400))).await.expect("claim").len(), 8);
+}
+
+/// Two workers of 10 slots on a queue limited to 2 at once: never more than 2 of its jobs
+/// run at a time, and all of them run. Then a rate of 3 an hour: 3 run, the others wait
+/// for the clock to move on an hour.
+pub async fn workers_obey_the_queues_limits(db: TestDb) {
+    let ledger = Ledger::new();
+    db.driver.queue_set_limits(limits(Some(2), None)).await.expect("set");
+    enqueue_many(&db.driver, (0..12).map(|n| nap::build(ledger.nap(n, 60)))).await.expect("enqueue");
+    let mut handles = Vec::new();
+    for i in 0..2 {
+        let worker = Worker::builder((db.another)(4))
+            .queue("work", 10)
+            .node_name(format!("node-{i}"))
+            .registry(registry())
+            .poll_interval(Duration::from_millis(100))
+            .build()
+            .expect("build");
+        handles.push(worker.start().await.expect("start"));
+    }
+    wait_for("the 12 naps to complete", DEADLINE, || async {
+        (db.count(Some(JobState::Completed)).await == 12).then_some(())
+    })
+    .await;
+    for handle in handles {
+        handle.shutdown().await.expect("shutdown");
+    }
+    assert_eq!(ledger.runs().len(), 12);
+    assert_eq!(ledger.most_at_once(), 2, "two at once, never more");
+
+    // A rate: the worker's clock starts now and moves on an hour when told.
+    let ledger = Ledger::new();
+    db.driver
+        .queue_set_limits(limits(None, Some(RateLimit { allowed: 3, period_secs: 3600 })))
+        .await
+        .expect("rate");
+    enqueue_many(&db.driver, (0..6).map(|n| record::build(ledger.record(n)))).await.expect("enqueue");
+    let clock = ManualClock::new(Utc::now() + chrono::Duration::seconds(1));
+    let worker = db.worker().clock(Arc::new(clock.clone())).build().expect("build");
+    let handle = worker.start().await.expect("start");
+    wait_for("3 jobs to run", DEADLINE, || async { (ledger.runs().len() == 3).then_some(()) }).await;
+    // The worker's first claim asked for 10 and was given 3: the others were never claimed.
+    wait_for("3 jobs to complete", DEADLINE, || async {
+        (db.count(Some(JobState::Completed)).await == 15).then_some(())
+    })
+    .await;
+    assert_eq!(db.count(Some(JobState::Available)).await, 3);
+    assert!(db.all_jobs().await.iter().filter(|j| j.state == JobState::Available).all(|j| j.attempt == 0));
+    clock.advance(Duration::from_secs(2 * 3600));
+    wait_for("the other 3 to run an hour later", DEADLINE, || async {
+        (ledger.runs().len() == 6).then_some(())
+    })
+    .await;
+    handle.shutdown().await.expect("shutdown");
+}
