@@ -1,15 +1,17 @@
 //! What people and programs do to jobs and queues: retry, cancel or delete jobs (one, many,
 //! or all matching a filter) through the driver — the dashboard's buttons and the CLI's
 //! commands — and the same actions on a connection of the application's own, inside its
-//! transaction.
+//! transaction; pause a queue, or set its limits for the whole cluster.
 
 use diesel_async::AsyncConnectionCore;
 use jobs_driver::{
     Driver, JobCancelManyParams, JobDeleteManyParams, JobFilter, JobListParams, JobRetryManyParams, JobState,
+    QueueSetLimitsParams,
 };
 
 use crate::backend::JobsBackend;
 use crate::error::Result;
+use crate::into_driver::IntoDriver;
 
 /// Cancels job `id` in the caller's transaction. A job that is not running is cancelled at
 /// once (`Cancelled`); a running one is marked and its node told on commit, so that its
@@ -53,6 +55,54 @@ where
 {
     crate::enqueue::validate_queue(queue)?;
     Ok(<C::Backend as JobsBackend>::set_paused(conn, queue, paused).await?)
+}
+
+/// A queue's limits for the whole cluster, which every node's claims obey together (see
+/// [`set_queue_limits`]). The default is none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueLimits {
+    /// At most this many of the queue's jobs running at once, across every node.
+    pub global_limit: Option<u32>,
+    /// At most so many of the queue's jobs started per period, across every node.
+    pub rate: Option<jobs_driver::RateLimit>,
+}
+
+/// Sets `queue`'s limits for the whole cluster (none: removes them). Every worker reads
+/// them at its next poll (`poll_interval`, 1 s by default) and from then on claims the
+/// queue's jobs under them, one node's claim after another's, buffering none ahead:
+/// at most `global_limit` of them run at once, and at most `rate.allowed` start in any
+/// stretch of `rate.period_secs` (counted in twentieths of the period, so a queue kept
+/// busy starts about 95 % of the rate, never more). Jobs running beyond a lowered limit
+/// finish.
+///
+/// ```no_run
+/// # async fn demo(pool: jobs_core::Pool) -> jobs_core::Result<()> {
+/// use jobs_core::driver::RateLimit;
+/// use jobs_core::{QueueLimits, set_queue_limits};
+///
+/// // The payment provider allows 100 calls a minute, from 3 connections at most.
+/// let limits = QueueLimits { global_limit: Some(3), rate: Some(RateLimit { allowed: 100, period_secs: 60 }) };
+/// set_queue_limits(&pool, "payments", limits).await?;
+/// # Ok(()) }
+/// ```
+pub async fn set_queue_limits(driver: impl IntoDriver, queue: &str, limits: QueueLimits) -> Result<()> {
+    crate::enqueue::validate_queue(queue)?;
+    let global_limit = match limits.global_limit {
+        Some(n) => {
+            jobs_driver::validation::validate_global_limit(i64::from(n))?;
+            i32::try_from(n).ok()
+        }
+        None => None,
+    };
+    let rate = match limits.rate {
+        Some(r) => Some(jobs_driver::validation::validate_rate_limit(
+            i64::from(r.allowed),
+            i64::from(r.period_secs),
+        )?),
+        None => None,
+    };
+    let driver = driver.into_driver();
+    Ok(driver.queue_set_limits(QueueSetLimitsParams { queue, global_limit, rate }).await?)
 }
 
 /// What an operator can do to jobs (dashboard buttons, CLI commands).

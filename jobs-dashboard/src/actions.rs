@@ -1,7 +1,7 @@
 //! Every POST: retry, cancel, delete or run one job, the selected jobs, or all jobs
 //! matching a filter (after a confirmation stating the count, in bounded batches); pause
-//! and resume queues and set their concurrency across the cluster; enable, disable and run
-//! schedules.
+//! and resume queues (their concurrency and limits: `queue_settings`); enable, disable and
+//! run schedules.
 //!
 //! Each checks the access hook (read-only users are refused) and the CSRF token, then
 //! redirects (303) back, with a notice for the next page in a cookie (shown once).
@@ -10,16 +10,14 @@ use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use jobs_core::Action;
-use jobs_core::driver::{
-    JobCountParams, JobGetParams, QueueSetConcurrencyParams, QueueSetPausedParams, ScheduleSetEnabledParams,
-    validation,
-};
+use jobs_core::driver::{JobCountParams, JobGetParams, QueueSetPausedParams, ScheduleSetEnabledParams};
 
 use crate::access::{self, Access};
 use crate::audit::AuditEvent;
 use crate::config::Dashboard;
 use crate::error::DashboardError;
 use crate::params;
+use crate::queue_settings;
 use crate::view::{self, PageCtx, count_label};
 
 /// Jobs changed per statement by a bulk action on a filter.
@@ -211,7 +209,7 @@ fn confirm(
     view::respond(&page, cookies)
 }
 
-/// `POST /queues/{name}/pause|resume`.
+/// `POST /queues/{name}/pause|resume|concurrency|limits`.
 pub(crate) async fn queue(
     req: HttpRequest,
     d: web::Data<Dashboard>,
@@ -224,7 +222,15 @@ pub(crate) async fn queue(
     let paused = match action.as_str() {
         "pause" => true,
         "resume" => false,
-        "concurrency" => return queue_concurrency(&req, &d, &name, &fields).await,
+        "concurrency" | "limits" => {
+            let applied = if action == "concurrency" {
+                queue_settings::concurrency(&d, &name, &fields).await?
+            } else {
+                queue_settings::limits(&d, &name, &fields).await?
+            };
+            audit(&req, &d, applied.action, applied.target, 1);
+            return Ok(back(&d, &fields, format!("{}/queues", d.base), &applied.notice));
+        }
         other => return Err(DashboardError::BadRequest(format!("unknown queue action `{other}`"))),
     };
     let params = QueueSetPausedParams { queue: &name, paused };
@@ -232,41 +238,6 @@ pub(crate) async fn queue(
     audit(&req, &d, if paused { "queue.pause" } else { "queue.resume" }, format!("queue {name}"), 1);
     let notice = format!("queue {name} {}", if paused { "paused" } else { "resumed" });
     Ok(back(&d, &fields, format!("{}/queues", d.base), &notice))
-}
-
-/// `POST /queues/{name}/concurrency` with `concurrency` (slots per node on every node; empty
-/// for each node's own setting).
-async fn queue_concurrency(
-    req: &HttpRequest,
-    d: &Dashboard,
-    name: &str,
-    fields: &[(String, String)],
-) -> Result<HttpResponse, DashboardError> {
-    let concurrency = match params::value(fields, "concurrency") {
-        None => None,
-        Some(text) => {
-            let n: i64 = text.parse().map_err(|_| {
-                DashboardError::BadRequest(format!(
-                    "concurrency must be a whole number of slots, not `{text}`"
-                ))
-            })?;
-            validation::validate_concurrency(n).map_err(|e| DashboardError::BadRequest(e.to_string()))?;
-            i32::try_from(n).ok()
-        }
-    };
-    d.config.driver.queue_set_concurrency(QueueSetConcurrencyParams { queue: name, concurrency }).await?;
-    audit(
-        req,
-        d,
-        "queue.limit",
-        format!("queue {name}: {}", concurrency.map_or("each node's own".to_owned(), |n| n.to_string())),
-        1,
-    );
-    let notice = match concurrency {
-        Some(n) => format!("queue {name}: {n} at a time on every node, from each node's next poll"),
-        None => format!("queue {name}: back to each node's own concurrency"),
-    };
-    Ok(back(d, fields, format!("{}/queues", d.base), &notice))
 }
 
 /// `POST /cron/{name}/enable|disable|run`.

@@ -37,6 +37,7 @@ mod headers;
 mod liveness;
 mod pages;
 mod params;
+mod queue_settings;
 mod routes;
 mod view;
 

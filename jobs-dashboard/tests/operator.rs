@@ -261,3 +261,82 @@ async fn a_queues_concurrency_is_set_for_every_node_and_cleared() {
     let (_, page, _) = get(&app, "/admin/jobs/queues").await;
     assert!(page.contains("each node's own"), "{page}");
 }
+
+#[actix_web::test]
+async fn a_queues_limits_are_set_for_the_cluster_and_cleared() {
+    use jobs_core::driver::{QueueSettingsParams, RateLimit};
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    live_node(&pool).await;
+    insert(&pool, vec![new_job("mail", "mailers", serde_json::json!({}))]).await;
+    let app = test_app::app(&pool, jobs_dashboard::Access::Full).await;
+    let csrf = token(&app).await;
+    let stored = || async {
+        let all =
+            test_app::driver(&pool).queue_settings(QueueSettingsParams { queue: Some("mailers") }).await;
+        all.expect("settings").first().map(|s| (s.global_limit, s.rate()))
+    };
+    let uri = "/admin/jobs/queues/mailers/limits";
+    let both = [("global_limit", "4"), ("rate_allowed", "60"), ("rate_period", "60")];
+    let posted = post_full(&app, uri, Some(&csrf), &both).await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER, "{}", posted.body);
+    assert_eq!(stored().await, Some((Some(4), Some(RateLimit { allowed: 60, period_secs: 60 }))));
+    assert!(
+        posted
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.contains("at most 4 running across the cluster, 60 per minute")),
+        "{:?}",
+        posted.notice
+    );
+    let (_, page, _) = get(&app, "/admin/jobs/queues").await;
+    assert!(page.contains("at most <strong>4</strong> running"), "{page}");
+    assert!(page.contains("<strong>60 per minute</strong> started"), "{page}");
+    assert!(page.contains(r#"<option value="60" selected>per minute</option>"#), "{page}");
+
+    let bad: [&[(&str, &str)]; 6] = [
+        &[("global_limit", "0")],
+        &[("global_limit", "100001")],
+        &[("global_limit", "four")],
+        &[("rate_allowed", "0"), ("rate_period", "60")],
+        &[("rate_allowed", "10")],
+        &[("rate_allowed", "10"), ("rate_period", "604800")],
+    ];
+    for fields in bad {
+        let posted = post_full(&app, uri, Some(&csrf), fields).await;
+        assert_eq!(posted.status, StatusCode::BAD_REQUEST, "{fields:?}");
+        assert!(posted.body.contains("limit") || posted.body.contains("rate"), "{fields:?}: {}", posted.body);
+    }
+    assert_eq!(
+        stored().await,
+        Some((Some(4), Some(RateLimit { allowed: 60, period_secs: 60 }))),
+        "a bad value changes nothing"
+    );
+
+    // Only a rate: the global limit goes; then nothing: both go.
+    let posted = post_full(
+        &app,
+        uri,
+        Some(&csrf),
+        &[("global_limit", ""), ("rate_allowed", "5"), ("rate_period", "1")],
+    )
+    .await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER, "{}", posted.body);
+    assert_eq!(stored().await, Some((None, Some(RateLimit { allowed: 5, period_secs: 1 }))));
+    let posted = post_full(
+        &app,
+        uri,
+        Some(&csrf),
+        &[("global_limit", ""), ("rate_allowed", ""), ("rate_period", "60")],
+    )
+    .await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER, "{}", posted.body);
+    assert!(posted.notice.as_deref().is_some_and(|n| n.contains("no limits")), "{:?}", posted.notice);
+    assert_eq!(stored().await, Some((None, None)));
+    let (_, page, _) = get(&app, "/admin/jobs/queues").await;
+    assert!(page.contains("no global limit") && page.contains("no rate limit"), "{page}");
+    assert!(
+        page.contains(r#"<option value="60" selected>per minute</option>"#),
+        "a minute by default: {page}"
+    );
+}

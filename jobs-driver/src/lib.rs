@@ -50,6 +50,7 @@ mod state_sql;
 mod stats;
 pub mod stored_text;
 pub mod validation;
+pub mod wake_ration;
 
 pub use async_trait::async_trait;
 pub use capability::{Capabilities, Capability, INDEXED_SEARCH_STATES};
@@ -63,7 +64,9 @@ pub use queue::{
     QueueDepth, QueueIsPausedParams, QueueListDepthsParams, QueueListPausedParams, QueueSetConcurrencyParams,
     QueueSetLimitsParams, QueueSetPausedParams, QueueSettings, QueueSettingsParams,
 };
-pub use queue_limits::{ClaimLimits, RateLimit, RateWindow};
+pub use queue_limits::{
+    ClaimLimits, MAX_RATE_ALLOWED, MAX_RATE_PERIOD_SECS, RATE_SLOTS, RateLimit, RateWindow,
+};
 pub use schedule::{
     Fired, ScheduleDef, ScheduleFireDueParams, ScheduleGetParams, ScheduleListParams,
     ScheduleRecordRunParams, ScheduleRow, ScheduleSetEnabledParams, ScheduleSyncParams, SlotDecision,

@@ -55,8 +55,8 @@ pub struct QueueSetConcurrencyParams<'a> {
 /// together (see [`ClaimLimits`](crate::ClaimLimits)); `None` removes that limit. Nodes
 /// read them at their next poll; jobs running beyond a lowered limit finish, and no more
 /// start. Creates the queue's stored row if needed. Validated with
-/// [`validate_concurrency`](crate::validation::validate_concurrency) (the global limit)
-/// and [`validate_rate_limit`](crate::validation::validate_rate_limit).
+/// [`validate_global_limit`](crate::validation::validate_global_limit) and
+/// [`validate_rate_limit`](crate::validation::validate_rate_limit).
 #[derive(Debug, Clone, Copy)]
 pub struct QueueSetLimitsParams<'a> {
     /// The queue.
@@ -64,7 +64,7 @@ pub struct QueueSetLimitsParams<'a> {
     /// At most this many of its jobs running at once across the cluster.
     pub global_limit: Option<i32>,
     /// At most this many of its jobs started per period across the cluster.
-    pub rate: Option<crate::RateLimit>,
+    pub rate: Option<crate::queue_limits::RateLimit>,
 }
 
 /// `queue_settings`: what is stored for one queue (`Some`) or every queue with a stored
@@ -100,8 +100,8 @@ pub struct QueueSettings {
 
 impl QueueSettings {
     /// The rate limit, if one is set.
-    pub fn rate(&self) -> Option<crate::RateLimit> {
-        crate::ClaimLimits::stored(None, self.rate_allowed, self.rate_period_secs, None).rate
+    pub fn rate(&self) -> Option<crate::queue_limits::RateLimit> {
+        crate::queue_limits::RateLimit::new(self.rate_allowed?, self.rate_period_secs?)
     }
 
     /// Whether claims on this queue must obey cluster-wide limits

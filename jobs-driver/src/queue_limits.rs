@@ -1,35 +1,42 @@
 //! A queue's cluster-wide limits, which every node's claims obey together: a global limit
 //! (at most this many of its jobs running across the cluster) and a rate limit (at most
-//! this many started per period). Stored in `job_queues` (the limits in `settings`, the
-//! rate's usage in `rate_window`, `rate_used` and `rate_used_before`); a claim on a
-//! limited queue runs in a transaction holding the queue's row, so that claims from every
-//! node are counted one after another (see [`JobClaimParams::limited`]).
+//! this many started in any period). Stored in `job_queues` (the limits in `settings`, the
+//! rate's usage in `rate_window` and `rate_counts`); a claim on a limited queue runs in a
+//! transaction holding the queue's row, so that claims from every node are counted one
+//! after another (see [`JobClaimParams::limited`]).
 //!
-//! The rate is a sliding window, approximated from two fixed ones: the jobs started in
-//! the current window, plus those of the previous window weighted by how much of it the
-//! sliding window still covers. A burst at a window's edge therefore cannot start twice
-//! the rate.
+//! The rate counts starts in [`RATE_SLOTS`] slices of the period, plus the slice before
+//! them: a claim at `t` sees every start since at least `t - period`, so no stretch of one
+//! period ever holds more than `allowed` starts. The price is that a slice's starts count
+//! until a whole period after the slice ends: a queue started flat out runs at about
+//! `RATE_SLOTS / (RATE_SLOTS + 1)` of the rate (95 %), never above it.
 //!
 //! ```
 //! use chrono::{TimeZone, Utc};
 //! use jobs_driver::{ClaimLimits, RateLimit};
 //!
-//! let limits = ClaimLimits {
-//!     global_limit: None,
-//!     rate: Some(RateLimit { allowed: 10, period_secs: 60 }),
-//!     window: None,
-//! };
+//! let limits = ClaimLimits::stored(None, Some(10), Some(60), None);
 //! let now = Utc.with_ymd_and_hms(2026, 11, 25, 12, 0, 30).unwrap();
 //! assert_eq!(limits.allowance(25, 0, now), 10);
 //! let window = limits.after_claim(10, now).expect("a rate limit keeps a window");
 //! let later = ClaimLimits { window: Some(window), ..limits };
-//! // Half a minute into the next window, half of the last one still counts.
-//! assert_eq!(later.allowance(25, 0, now + chrono::Duration::seconds(60)), 5);
+//! // A minute later the ten still count; a slice (3 s) after that, they no longer do.
+//! assert_eq!(later.allowance(25, 0, now + chrono::Duration::seconds(60)), 0);
+//! assert_eq!(later.allowance(25, 0, now + chrono::Duration::seconds(63)), 10);
 //! ```
 //!
 //! [`JobClaimParams::limited`]: crate::JobClaimParams::limited
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
+
+/// The slices a rate's period is counted in (see the module docs).
+pub const RATE_SLOTS: usize = 20;
+
+/// The most jobs a rate limit may allow per period.
+pub const MAX_RATE_ALLOWED: u32 = 1_000_000;
+
+/// The longest rate-limit period: a day.
+pub const MAX_RATE_PERIOD_SECS: u32 = 86_400;
 
 /// At most `allowed` jobs of a queue start in any `period_secs` seconds, across the
 /// cluster. Validated with [`validate_rate_limit`](crate::validation::validate_rate_limit).
@@ -41,20 +48,47 @@ pub struct RateLimit {
     pub period_secs: u32,
 }
 
-/// A rate limit's usage as stored: the fixed window that began at `start`, how many jobs
-/// started in it, and how many in the window before it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+impl RateLimit {
+    /// The rate if `allowed` (1 to [`MAX_RATE_ALLOWED`]) and `period_secs` (1 to
+    /// [`MAX_RATE_PERIOD_SECS`]) are in range.
+    pub fn new(allowed: i64, period_secs: i64) -> Option<RateLimit> {
+        let allowed = u32::try_from(allowed).ok().filter(|a| (1..=MAX_RATE_ALLOWED).contains(a))?;
+        let period_secs =
+            u32::try_from(period_secs).ok().filter(|p| (1..=MAX_RATE_PERIOD_SECS).contains(p))?;
+        Some(RateLimit { allowed, period_secs })
+    }
+
+    /// A slice of the period, in milliseconds.
+    fn slot_ms(self) -> i64 {
+        (i64::from(self.period_secs) * 1000 / RATE_SLOTS as i64).max(1)
+    }
+}
+
+/// A rate limit's usage as stored: the starts counted in each slice, oldest first, the
+/// newest slice beginning at `start`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RateWindow {
-    /// Where the current window began (a multiple of the period since the Unix epoch).
+    /// Where the newest slice began (a multiple of the slice since the Unix epoch).
     pub start: DateTime<Utc>,
-    /// Jobs started in it.
-    pub used: i64,
-    /// Jobs started in the window before it.
-    pub used_before: i64,
+    /// Starts per slice, oldest first, [`RATE_SLOTS`] + 1 of them.
+    pub counts: Vec<i64>,
+}
+
+impl RateWindow {
+    /// The window as stored: `start` and the counts as a JSON array (`rate_counts`). Text
+    /// that is not one counts as no starts.
+    pub fn decode(start: DateTime<Utc>, counts: &str) -> RateWindow {
+        RateWindow { start, counts: serde_json::from_str(counts).unwrap_or_default() }
+    }
+
+    /// The counts as stored: a JSON array, oldest first.
+    pub fn encode_counts(&self) -> String {
+        serde_json::Value::from(self.counts.clone()).to_string()
+    }
 }
 
 /// What a claim on a limited queue reads under the queue's row lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimLimits {
     /// At most this many of the queue's jobs running at once, across the cluster.
     pub global_limit: Option<i64>,
@@ -75,7 +109,7 @@ impl ClaimLimits {
         window: Option<RateWindow>,
     ) -> ClaimLimits {
         let rate = match (rate_allowed, rate_period_secs) {
-            (Some(allowed), Some(period)) => crate::validation::validate_rate_limit(allowed, period).ok(),
+            (Some(allowed), Some(period)) => RateLimit::new(allowed, period),
             _ => None,
         };
         ClaimLimits { global_limit, rate, window }
@@ -91,18 +125,11 @@ impl ClaimLimits {
     pub fn allowance(&self, wanted: i64, running: i64, now: DateTime<Utc>) -> i64 {
         let mut allowed = wanted.max(0);
         if let Some(limit) = self.global_limit {
-            allowed = allowed.min(limit - running);
+            allowed = allowed.min(limit.saturating_sub(running));
         }
         if let Some(rate) = self.rate {
-            let window = self.current(rate, now);
-            let period_ms = i64::from(rate.period_secs.max(1)) * 1000;
-            let elapsed_ms = (now - window.start).num_milliseconds().clamp(0, period_ms);
-            // The previous window's share still inside the sliding one, rounded up: a
-            // claim never takes a job the exact figure would refuse.
-            let share = u64::try_from(window.used_before.saturating_mul(period_ms - elapsed_ms)).unwrap_or(0);
-            let carried = i64::try_from(share.div_ceil(period_ms.unsigned_abs())).unwrap_or(i64::MAX);
-            allowed =
-                allowed.min(i64::from(rate.allowed).saturating_sub(window.used).saturating_sub(carried));
+            let started: i64 = self.current(rate, now).counts.iter().sum();
+            allowed = allowed.min(i64::from(rate.allowed).saturating_sub(started));
         }
         allowed.max(0)
     }
@@ -112,32 +139,63 @@ impl ClaimLimits {
     pub fn after_claim(&self, claimed: i64, now: DateTime<Utc>) -> Option<RateWindow> {
         let rate = self.rate?;
         let mut window = self.current(rate, now);
-        window.used += claimed;
+        if let Some(newest) = window.counts.last_mut() {
+            *newest += claimed;
+        }
         Some(window)
     }
 
-    /// The stored usage moved to the window holding `now`.
+    /// The stored usage moved on to the slice holding `now`. A clock behind the stored
+    /// slice (another node's, or a transaction's start time) keeps the stored one: it
+    /// never forgets starts.
     fn current(&self, rate: RateLimit, now: DateTime<Utc>) -> RateWindow {
-        let period = Duration::seconds(i64::from(rate.period_secs.max(1)));
-        let period_ms = period.num_milliseconds();
-        let start_ms = now.timestamp_millis().div_euclid(period_ms) * period_ms;
-        let start = DateTime::<Utc>::from_timestamp_millis(start_ms).unwrap_or(now);
-        match self.window {
-            Some(w) if w.start == start => w,
-            Some(w) if w.start + period == start => RateWindow { start, used: 0, used_before: w.used },
-            _ => RateWindow { start, used: 0, used_before: 0 },
+        let slot_ms = rate.slot_ms();
+        let slot = now.timestamp_millis().div_euclid(slot_ms);
+        let start = DateTime::<Utc>::from_timestamp_millis(slot * slot_ms).unwrap_or(now);
+        let mut counts = vec![0; RATE_SLOTS + 1];
+        let Some(stored) = &self.window else { return RateWindow { start, counts } };
+        // The stored counts, newest last, fitted to the slices (the period may have changed).
+        let kept = stored.counts.len().min(counts.len());
+        let tail = &stored.counts[stored.counts.len() - kept..];
+        let stored_slot = stored.start.timestamp_millis().div_euclid(slot_ms);
+        if stored_slot >= slot {
+            counts[RATE_SLOTS + 1 - kept..].copy_from_slice(tail);
+            return RateWindow { start: stored.start, counts };
         }
+        let moved = usize::try_from(slot - stored_slot).unwrap_or(usize::MAX);
+        if moved < counts.len() {
+            let keep = kept.min(counts.len() - moved);
+            let to = counts.len() - moved;
+            counts[to - keep..to].copy_from_slice(&tail[kept - keep..]);
+        }
+        RateWindow { start, counts }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use chrono::{Duration, TimeZone, Utc};
+    use chrono::{DateTime, Duration, TimeZone, Utc};
 
-    use super::{ClaimLimits, RateLimit, RateWindow};
+    use super::{ClaimLimits, RATE_SLOTS, RateLimit, RateWindow};
 
     fn rate(allowed: u32, period_secs: u32) -> ClaimLimits {
         ClaimLimits { global_limit: None, rate: Some(RateLimit { allowed, period_secs }), window: None }
+    }
+
+    fn noon() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 25, 12, 0, 0).single().expect("a time")
+    }
+
+    /// Claims `wanted` at each second offset from noon, storing the usage as a backend does.
+    fn claims(mut limits: ClaimLimits, at: &[(i64, i64)]) -> Vec<i64> {
+        at.iter()
+            .map(|&(second, wanted)| {
+                let now = noon() + Duration::seconds(second);
+                let got = limits.allowance(wanted, 0, now);
+                limits.window = limits.after_claim(got, now);
+                got
+            })
+            .collect()
     }
 
     #[test]
@@ -152,31 +210,60 @@ mod tests {
     }
 
     #[test]
-    fn a_rate_slides_across_windows() {
-        let start = Utc.with_ymd_and_hms(2026, 11, 25, 12, 0, 0).single().expect("a time");
+    fn no_period_long_stretch_holds_more_than_the_rate() {
+        // 10 a minute, in slices of 3 s: 10 at 0:59 still count at 1:58, not at 2:00.
+        assert_eq!(claims(rate(10, 60), &[(59, 100), (60, 100), (118, 100), (120, 100)]), [10, 0, 0, 10]);
+        // A steady trickle: one claim of 1 a second for ten minutes starts 10 in every
+        // minute-long stretch at most, and about 95 % of the rate over all.
+        let trickle: Vec<(i64, i64)> = (0..600).map(|s| (s, 1)).collect();
+        let got = claims(rate(10, 60), &trickle);
+        for start in 0..540 {
+            let in_stretch: i64 = got[start..start + 60].iter().sum();
+            assert!(in_stretch <= 10, "{in_stretch} started in the minute from {start} s");
+        }
+        let total: i64 = got.iter().sum();
+        assert!((90..=100).contains(&total), "{total} in ten minutes at 10 a minute");
+    }
+
+    #[test]
+    fn a_clock_behind_the_stored_slice_forgets_nothing() {
         let limits = rate(10, 60);
-        assert_eq!(limits.allowance(100, 0, start), 10);
-        let used = limits.after_claim(10, start).expect("a window");
-        assert_eq!(used, RateWindow { start, used: 10, used_before: 0 });
-        let limits = ClaimLimits { window: Some(used), ..limits };
-        assert_eq!(limits.allowance(100, 0, start + Duration::seconds(59)), 0);
-        // The next window: the last one counts in full at its start, then less and less.
-        assert_eq!(limits.allowance(100, 0, start + Duration::seconds(60)), 0);
-        assert_eq!(limits.allowance(100, 0, start + Duration::seconds(75)), 2);
-        assert_eq!(limits.allowance(100, 0, start + Duration::seconds(90)), 5);
-        let moved = limits.after_claim(5, start + Duration::seconds(90)).expect("a window");
-        assert_eq!(moved, RateWindow { start: start + Duration::seconds(60), used: 5, used_before: 10 });
-        // Two windows later nothing carries over.
-        assert_eq!(limits.allowance(100, 0, start + Duration::seconds(120)), 10);
+        let later = noon() + Duration::seconds(30);
+        let stored = limits.after_claim(8, later).expect("a window");
+        let limits = ClaimLimits { window: Some(stored.clone()), ..limits };
+        let behind = noon() + Duration::seconds(20);
+        assert_eq!(limits.allowance(10, 0, behind), 2);
+        let kept = limits.after_claim(2, behind).expect("a window");
+        assert_eq!((kept.start, kept.counts.iter().sum::<i64>()), (stored.start, 10));
+    }
+
+    #[test]
+    fn a_changed_period_keeps_the_newest_counts() {
+        let limits = rate(10, 60);
+        let stored = limits.after_claim(7, noon()).expect("a window");
+        assert_eq!(stored.counts.len(), RATE_SLOTS + 1);
+        // Now 10 a second: the 7 started at noon count for the slices they still cover.
+        let faster = ClaimLimits { window: Some(stored), ..rate(10, 1) };
+        assert_eq!(faster.allowance(10, 0, noon()), 3);
+        assert_eq!(faster.allowance(10, 0, noon() + Duration::seconds(2)), 10);
+    }
+
+    #[test]
+    fn stored_counts_read_back_and_bad_text_counts_nothing() {
+        let window = RateWindow { start: noon(), counts: vec![0, 2, 5] };
+        assert_eq!(window.encode_counts(), "[0,2,5]");
+        assert_eq!(RateWindow::decode(noon(), "[0,2,5]"), window);
+        assert!(RateWindow::decode(noon(), "garbage").counts.is_empty());
     }
 
     #[test]
     fn both_limits_take_the_smaller() {
-        let now = Utc.with_ymd_and_hms(2026, 11, 25, 12, 0, 0).single().expect("a time");
         let limits = ClaimLimits { global_limit: Some(4), ..rate(3, 10) };
-        assert_eq!(limits.allowance(10, 0, now), 3);
-        assert_eq!(limits.allowance(10, 2, now), 2);
+        assert_eq!(limits.allowance(10, 0, noon()), 3);
+        assert_eq!(limits.allowance(10, 2, noon()), 2);
         assert!(limits.any());
         assert!(!ClaimLimits { global_limit: None, rate: None, window: None }.any());
+        assert_eq!(RateLimit::new(0, 10), None);
+        assert_eq!(RateLimit::new(5, 86_401), None);
     }
 }

@@ -4,6 +4,7 @@
 //! [`JobRow::invariant_violations`](crate::JobRow::invariant_violations). Tables check
 //! only that finished jobs carry their finish time (each CHECK costs every row version).
 
+use crate::queue_limits::{MAX_RATE_ALLOWED, MAX_RATE_PERIOD_SECS, RateLimit};
 use crate::stored_text::holds_nul;
 
 /// The largest argument (and metadata) payload accepted, in bytes of JSON.
@@ -68,32 +69,35 @@ pub fn validate_concurrency(concurrency: i64) -> Result<(), InvalidJob> {
     Ok(())
 }
 
-/// The most jobs a rate limit may allow per period.
-pub const MAX_RATE_ALLOWED: u32 = 1_000_000;
-
-/// The longest rate-limit period: a day.
-pub const MAX_RATE_PERIOD_SECS: u32 = 86_400;
+/// A queue's global limit (at most this many of its jobs running across the cluster): 1
+/// to [`MAX_CONCURRENCY`].
+pub fn validate_global_limit(limit: i64) -> Result<(), InvalidJob> {
+    if !(1..=i64::from(MAX_CONCURRENCY)).contains(&limit) {
+        return Err(invalid(
+            "global_limit",
+            format!(
+                "a queue's global limit is 1 to {MAX_CONCURRENCY} jobs running across the cluster, not {limit}"
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// A queue's rate limit: 1 to [`MAX_RATE_ALLOWED`] jobs per 1 to [`MAX_RATE_PERIOD_SECS`]
 /// seconds.
-pub fn validate_rate_limit(allowed: i64, period_secs: i64) -> Result<crate::RateLimit, InvalidJob> {
-    let allowed =
-        u32::try_from(allowed).ok().filter(|a| (1..=MAX_RATE_ALLOWED).contains(a)).ok_or_else(|| {
-            invalid(
-                "rate_limit",
-                format!("a rate limit allows 1 to {MAX_RATE_ALLOWED} jobs per period, not {allowed}"),
-            )
-        })?;
-    let period_secs = u32::try_from(period_secs)
-        .ok()
-        .filter(|p| (1..=MAX_RATE_PERIOD_SECS).contains(p))
-        .ok_or_else(|| {
-            invalid(
-                "rate_limit",
-                format!("a rate limit's period is 1 to {MAX_RATE_PERIOD_SECS} seconds, not {period_secs}"),
-            )
-        })?;
-    Ok(crate::RateLimit { allowed, period_secs })
+pub fn validate_rate_limit(allowed: i64, period_secs: i64) -> Result<RateLimit, InvalidJob> {
+    if !(1..=i64::from(MAX_RATE_ALLOWED)).contains(&allowed) {
+        return Err(invalid(
+            "rate_limit",
+            format!("a rate limit allows 1 to {MAX_RATE_ALLOWED} jobs per period, not {allowed}"),
+        ));
+    }
+    RateLimit::new(allowed, period_secs).ok_or_else(|| {
+        invalid(
+            "rate_limit",
+            format!("a rate limit's period is 1 to {MAX_RATE_PERIOD_SECS} seconds, not {period_secs}"),
+        )
+    })
 }
 
 fn invalid(option: &'static str, reason: String) -> InvalidJob {
@@ -201,7 +205,10 @@ mod tests {
     fn queue_limits_are_bounded() {
         assert!(validate_concurrency(0).is_err());
         assert!(validate_concurrency(i64::from(MAX_CONCURRENCY) + 1).is_err());
-        assert_eq!(validate_rate_limit(60, 60).ok(), Some(crate::RateLimit { allowed: 60, period_secs: 60 }));
+        assert!(validate_global_limit(1).is_ok());
+        assert!(validate_global_limit(0).is_err());
+        assert!(validate_global_limit(i64::from(MAX_CONCURRENCY) + 1).is_err());
+        assert_eq!(validate_rate_limit(60, 60).ok(), Some(RateLimit { allowed: 60, period_secs: 60 }));
         assert!(validate_rate_limit(0, 60).is_err());
         assert!(validate_rate_limit(-1, 60).is_err());
         assert!(validate_rate_limit(i64::from(MAX_RATE_ALLOWED) + 1, 60).is_err());

@@ -6,10 +6,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use jobs_driver::wake_ration::WakeRation;
 use jobs_driver::{Capabilities, Capability, Notification, Result};
 
 use crate::hub::{self, Hub};
 use crate::pool::{self, Lent, Pool};
+use crate::wakeups::WAKE_WINDOW;
 
 /// What MariaDB and MySQL can do: notifications (through `job_notifications`, read every
 /// [`notification_poll`](MysqlDriver::notification_poll)), `FOR UPDATE SKIP LOCKED`, and
@@ -30,6 +32,8 @@ pub struct MysqlDriver {
     pub(crate) pool: Pool,
     pub(crate) hub: Arc<Hub>,
     pub(crate) notification_poll: Duration,
+    /// Rationing of the wake-up rows of enqueues through this driver (`wakeups`).
+    pub(crate) wakeups: Arc<WakeRation>,
 }
 
 impl std::fmt::Debug for MysqlDriver {
@@ -52,6 +56,7 @@ impl MysqlDriver {
             pool: pool::pool(url, max_connections)?,
             hub: hub::for_url(url),
             notification_poll: DEFAULT_NOTIFICATION_POLL,
+            wakeups: Arc::new(WakeRation::new(WAKE_WINDOW)),
         })
     }
 
@@ -62,6 +67,7 @@ impl MysqlDriver {
             pool,
             hub: Arc::new(tokio::sync::broadcast::channel(1024).0),
             notification_poll: DEFAULT_NOTIFICATION_POLL,
+            wakeups: Arc::new(WakeRation::new(WAKE_WINDOW)),
         }
     }
 
@@ -69,6 +75,15 @@ impl MysqlDriver {
     /// (this process's own arrive at once). Clamped to 1 ms – 10 s.
     pub fn notification_poll(mut self, every: Duration) -> MysqlDriver {
         self.notification_poll = every.clamp(Duration::from_millis(1), Duration::from_secs(10));
+        self
+    }
+
+    /// The wake-up window of enqueues through this driver (default [`WAKE_WINDOW`], 5 ms):
+    /// within it of a queue's last wake-up, an enqueue writes no `job_notifications` row of
+    /// its own and other processes are told by one row at the window's end. Zero makes
+    /// every enqueue write its row, in a transaction with its jobs.
+    pub fn wake_window(self, window: Duration) -> MysqlDriver {
+        self.wakeups.set_window(window);
         self
     }
 

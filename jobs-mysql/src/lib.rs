@@ -53,7 +53,9 @@ mod stats;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod time;
+mod wakeups;
 
 pub use driver::{CAPABILITIES, DEFAULT_NOTIFICATION_POLL, MysqlDriver};
 pub use migrate::{MIGRATIONS, migrate};
 pub use pool::{Pool, PooledConnection, connect, pool};
+pub use wakeups::WAKE_WINDOW;

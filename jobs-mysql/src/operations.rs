@@ -11,7 +11,7 @@ use crate::driver::{CAPABILITIES, MysqlDriver};
 use crate::jobs::{complete, control, insert, insert_full, list, maintenance, read as jobs_read};
 use crate::{
     kind_stats, leader, listener, migrate, nodes, queue_limits, queue_settings, queues, schedules, server,
-    stats,
+    stats, wakeups,
 };
 
 /// Runs `$body` (async, on `$tx`, returning the result and the notifications it added) in
@@ -64,6 +64,11 @@ impl Driver for MysqlDriver {
 
     async fn job_insert_many(&self, params: JobInsertManyParams<'_>) -> Result<Vec<Inserted>> {
         let JobInsertManyParams { jobs, now } = params;
+        if wakeups::rationed(self, jobs) {
+            let (inserted, told) = on_connection!(self, |c| insert::insert_rows(c, jobs, now).await)?;
+            wakeups::after_rationed(self, &told);
+            return Ok(inserted);
+        }
         in_transaction!(self, |tx| insert::insert_many(tx, jobs, now).await)
     }
 

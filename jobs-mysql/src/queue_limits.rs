@@ -16,7 +16,7 @@ const LOCK_LIMITS: &str = "\
 SELECT CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.global_limit')) AS SIGNED) AS global_limit,
        CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.rate_allowed')) AS SIGNED) AS rate_allowed,
        CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.rate_period_secs')) AS SIGNED) AS rate_period_secs,
-       rate_window, rate_used, rate_used_before, COALESCE($2, UTC_TIMESTAMP(6)) AS now
+       rate_window, rate_counts, COALESCE($2, UTC_TIMESTAMP(6)) AS now
 FROM job_queues WHERE name = $1
 FOR UPDATE";
 
@@ -24,8 +24,7 @@ FOR UPDATE";
 // that it sees every claim committed by the transactions the lock waited for.
 const COUNT_RUNNING: &str = "SELECT COUNT(*) AS n FROM jobs WHERE queue = $1 AND state = 'running'";
 
-const STORE_USAGE: &str =
-    "UPDATE job_queues SET rate_window = $2, rate_used = $3, rate_used_before = $4 WHERE name = $1";
+const STORE_USAGE: &str = "UPDATE job_queues SET rate_window = $2, rate_counts = $3 WHERE name = $1";
 
 #[derive(QueryableByName)]
 struct LimitsRow {
@@ -37,10 +36,8 @@ struct LimitsRow {
     rate_period_secs: Option<i64>,
     #[diesel(sql_type = Nullable<Datetime>)]
     rate_window: Option<NaiveDateTime>,
-    #[diesel(sql_type = BigInt)]
-    rate_used: i64,
-    #[diesel(sql_type = BigInt)]
-    rate_used_before: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    rate_counts: Option<String>,
     #[diesel(sql_type = Datetime)]
     now: NaiveDateTime,
 }
@@ -69,11 +66,9 @@ pub(crate) async fn claim(
         let unlimited = JobClaimParams { limited: false, ..params };
         let Some(row) = rows.into_iter().next() else { return claim::claim(tx, unlimited).await };
         let now = utc(row.now);
-        let window = row.rate_window.map(|start| RateWindow {
-            start: utc(start),
-            used: row.rate_used,
-            used_before: row.rate_used_before,
-        });
+        let window = row
+            .rate_window
+            .map(|start| RateWindow::decode(utc(start), row.rate_counts.as_deref().unwrap_or("[]")));
         let limits = ClaimLimits::stored(row.global_limit, row.rate_allowed, row.rate_period_secs, window);
         if !limits.any() {
             return claim::claim(tx, unlimited).await;
@@ -97,8 +92,7 @@ pub(crate) async fn claim(
             CachedQuery::new(STORE_USAGE)
                 .bind::<Text, _>(params.queue)
                 .bind::<Datetime, _>(naive(usage.start))
-                .bind::<BigInt, _>(usage.used)
-                .bind::<BigInt, _>(usage.used_before)
+                .bind::<Text, _>(usage.encode_counts())
                 .execute(tx)
                 .await?;
         }

@@ -206,12 +206,12 @@ impl Driver for PgDriver {
 
     async fn job_list(&self, params: JobListParams<'_>) -> Result<Vec<JobRow>> {
         self.can_filter(params.filter)?;
-        on_conn!(self, c => jobs::list::list(c, params))
+        on_conn!(self, c => jobs::page::list(c, params))
     }
 
     async fn job_list_ids(&self, params: JobListParams<'_>) -> Result<Vec<i64>> {
         self.can_filter(params.filter)?;
-        on_conn!(self, c => jobs::list::list_ids(c, params))
+        on_conn!(self, c => jobs::page::list_ids(c, params))
     }
 
     async fn job_count(&self, params: JobCountParams<'_>) -> Result<Count> {

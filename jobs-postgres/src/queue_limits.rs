@@ -14,7 +14,7 @@ const LOCK_LIMITS: &str = "\
 SELECT (settings ->> 'global_limit')::int8 AS global_limit,
        (settings ->> 'rate_allowed')::int8 AS rate_allowed,
        (settings ->> 'rate_period_secs')::int8 AS rate_period_secs,
-       rate_window, rate_used, rate_used_before, COALESCE($2::timestamptz, now()) AS now
+       rate_window, rate_counts, COALESCE($2::timestamptz, now()) AS now
 FROM job_queues WHERE name = $1
 FOR UPDATE";
 
@@ -22,8 +22,7 @@ FOR UPDATE";
 // by the transactions the lock waited for.
 const COUNT_RUNNING: &str = "SELECT count(*) AS n FROM jobs WHERE queue = $1 AND state = 'running'";
 
-const STORE_USAGE: &str =
-    "UPDATE job_queues SET rate_window = $2, rate_used = $3, rate_used_before = $4 WHERE name = $1";
+const STORE_USAGE: &str = "UPDATE job_queues SET rate_window = $2, rate_counts = $3 WHERE name = $1";
 
 #[derive(QueryableByName)]
 struct LimitsRow {
@@ -35,10 +34,8 @@ struct LimitsRow {
     rate_period_secs: Option<i64>,
     #[diesel(sql_type = Nullable<Timestamptz>)]
     rate_window: Option<DateTime<Utc>>,
-    #[diesel(sql_type = BigInt)]
-    rate_used: i64,
-    #[diesel(sql_type = BigInt)]
-    rate_used_before: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    rate_counts: Option<String>,
     #[diesel(sql_type = Timestamptz)]
     now: DateTime<Utc>,
 }
@@ -67,11 +64,9 @@ pub(crate) async fn claim(
             .optional()?;
         let unlimited = JobClaimParams { limited: false, ..params };
         let Some(row) = row else { return claim::claim(tx, unlimited).await };
-        let window = row.rate_window.map(|start| RateWindow {
-            start,
-            used: row.rate_used,
-            used_before: row.rate_used_before,
-        });
+        let window = row
+            .rate_window
+            .map(|start| RateWindow::decode(start, row.rate_counts.as_deref().unwrap_or("[]")));
         let limits = ClaimLimits::stored(row.global_limit, row.rate_allowed, row.rate_period_secs, window);
         if !limits.any() {
             return claim::claim(tx, unlimited).await;
@@ -105,8 +100,7 @@ pub(crate) async fn claim(
             diesel::sql_query(STORE_USAGE)
                 .bind::<Text, _>(params.queue)
                 .bind::<Timestamptz, _>(usage.start)
-                .bind::<BigInt, _>(usage.used)
-                .bind::<BigInt, _>(usage.used_before)
+                .bind::<Text, _>(usage.encode_counts())
                 .execute(tx)
                 .await?;
         }

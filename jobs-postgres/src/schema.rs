@@ -48,8 +48,7 @@ diesel::table! {
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
         rate_window -> Nullable<Timestamptz>,
-        rate_used -> Int8,
-        rate_used_before -> Int8,
+        rate_counts -> Nullable<Text>,
     }
 }
 

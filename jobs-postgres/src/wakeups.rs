@@ -20,13 +20,13 @@
 //! [`WAKE_WINDOW`] later; a stream of enqueues sends one per window. Wake-ups are hints: if
 //! one fails (or the process exits first) the workers find the jobs at their next poll.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use diesel_async::AsyncPgConnection;
 use diesel_async::pooled_connection::AsyncDieselConnectionManager;
+use jobs_driver::wake_ration::{WakeRation, due_queues};
 use jobs_driver::{Inserted, NewJob, Result};
 use tokio::time::Instant;
 
@@ -43,24 +43,15 @@ pub const WAKE_WINDOW: Duration = Duration::from_millis(2);
 /// fewer notifications for bursts at the cost of up to that much pickup latency; zero
 /// makes every insert notify from its own statement.
 pub fn set_wake_window(pool: &Pool, window: Duration) {
-    *for_pool(pool).window.lock().unwrap_or_else(|e| e.into_inner()) = window;
+    for_pool(pool).ration.set_window(window);
 }
 
 type WeakPool = deadpool::managed::WeakPool<AsyncDieselConnectionManager<AsyncPgConnection>>;
 
-#[derive(Debug)]
-struct QueueWake {
-    /// When the last wake-up was sent (or claimed by an insert that sends it).
-    last: Instant,
-    /// A trailing wake-up is scheduled and has not been sent yet.
-    trailing: bool,
-}
-
 /// The wake-up state of one pool.
 struct PoolWakeups {
     pool: WeakPool,
-    window: Mutex<Duration>,
-    queues: Mutex<HashMap<String, QueueWake>>,
+    ration: WakeRation,
 }
 
 /// The state of every live pool that enqueued, keyed by the address of the pool's manager
@@ -77,47 +68,16 @@ fn for_pool(pool: &Pool) -> Arc<PoolWakeups> {
     }
     // A new pool: drop the entries of pools that are gone.
     pools.retain(|(_, p)| p.pool.upgrade().is_some());
-    let created = Arc::new(PoolWakeups {
-        pool: pool.weak(),
-        window: Mutex::new(WAKE_WINDOW),
-        queues: Mutex::new(HashMap::new()),
-    });
+    let created = Arc::new(PoolWakeups { pool: pool.weak(), ration: WakeRation::new(WAKE_WINDOW) });
     pools.push((key, created.clone()));
     created
 }
 
 impl PoolWakeups {
-    /// Called before an insert whose jobs due now go to `due_queues`: whether the insert
-    /// should notify itself, because one of them has had no wake-up within the window.
-    /// If so, the wake-up is counted as sent for all of them.
-    fn claim_leading(&self, due_queues: &[&str]) -> bool {
-        self.claim_leading_at(due_queues, Instant::now())
-    }
-
-    fn window(&self) -> Duration {
-        *self.window.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn claim_leading_at(&self, due_queues: &[&str], now: Instant) -> bool {
-        let window = self.window();
-        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-        let leading =
-            due_queues.iter().any(|q| queues.get(*q).is_none_or(|w| now.duration_since(w.last) >= window));
-        if leading {
-            for q in due_queues {
-                queues
-                    .entry((*q).to_owned())
-                    .and_modify(|w| w.last = now)
-                    .or_insert(QueueWake { last: now, trailing: false });
-            }
-        }
-        leading
-    }
-
     /// Called after an insert that did not notify has committed jobs available in
     /// `queues`: makes sure a wake-up for each is sent after now, at the end of its window.
     fn cover(self: &Arc<Self>, queues: Vec<String>) {
-        let Some((at, queues)) = self.schedule_trailing(queues, Instant::now()) else { return };
+        let Some((at, queues)) = self.ration.schedule_trailing(queues, Instant::now()) else { return };
         let this = self.clone();
         let send = async move {
             tokio::time::sleep_until(at).await;
@@ -132,38 +92,10 @@ impl PoolWakeups {
         }
     }
 
-    /// Marks the queues of `queues` that have no trailing wake-up yet as having one, and
-    /// returns when to send it and for which queues (`None` when all are covered).
-    fn schedule_trailing(&self, queues: Vec<String>, now: Instant) -> Option<(Instant, Vec<String>)> {
-        let window = self.window();
-        let mut state = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-        let mut at = now;
-        let mut uncovered = Vec::new();
-        for q in queues {
-            let wake = state.entry(q.clone()).or_insert(QueueWake { last: now, trailing: false });
-            if wake.trailing {
-                continue;
-            }
-            wake.trailing = true;
-            at = at.max(wake.last + window);
-            uncovered.push(q);
-        }
-        (!uncovered.is_empty()).then_some((at, uncovered))
-    }
-
     /// Sends a trailing wake-up. The flags are cleared before the statement goes out, so an
     /// insert that still sees one set is covered by this statement, sent after it looked.
     async fn send_trailing(&self, queues: Vec<String>) {
-        {
-            let now = Instant::now();
-            let mut state = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-            for q in &queues {
-                if let Some(wake) = state.get_mut(q) {
-                    wake.trailing = false;
-                    wake.last = now;
-                }
-            }
-        }
+        self.ration.sending(&queues);
         let Some(pool) = self.pool.upgrade() else { return };
         let sent = async {
             let mut conn = pool::get(&pool).await?;
@@ -207,7 +139,7 @@ pub(crate) async fn insert(
     }
     let wakeups = for_pool(pool);
     let due = due_queues(jobs);
-    let leading = !due.is_empty() && wakeups.claim_leading(&due);
+    let leading = !due.is_empty() && wakeups.ration.claim_leading(&due);
     let mut conn = pool::get(pool).await?;
     let (inserted, queues) = insert_many_committed(&mut conn, jobs, now, leading).await?;
     drop(conn);
@@ -215,59 +147,4 @@ pub(crate) async fn insert(
         wakeups.cover(queues);
     }
     Ok(inserted)
-}
-
-/// The queues of the jobs due now by this process's clock (a guess: the database decides,
-/// and an insert that did not notify wakes the queues it reports afterwards).
-fn due_queues(jobs: &[NewJob]) -> Vec<&str> {
-    let now = Utc::now();
-    let mut queues: Vec<&str> = Vec::new();
-    for job in jobs {
-        let due = job.run_at.is_none_or(|at| at <= now) && job.delay_ms.is_none_or(|ms| ms <= 0);
-        if due && !queues.contains(&&*job.queue) {
-            queues.push(&job.queue);
-        }
-    }
-    queues
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn wakeups() -> PoolWakeups {
-        let pool = crate::pool::pool("postgres://unused@localhost/unused", 1).expect("pool");
-        PoolWakeups { pool: pool.weak(), window: Mutex::new(WAKE_WINDOW), queues: Mutex::new(HashMap::new()) }
-    }
-
-    #[test]
-    fn the_first_enqueue_of_a_window_wakes_by_itself_and_the_rest_wait_for_one_trailing_wake_up() {
-        let w = wakeups();
-        let t0 = Instant::now();
-        assert!(w.claim_leading_at(&["mail"], t0), "nothing sent yet: the insert notifies");
-        let t1 = t0 + Duration::from_micros(500);
-        assert!(!w.claim_leading_at(&["mail"], t1), "within the window");
-        let (at, queues) = w.schedule_trailing(vec!["mail".into()], t1).expect("a trailing wake-up");
-        assert_eq!((at, queues), (t0 + WAKE_WINDOW, vec!["mail".to_owned()]));
-        // Later inserts of the window are covered by the one already scheduled.
-        let t2 = t0 + Duration::from_millis(1);
-        assert!(!w.claim_leading_at(&["mail"], t2));
-        assert_eq!(w.schedule_trailing(vec!["mail".into()], t2), None);
-        // Another queue has its own window.
-        assert!(w.claim_leading_at(&["other"], t2));
-        // Once the window has passed, an insert notifies by itself again.
-        assert!(w.claim_leading_at(&["mail"], t0 + WAKE_WINDOW));
-    }
-
-    #[test]
-    fn an_insert_after_a_window_without_wake_ups_gets_its_trailing_wake_up_at_once() {
-        let w = wakeups();
-        let t0 = Instant::now();
-        assert!(w.claim_leading_at(&["mail"], t0));
-        // The insert that claimed the edge found nothing due (say), and one that did not
-        // notify commits long after the window: its wake-up is due now, not in the past.
-        let late = t0 + Duration::from_millis(50);
-        let (at, _) = w.schedule_trailing(vec!["mail".into()], late).expect("scheduled");
-        assert_eq!(at, late);
-    }
 }

@@ -16,13 +16,12 @@ const READ_LIMITS: &str = "\
 SELECT json_extract(settings, '$.global_limit') AS global_limit,
        json_extract(settings, '$.rate_allowed') AS rate_allowed,
        json_extract(settings, '$.rate_period_secs') AS rate_period_secs,
-       rate_window, rate_used, rate_used_before
+       rate_window, rate_counts
 FROM job_queues WHERE name = $1";
 
 const COUNT_RUNNING: &str = "SELECT count(*) AS n FROM jobs WHERE queue = $1 AND state = 'running'";
 
-const STORE_USAGE: &str =
-    "UPDATE job_queues SET rate_window = $2, rate_used = $3, rate_used_before = $4 WHERE name = $1";
+const STORE_USAGE: &str = "UPDATE job_queues SET rate_window = $2, rate_counts = $3 WHERE name = $1";
 
 #[derive(QueryableByName)]
 struct LimitsRow {
@@ -34,10 +33,8 @@ struct LimitsRow {
     rate_period_secs: Option<i64>,
     #[diesel(sql_type = Nullable<BigInt>)]
     rate_window: Option<i64>,
-    #[diesel(sql_type = BigInt)]
-    rate_used: i64,
-    #[diesel(sql_type = BigInt)]
-    rate_used_before: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    rate_counts: Option<String>,
 }
 
 #[derive(QueryableByName)]
@@ -61,11 +58,9 @@ pub(crate) fn claim(
     }
     let rows: Vec<LimitsRow> = CachedQuery::new(READ_LIMITS).bind::<Text, _>(queue).load(conn)?;
     let Some(row) = rows.into_iter().next() else { return claim::claim(conn, queue, limit, node, now_ms) };
-    let window = row.rate_window.map(|start| RateWindow {
-        start: from_ms(start),
-        used: row.rate_used,
-        used_before: row.rate_used_before,
-    });
+    let window = row
+        .rate_window
+        .map(|start| RateWindow::decode(from_ms(start), row.rate_counts.as_deref().unwrap_or("[]")));
     let limits = ClaimLimits::stored(row.global_limit, row.rate_allowed, row.rate_period_secs, window);
     if !limits.any() {
         return claim::claim(conn, queue, limit, node, now_ms);
@@ -87,8 +82,7 @@ pub(crate) fn claim(
         CachedQuery::new(STORE_USAGE)
             .bind::<Text, _>(queue)
             .bind::<BigInt, _>(to_ms(usage.start))
-            .bind::<BigInt, _>(usage.used)
-            .bind::<BigInt, _>(usage.used_before)
+            .bind::<Text, _>(usage.encode_counts())
             .execute(conn)?;
     }
     Ok(jobs)

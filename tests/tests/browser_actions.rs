@@ -1,10 +1,10 @@
 //! Every dashboard action in a real headless Chromium, once at a phone's width in dark mode
 //! and once at a desktop's in light mode: cancel, retry and delete a job; act on a
 //! selection and on everything matching a filter (after its confirmation); pause and
-//! resume a queue and set its concurrency for the cluster; disable, enable and run a cron
-//! schedule; enqueue a job from the form; switch the theme and live refresh. Each step
-//! checks what the page says and what the database holds, and saves a screenshot under
-//! `target/browser-screenshots/actions/`.
+//! resume a queue and set its concurrency and limits for the cluster; disable, enable and
+//! run a cron schedule; enqueue a job from the form; switch the theme and live refresh.
+//! Each step checks what the page says and what the database holds, and saves a
+//! screenshot under `target/browser-screenshots/actions/`.
 
 use fantoccini::{Client, Locator};
 use jobs_core::driver::{
@@ -136,6 +136,22 @@ async fn walk(chromedriver: &jobs_tests::browser::Driver, size: (u32, u32), them
         driver.queue_settings(QueueSettingsParams { queue: Some("reports") }).await.expect("settings");
     assert_eq!(stored.first().and_then(|s| s.concurrency), Some(3));
     screenshot(&client, &shot("4-queue-limit")).await;
+    // And its limits across the cluster: at most 2 running, 100 started an hour.
+    let global = client.find(Locator::Css("#queue-reports input[name=global_limit]")).await.expect("input");
+    global.send_keys("2").await.expect("type");
+    let rate = client.find(Locator::Css("#queue-reports input[name=rate_allowed]")).await.expect("input");
+    rate.send_keys("100").await.expect("type");
+    let period = client.find(Locator::Css("#queue-reports select[name=rate_period]")).await.expect("select");
+    period.select_by_value("3600").await.expect("per hour");
+    click(&client, "#queue-reports .limits-set").await;
+    notice(&client, "about the limits", |n| n.contains("at most 2 running across the cluster, 100 per hour"))
+        .await;
+    let stored =
+        driver.queue_settings(QueueSettingsParams { queue: Some("reports") }).await.expect("settings");
+    let limits = stored.first().map(|s| (s.global_limit, s.rate_allowed, s.rate_period_secs));
+    assert_eq!(limits, Some((Some(2), Some(100), Some(3600))));
+    assert!(text(&client, "#queue-reports .queue-limits").await.contains("100 per hour started"));
+    screenshot(&client, &shot("4-queue-limits")).await;
 
     // Cron: disable, enable, run now.
     client.goto(&format!("{base}/cron")).await.expect("cron");

@@ -74,7 +74,7 @@ async fn register(shared: &Shared) -> Result<()> {
             Ok(stored) => {
                 for settings in stored {
                     if let Some(q) = shared.queues.get(&settings.queue) {
-                        q.apply_settings(Some(&settings));
+                        q.apply_settings(Some(&settings), &shared.config);
                     }
                 }
                 return Ok(());

@@ -60,16 +60,15 @@ pub(crate) struct Prefetch {
     pub(crate) window: Duration,
     /// The most jobs buffered.
     pub(crate) cap: usize,
-    /// The queue's slots on this node.
-    pub(crate) concurrency: usize,
 }
 
 impl Prefetch {
-    /// How many jobs to keep buffered, given the mean run time.
-    pub(crate) fn target(&self, mean_run: Option<Duration>) -> usize {
+    /// How many jobs to keep buffered, given the mean run time and the queue's slots on
+    /// this node (as the cluster's setting may have changed them).
+    pub(crate) fn target(&self, mean_run: Option<Duration>, concurrency: usize) -> usize {
         let Some(mean) = mean_run else { return 0 };
         let per_slot = self.window.as_secs_f64() / mean.as_secs_f64().max(1e-9);
-        let want = per_slot * self.concurrency as f64;
+        let want = per_slot * concurrency as f64;
         if want.is_finite() && want >= 1.0 { (want as usize).min(self.cap) } else { 0 }
     }
 }
@@ -91,28 +90,28 @@ mod tests {
 
     use super::{Prefetch, RunTime, low_water, refill};
 
-    fn prefetch(concurrency: usize) -> Prefetch {
-        Prefetch { window: Duration::from_millis(20), cap: 100, concurrency }
+    fn prefetch() -> Prefetch {
+        Prefetch { window: Duration::from_millis(20), cap: 100 }
     }
 
     #[test]
     fn fast_queues_buffer_up_to_the_cap_and_slow_ones_buffer_nothing() {
         // 24 slots of 1 ms jobs: 480 in a window, capped at 100.
-        assert_eq!(prefetch(24).target(Some(Duration::from_millis(1))), 100);
+        assert_eq!(prefetch().target(Some(Duration::from_millis(1)), 24), 100);
         assert_eq!((low_water(100), refill(100)), (50, 50));
         // 24 slots of one-second jobs: half a job in a window.
-        assert_eq!(prefetch(24).target(Some(Duration::from_secs(1))), 0);
+        assert_eq!(prefetch().target(Some(Duration::from_secs(1)), 24), 0);
         // 2 slots of 25 ms jobs: 1.6 jobs.
-        assert_eq!(prefetch(2).target(Some(Duration::from_millis(25))), 1);
+        assert_eq!(prefetch().target(Some(Duration::from_millis(25)), 2), 1);
         // Nothing ran yet: nothing is known.
-        assert_eq!(prefetch(24).target(None), 0);
+        assert_eq!(prefetch().target(None, 24), 0);
         assert_eq!((low_water(1), refill(1)), (0, 1));
     }
 
     #[test]
     fn a_zero_window_never_buffers() {
-        let p = Prefetch { window: Duration::ZERO, cap: 100, concurrency: 10 };
-        assert_eq!(p.target(Some(Duration::from_nanos(1))), 0);
+        let p = Prefetch { window: Duration::ZERO, cap: 100 };
+        assert_eq!(p.target(Some(Duration::from_nanos(1)), 10), 0);
     }
 
     #[test]

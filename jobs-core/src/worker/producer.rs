@@ -27,7 +27,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use jobs_driver::{ClaimedJob, JobClaimParams, QueueSettingsParams};
+use jobs_driver::{ClaimedJob, JobClaimParams};
 
 use super::buffer::Buffered;
 use super::executor;
@@ -86,18 +86,11 @@ fn claim_retry_pause(poll_interval: Duration) -> RetryPause {
     RetryPause::new(Duration::from_millis(100), poll_interval.max(Duration::from_millis(100)))
 }
 
-/// How many jobs one claim asks for: the queue's slots shared among the claims in
-/// flight, capped by `max_fetch`.
-pub(crate) fn batch_size(concurrency: usize, claims_in_flight: usize, max_fetch: usize) -> usize {
-    concurrency.div_ceil(claims_in_flight.max(1)).clamp(1, max_fetch.max(1))
-}
-
 /// Runs until `stop` fires and the claims in flight are back.
 pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: CancellationToken) {
     let mut ticker = tokio::time::interval(shared.config.poll_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticker.reset();
-    let batch = queue.batch;
     let mut in_flight = FuturesUnordered::new();
     let mut plan = Plan {
         idle: false,
@@ -125,18 +118,23 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: Can
             let left = queue.buffer.lock().unwrap_or_else(|e| e.into_inner()).take_all();
             hand_back(&shared, left, "the queue is paused").await;
         }
+        // A limited queue buffers nothing: what was buffered before the limits came goes
+        // back, where it would count against them while other nodes' slots stand free.
+        let limited = queue.limited.load(Ordering::Acquire);
+        if limited {
+            let left = queue.buffer.lock().unwrap_or_else(|e| e.into_inner()).take_all();
+            hand_back(&shared, left, "the queue has limits for the cluster").await;
+        }
         // Buffered jobs and free slots never wait for each other (cheap when either is none).
         dispatch(&shared, &queue);
         let runs = queue.run_time.runs();
         plan.stalled_at = plan.stalled_at.filter(|&at| at == runs);
-        // A limited queue buffers nothing: a job claimed ahead would count against the
-        // cluster's limits while other nodes' slots stand free.
-        let limited = queue.limited.load(Ordering::Acquire);
         plan.target = if plan.stalled_at.is_some() || limited {
             0
         } else {
-            queue.prefetch.target(queue.run_time.mean())
+            queue.prefetch.target(queue.run_time.mean(), queue.limit.current())
         };
+        let batch = queue.batch.load(Ordering::Relaxed);
         queue.low_water.store(prefetch::low_water(plan.target), Ordering::Relaxed);
         // Start as many claims as the plan allows.
         while in_flight.len() < shared.config.claims_in_flight
@@ -180,7 +178,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: Arc<QueueRuntime>, stop: Can
             _ = queue.slot_freed.notified(), if limited && plan.idle => plan.wake(),
             _ = queue.wake.notified() => plan.wake(),
             _ = ticker.tick() => {
-                refresh_settings(&shared, &queue).await;
+                queue.refresh_settings(&shared).await;
                 plan.wake();
             }
             _ = sleep_until(plan.retry_at) => plan.retry_at = None,
@@ -346,25 +344,11 @@ fn dispatch(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>) {
     }
 }
 
-/// Re-reads the queue's stored settings: its pause flag (a missed NOTIFY must not pause or
-/// resume it forever), its limits, and the concurrency set for the cluster, if any.
-async fn refresh_settings(shared: &Shared, queue: &QueueRuntime) {
-    let stored = shared.driver.queue_settings(QueueSettingsParams { queue: Some(&queue.name) }).await;
-    match stored {
-        Ok(stored) => {
-            if queue.apply_settings(stored.first()) {
-                tracing::info!(queue = %queue.name, concurrency = queue.limit.current(), "concurrency changed");
-            }
-        }
-        Err(e) => tracing::warn!(queue = %queue.name, error = %e, "reading the queue's settings failed"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use super::{Plan, batch_size, claim_retry_pause};
+    use super::{Plan, claim_retry_pause};
 
     #[test]
     fn a_wake_up_during_a_short_claim_keeps_the_producer_claiming() {
@@ -392,15 +376,5 @@ mod tests {
         // A full claim never idles.
         plan.claim_returned(10, 10, plan.wakes);
         assert!(!plan.idle);
-    }
-
-    #[test]
-    fn a_claim_asks_for_its_share_of_the_slots() {
-        assert_eq!(batch_size(100, 2, 1_000), 50);
-        assert_eq!(batch_size(101, 2, 1_000), 51);
-        assert_eq!(batch_size(400, 2, 100), 100);
-        assert_eq!(batch_size(1, 2, 1_000), 1);
-        assert_eq!(batch_size(10, 1, 1_000), 10);
-        assert_eq!(batch_size(10, 0, 0), 1);
     }
 }

@@ -9,7 +9,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
 
-use jobs_driver::{Driver, QueueSettings};
+use jobs_driver::{Driver, QueueSettings, QueueSettingsParams};
 
 use super::buffer::{Buffer, Buffered};
 use super::completions::CompletionSender;
@@ -19,6 +19,12 @@ use super::prefetch::{Prefetch, RunTime};
 use super::running::RunningJob;
 use crate::clock::Clock;
 use crate::registry::Registry;
+
+/// How many jobs one claim asks for: the queue's slots shared among the claims in
+/// flight, capped by `max_fetch`.
+pub(crate) fn batch_size(concurrency: usize, claims_in_flight: usize, max_fetch: usize) -> usize {
+    concurrency.div_ceil(claims_in_flight.max(1)).clamp(1, max_fetch.max(1))
+}
 
 /// Tunables every task reads.
 #[derive(Debug, Clone)]
@@ -47,8 +53,9 @@ pub(crate) struct QueueRuntime {
     pub(crate) limit: Limit,
     /// Rung when jobs may have become available (NOTIFY, reconnect, resume).
     pub(crate) wake: Notify,
-    /// How many jobs one claim asks for (see `producer::batch_size`).
-    pub(crate) batch: usize,
+    /// How many jobs one claim asks for (see `producer::batch_size`), for the queue's
+    /// current slots: set again when the cluster's setting changes them.
+    pub(crate) batch: AtomicUsize,
     /// Slots freed since the producer last started a claim; see [`QueueRuntime::free_slot`].
     pub(crate) freed: AtomicUsize,
     /// Rung when the first slot frees after the producer started a claim, when a batch's
@@ -84,7 +91,9 @@ impl QueueRuntime {
         }
         drop(permit);
         let freed = self.freed.fetch_add(1, Ordering::AcqRel) + 1;
-        if freed == 1 || freed == self.batch {
+        // A limited queue's producer may be waiting for room under its limits, which any
+        // job ending here makes.
+        if freed == 1 || freed == self.batch.load(Ordering::Relaxed) || self.limited.load(Ordering::Relaxed) {
             self.slot_freed.notify_one();
         }
     }
@@ -115,13 +124,31 @@ impl QueueRuntime {
     }
 
     /// Takes in the queue's stored settings (`None`: nothing stored): its pause flag, its
-    /// limits, and the concurrency set for the cluster. Returns whether the concurrency
-    /// changed.
-    pub(crate) fn apply_settings(&self, stored: Option<&QueueSettings>) -> bool {
+    /// limits, and the concurrency set for the cluster, to which the claims' size follows.
+    /// Returns whether the concurrency changed.
+    pub(crate) fn apply_settings(&self, stored: Option<&QueueSettings>, config: &RuntimeConfig) -> bool {
         self.paused.store(stored.is_some_and(|s| s.paused), Ordering::Release);
         self.limited.store(stored.is_some_and(QueueSettings::limited), Ordering::Release);
         let cluster = stored.and_then(|s| s.concurrency).and_then(|n| usize::try_from(n).ok());
-        self.limit.set(cluster, &self.slots)
+        let changed = self.limit.set(cluster, &self.slots);
+        let batch = batch_size(self.limit.current(), config.claims_in_flight, config.max_fetch);
+        self.batch.store(batch, Ordering::Relaxed);
+        changed
+    }
+
+    /// Re-reads the queue's stored settings: its pause flag (a missed notification must
+    /// not pause or resume it forever), its limits, and the concurrency set for the
+    /// cluster, if any.
+    pub(crate) async fn refresh_settings(&self, shared: &Shared) {
+        let stored = shared.driver.queue_settings(QueueSettingsParams { queue: Some(&self.name) }).await;
+        match stored {
+            Ok(stored) => {
+                if self.apply_settings(stored.first(), &shared.config) {
+                    tracing::info!(queue = %self.name, concurrency = self.limit.current(), "concurrency changed");
+                }
+            }
+            Err(e) => tracing::warn!(queue = %self.name, error = %e, "reading the queue's settings failed"),
+        }
     }
 
     /// How many claimed jobs wait for a slot.
@@ -153,4 +180,19 @@ pub(crate) struct Shared {
     /// Whether notifications arrive (the driver's listener is connected). While they do
     /// not, the heartbeat asks for cancellations of the jobs this node runs.
     pub(crate) listening: AtomicBool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::batch_size;
+
+    #[test]
+    fn a_claim_asks_for_its_share_of_the_slots() {
+        assert_eq!(batch_size(100, 2, 1_000), 50);
+        assert_eq!(batch_size(101, 2, 1_000), 51);
+        assert_eq!(batch_size(400, 2, 100), 100);
+        assert_eq!(batch_size(1, 2, 1_000), 1);
+        assert_eq!(batch_size(10, 1, 1_000), 10);
+        assert_eq!(batch_size(10, 0, 0), 1);
+    }
 }

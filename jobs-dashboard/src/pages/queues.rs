@@ -1,8 +1,11 @@
-//! Queues: depth per state, pause and resume, and each node's concurrency in use.
+//! Queues: depth per state, pause and resume, the settings for the whole cluster
+//! (concurrency per node, global and rate limits), and each node's concurrency in use.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use jobs_core::driver::{NodeListParams, QueueDepth, QueueListDepthsParams, QueueSettingsParams};
+use jobs_core::driver::{
+    NodeListParams, QueueDepth, QueueListDepthsParams, QueueSettings, QueueSettingsParams,
+};
 
 use crate::config::Dashboard;
 use crate::error::DashboardError;
@@ -25,15 +28,60 @@ struct QueuesPage {
     c: PageCtx,
     queues: Vec<QueueLine>,
     usage: Vec<NodeUse>,
-    /// The concurrency set for the cluster, by queue.
-    cluster: std::collections::HashMap<String, i64>,
-    /// The largest concurrency that may be set.
+    /// What is stored for the cluster, by queue.
+    settings: std::collections::HashMap<String, QueueSettings>,
+    /// The largest concurrency or global limit that may be set.
     max: i32,
+    /// The largest rate that may be set.
+    max_rate: u32,
+}
+
+/// One choice of the rate's period.
+struct PeriodOption {
+    secs: i64,
+    label: String,
+    /// ` selected` for the stored period, else empty.
+    selected: &'static str,
 }
 
 impl QueuesPage {
+    /// The concurrency per node set for the cluster.
     fn cluster_limit(&self, queue: &str) -> Option<i64> {
-        self.cluster.get(queue).copied()
+        self.settings.get(queue).and_then(|s| s.concurrency)
+    }
+
+    /// At most this many running across the cluster.
+    fn global_limit(&self, queue: &str) -> Option<i64> {
+        self.settings.get(queue).and_then(|s| s.global_limit)
+    }
+
+    /// The periods a rate may have, the stored one selected (offered too if it is not one
+    /// of the usual ones: it was set through the API).
+    fn period_options(&self, queue: &str) -> Vec<PeriodOption> {
+        let stored = self.rate(queue).map(|(_, period, _)| period);
+        let mut options: Vec<PeriodOption> = crate::queue_settings::RATE_PERIODS
+            .iter()
+            .map(|&(secs, name)| PeriodOption {
+                secs,
+                label: format!("per {name}"),
+                // With no rate stored, a number typed alone means so many a minute.
+                selected: if stored.unwrap_or(60) == secs { " selected" } else { "" },
+            })
+            .collect();
+        if let Some(period) = stored.filter(|p| !options.iter().any(|o| o.secs == *p)) {
+            options.push(PeriodOption {
+                secs: period,
+                label: format!("per {period} s"),
+                selected: " selected",
+            });
+        }
+        options
+    }
+
+    /// The rate limit, if any: its jobs per period, its period in seconds, and in words.
+    fn rate(&self, queue: &str) -> Option<(u32, i64, String)> {
+        let rate = self.settings.get(queue)?.rate()?;
+        Some((rate.allowed, i64::from(rate.period_secs), crate::queue_settings::describe_rate(rate)))
     }
 
     fn latency(&self, q: &QueueDepth) -> String {
@@ -62,13 +110,20 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
             }
         }
     }
-    let cluster = driver
+    let settings = driver
         .queue_settings(QueueSettingsParams { queue: None })
         .await?
         .into_iter()
-        .filter_map(|s| s.concurrency.map(|n| (s.queue, n)))
+        .map(|s| (s.queue.clone(), s))
         .collect();
     let cookies = c.take_cookies();
-    let max = jobs_core::driver::validation::MAX_CONCURRENCY;
-    view::respond(&QueuesPage { c, queues, usage, cluster, max }, cookies)
+    let page = QueuesPage {
+        c,
+        queues,
+        usage,
+        settings,
+        max: jobs_core::driver::validation::MAX_CONCURRENCY,
+        max_rate: jobs_core::driver::MAX_RATE_ALLOWED,
+    };
+    view::respond(&page, cookies)
 }

@@ -224,9 +224,27 @@ fn results(
     Ok((results, wake_ups))
 }
 
-/// Inserts `jobs` in one statement on `conn` (the driver's, or an application's in its
-/// transaction), then adds the wake-ups. Returns each input's result and the wake-ups.
+/// Inserts `jobs` on `conn` (the driver's, or an application's in its transaction), one
+/// statement per [`ROWS_PER_STATEMENT`], then adds the wake-ups' rows. Returns each
+/// input's result and the wake-ups.
 pub(crate) async fn insert_many<C>(
+    conn: &mut C,
+    jobs: &[NewJob],
+    now: Option<chrono::DateTime<chrono::Utc>>,
+) -> Result<(Vec<Inserted>, Vec<Notification>)>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    let (results, wake_ups) = insert_rows(conn, jobs, now).await?;
+    for wake_up in &wake_ups {
+        notifications::add(conn, wake_up).await?;
+    }
+    Ok((results, wake_ups))
+}
+
+/// [`insert_many`] without the wake-ups' rows: the caller sees to them (a batch of at most
+/// [`ROWS_PER_STATEMENT`] is then one statement, which commits by itself).
+pub(crate) async fn insert_rows<C>(
     conn: &mut C,
     jobs: &[NewJob],
     now: Option<chrono::DateTime<chrono::Utc>>,
@@ -242,11 +260,7 @@ where
     for index in 0..prepared.statements.len() {
         returned.extend(query(&prepared, index).load::<InsertedRow>(conn).await?);
     }
-    let (results, wake_ups) = results(&prepared, returned)?;
-    for wake_up in &wake_ups {
-        notifications::add(conn, wake_up).await?;
-    }
-    Ok((results, wake_ups))
+    results(&prepared, returned)
 }
 
 /// [`insert_many`] on a synchronous diesel connection (`MysqlConnection`, pooled or not).

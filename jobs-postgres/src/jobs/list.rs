@@ -7,9 +7,8 @@ use diesel::pg::Pg;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Bool, Double, Jsonb, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
-use jobs_driver::{Count, JobFilter, JobListParams, JobOrder, JobRow, JobState, Result};
+use jobs_driver::{Count, JobFilter, JobState, Result};
 
-use super::read::StoredJob;
 use crate::schema::jobs;
 
 diesel::define_sql_function! {
@@ -121,105 +120,6 @@ pub(crate) fn filtered(filter: &JobFilter) -> Boxed<'_> {
         q = q.filter(jobs::created_at.lt(to));
     }
     q
-}
-
-/// The filter's rows older than `before`, newest first, at most `limit`.
-pub(crate) fn page(filter: &JobFilter, before: Option<i64>, limit: i64) -> Boxed<'_> {
-    let mut q = filtered(filter);
-    let window = filter.from.is_some() || filter.to.is_some();
-    match filter.order {
-        // In a created window, creation order, which `jobs_created_idx` (created_at, id)
-        // serves: walking ids would pass every newer job before reaching the window. Ids
-        // follow creation time except between transactions that overlap.
-        JobOrder::NewestFirst if window => {
-            if let Some(before) = before {
-                q = q.filter(
-                    diesel::dsl::sql::<Bool>(
-                        "(jobs.created_at, jobs.id) < (SELECT b.created_at, b.id FROM jobs AS b WHERE b.id = ",
-                    )
-                    .bind::<diesel::sql_types::BigInt, _>(before)
-                    .sql(")"),
-                );
-            }
-            q.order((jobs::created_at.desc(), jobs::id.desc())).limit(limit)
-        }
-        JobOrder::OldestFirst if window => {
-            if let Some(after) = before {
-                q = q.filter(
-                    diesel::dsl::sql::<Bool>(
-                        "(jobs.created_at, jobs.id) > (SELECT b.created_at, b.id FROM jobs AS b WHERE b.id = ",
-                    )
-                    .bind::<diesel::sql_types::BigInt, _>(after)
-                    .sql(")"),
-                );
-            }
-            q.order((jobs::created_at.asc(), jobs::id.asc())).limit(limit)
-        }
-        JobOrder::NewestFirst => {
-            if let Some(before) = before {
-                q = q.filter(jobs::id.lt(before));
-            }
-            q.order(jobs::id.desc()).limit(limit)
-        }
-        JobOrder::OldestFirst => {
-            if let Some(after) = before {
-                q = q.filter(jobs::id.gt(after));
-            }
-            q.order(jobs::id.asc()).limit(limit)
-        }
-        // After the cursor job's (time, id), read from that job's row.
-        JobOrder::DueSoonest => {
-            if let Some(after) = before {
-                q = q.filter(
-                    diesel::dsl::sql::<Bool>(
-                        "(jobs.scheduled_at, jobs.id) > (SELECT b.scheduled_at, b.id FROM jobs AS b WHERE b.id = ",
-                    )
-                    .bind::<diesel::sql_types::BigInt, _>(after)
-                    .sql(")"),
-                );
-            }
-            q.order((jobs::scheduled_at.asc(), jobs::id.asc())).limit(limit)
-        }
-        JobOrder::RecentlyFinished => {
-            q = q.filter(jobs::finalized_at.is_not_null());
-            if let Some(before) = before {
-                q = q.filter(
-                    diesel::dsl::sql::<Bool>(
-                        "(jobs.finalized_at, jobs.id) < (SELECT b.finalized_at, b.id FROM jobs AS b WHERE b.id = ",
-                    )
-                    .bind::<diesel::sql_types::BigInt, _>(before)
-                    .sql(")"),
-                );
-            }
-            q.order((jobs::finalized_at.desc(), jobs::id.desc())).limit(limit)
-        }
-    }
-}
-
-/// A page of jobs, newest first, strictly older than `before` (an id) when given.
-pub(crate) async fn list<C>(conn: &mut C, params: JobListParams<'_>) -> Result<Vec<JobRow>>
-where
-    C: AsyncConnectionCore<Backend = Pg> + Send,
-{
-    let filter = params.filter;
-    if filter.order == JobOrder::RecentlyFinished && filter.states.len() > 1 {
-        // `jobs_finalized_idx` is ordered by state first: one index-ordered page per
-        // state, merged here, rather than every row of the states sorted (152 ms p50 for
-        // discarded and cancelled at 5 M jobs, against a few ms per state).
-        let mut rows: Vec<JobRow> = Vec::new();
-        for state in &filter.states {
-            let one = JobFilter { states: vec![*state], ..filter.clone() };
-            let page: Vec<StoredJob> =
-                page(&one, params.before, params.limit).select(StoredJob::as_select()).load(conn).await?;
-            rows.extend(page.into_iter().map(JobRow::from));
-        }
-        rows.sort_unstable_by_key(|j| std::cmp::Reverse((j.finalized_at, j.id)));
-        rows.truncate(usize::try_from(params.limit).unwrap_or(usize::MAX));
-        return Ok(rows);
-    }
-    let rows: Vec<StoredJob> =
-        page(filter, params.before, params.limit).select(StoredJob::as_select()).load(conn).await?;
-    Ok(rows.into_iter().map(JobRow::from).collect())
 }
 
 /// Counts the jobs matching `filter`: exactly up to `cap`; past it, the planner's estimate
@@ -353,15 +253,6 @@ sel AS (
         FROM stats, unnest(bounds) AS b WHERE attname = 'created_at' GROUP BY bounds), 0.33) END AS s
 )
 SELECT (total.n * sel.s)::float8 AS rows FROM total, sel";
-
-/// The ids of up to `limit` jobs matching `filter` with id below `before` (for bulk
-/// actions, which walk the filter in bounded batches).
-pub(crate) async fn list_ids<C>(conn: &mut C, params: JobListParams<'_>) -> Result<Vec<i64>>
-where
-    C: AsyncConnectionCore<Backend = Pg> + Send,
-{
-    Ok(page(params.filter, params.before, params.limit).select(jobs::id).load(conn).await?)
-}
 
 /// The number of jobs in each (queue, state) pair, by queue then state. Counts every row
 /// (a full scan on a large table: for the CLI's `stats`, not for a page that refreshes).

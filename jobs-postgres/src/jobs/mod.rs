@@ -7,4 +7,5 @@ pub(crate) mod insert;
 pub(crate) mod insert_full;
 pub(crate) mod list;
 pub(crate) mod maintenance;
+pub(crate) mod page;
 pub(crate) mod read;

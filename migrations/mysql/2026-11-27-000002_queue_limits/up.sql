@@ -1,8 +1,8 @@
--- A queue's cluster-wide rate limit (jobs_driver::ClaimLimits): the jobs its claims
--- started in the fixed window that began at rate_window (UTC), and in the window before
--- it. The limits themselves are in settings (global_limit, rate_allowed,
--- rate_period_secs). Written only by claims on a limited queue, under the row's lock.
+-- A queue's cluster-wide rate limit (jobs_driver::ClaimLimits): the starts its claims
+-- counted in each slice of the period (rate_counts: a JSON array, oldest first), the
+-- newest slice beginning at rate_window (UTC). The limits themselves are in settings
+-- (global_limit, rate_allowed, rate_period_secs). Written only by claims on a limited
+-- queue, under the row's lock.
 ALTER TABLE job_queues
-    ADD COLUMN rate_window      DATETIME(6) NULL,
-    ADD COLUMN rate_used        BIGINT      NOT NULL DEFAULT 0,
-    ADD COLUMN rate_used_before BIGINT      NOT NULL DEFAULT 0;
+    ADD COLUMN rate_window DATETIME(6) NULL,
+    ADD COLUMN rate_counts TEXT        NULL;

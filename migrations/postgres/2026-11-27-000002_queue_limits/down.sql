@@ -1,1 +1,1 @@
-ALTER TABLE job_queues DROP COLUMN rate_window, DROP COLUMN rate_used, DROP COLUMN rate_used_before;
+ALTER TABLE job_queues DROP COLUMN rate_window, DROP COLUMN rate_counts;

@@ -15,8 +15,8 @@ use super::config::{QueueConfig, UnknownKindPolicy};
 use super::configured::{Maintenance, Worker};
 use super::limit::Limit;
 use super::prefetch::{Prefetch, RunTime};
-use super::producer;
-use super::runtime::{QueueRuntime, RuntimeConfig, Shared};
+
+use super::runtime::{self, QueueRuntime, RuntimeConfig, Shared};
 use crate::clock::{Clock, SystemClock};
 use crate::cron::Periodic;
 use crate::error::Result;
@@ -326,15 +326,15 @@ impl WorkerBuilder {
                     slots: Arc::new(Semaphore::new(config.concurrency)),
                     limit: Limit::new(config.concurrency),
                     wake: Notify::new(),
-                    batch: producer::batch_size(config.concurrency, claims_in_flight, self.max_fetch),
+                    batch: AtomicUsize::new(runtime::batch_size(
+                        config.concurrency,
+                        claims_in_flight,
+                        self.max_fetch,
+                    )),
                     freed: AtomicUsize::new(0),
                     slot_freed: Notify::new(),
                     buffer: Mutex::new(Default::default()),
-                    prefetch: Prefetch {
-                        window: self.prefetch_window,
-                        cap: config.prefetch_cap(),
-                        concurrency: config.concurrency,
-                    },
+                    prefetch: Prefetch { window: self.prefetch_window, cap: config.prefetch_cap() },
                     run_time: RunTime::default(),
                     low_water: AtomicUsize::new(0),
                     paused: AtomicBool::new(false),

@@ -9,7 +9,7 @@ use jobs_core::driver::{
     Completion, JobClaimParams, JobCompleteManyParams, JobState, QueueSetLimitsParams, QueueSettingsParams,
     RateLimit,
 };
-use jobs_core::{ManualClock, Worker, enqueue_many};
+use jobs_core::{ManualClock, QueueLimits, Worker, enqueue_many, set_queue_limits};
 
 use crate::conformance::factory::{JobFactory, insert_all};
 use crate::conformance::jobs::{Ledger, nap, record};
@@ -88,8 +88,8 @@ pub async fn a_global_limit_caps_what_runs_across_nodes(db: TestDb) {
     assert_eq!(db.count(Some(JobState::Running)).await, 15);
 }
 
-/// 4 jobs a minute: the minute's claims take 4; the next minute starts with the last one
-/// counted in full, then less and less of it; two minutes on, nothing carries over.
+/// 4 jobs a minute, counted in slices of 3 s: the minute's claims take 4; they count until
+/// a whole minute after their slice ended, no longer.
 pub async fn a_rate_limit_slides_over_its_window(db: TestDb) {
     available(&db, 40).await;
     db.driver
@@ -103,14 +103,12 @@ pub async fn a_rate_limit_slides_over_its_window(db: TestDb) {
         Utc::now().duration_trunc(chrono::Duration::minutes(1)).expect("minute") + chrono::Duration::hours(1);
     let at = |s: i64| Some(t0 + chrono::Duration::seconds(s));
     let mut taken = Vec::new();
-    for (second, wanted) in [(0, 10), (30, 10), (60, 10), (75, 10), (90, 1), (90, 10), (120, 10), (245, 10)] {
+    for (second, wanted) in [(0, 10), (30, 10), (60, 10), (63, 1), (63, 10), (123, 10), (126, 10)] {
         taken.push(db.driver.job_claim(limited(wanted, "node-a", at(second))).await.expect("claim").len());
     }
-    // 0: 4 of 10. 30: none. 60: the last minute's 4 still count. 75: 4 × 3/4 = 3 count,
-    // 1 left. 90: 4 × 1/2 = 2 count, and 1 was taken at 75: 1 left, taken by the claim of
-    // 1. 120: the minute at 60 took 2, all of them count. 245: the last claim was two
-    // windows ago, nothing carries over.
-    assert_eq!(taken, [4, 0, 0, 1, 1, 0, 2, 4]);
+    // 0: 4 of 10. 30 and 60: the 4 still count. 63: a minute after their slice, 1, then
+    // 3 more. 123: those 4 count. 126: nothing started in the last minute and a slice.
+    assert_eq!(taken, [4, 0, 0, 1, 3, 0, 4]);
 
     // A limit on what runs and one on what starts: the smaller wins.
     db.driver
@@ -152,10 +150,10 @@ pub async fn workers_obey_the_queues_limits(db: TestDb) {
 
     // A rate: the worker's clock starts now and moves on an hour when told.
     let ledger = Ledger::new();
-    db.driver
-        .queue_set_limits(limits(None, Some(RateLimit { allowed: 3, period_secs: 3600 })))
-        .await
-        .expect("rate");
+    let rate = QueueLimits { global_limit: None, rate: Some(RateLimit { allowed: 3, period_secs: 3600 }) };
+    set_queue_limits(&db.driver, "work", rate).await.expect("rate");
+    let too_fast = QueueLimits { global_limit: None, rate: Some(RateLimit { allowed: 3, period_secs: 0 }) };
+    assert!(set_queue_limits(&db.driver, "work", too_fast).await.is_err(), "a zero period is refused");
     enqueue_many(&db.driver, (0..6).map(|n| record::build(ledger.record(n)))).await.expect("enqueue");
     let clock = ManualClock::new(Utc::now() + chrono::Duration::seconds(1));
     let worker = db.worker().clock(Arc::new(clock.clone())).build().expect("build");
