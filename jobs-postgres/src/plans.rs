@@ -270,5 +270,17 @@ async fn a_created_window_is_read_from_its_edge() {
         let step = if order == JobOrder::NewestFirst { -1 } else { 1 };
         assert_eq!(ids.len(), 100, "{order:?}");
         assert!(ids.windows(2).all(|w| w[1] - w[0] == step), "{order:?}: {ids:?}");
+        // The cursor job pruned before the next page is asked for: the page goes on from
+        // its id rather than coming back empty.
+        let gone = second.last().map(|j| j.id).expect("a cursor");
+        diesel::sql_query(format!("DELETE FROM jobs WHERE id = {gone}"))
+            .execute(&mut conn)
+            .await
+            .expect("prune");
+        let third = list(&mut conn, JobListParams { filter: &filter, before: Some(gone), limit: 5 })
+            .await
+            .expect("list");
+        let next: Vec<i64> = third.iter().map(|j| j.id).collect();
+        assert_eq!(next, (1..=5).map(|n| gone + n * step).collect::<Vec<_>>(), "{order:?}");
     }
 }

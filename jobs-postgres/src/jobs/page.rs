@@ -131,9 +131,12 @@ where
     let filter = params.filter;
     let time = time_of(filter, false);
     let cursor = cursor(conn, time, params.before).await?;
-    let mut states = if filter.states.is_empty() { JobState::ALL.to_vec() } else { filter.states.clone() };
+    let mut states = filter.states.clone();
     states.sort_by_key(|s| s.as_str());
     states.dedup();
+    if states.is_empty() && time == Some(Time::Created) {
+        states = JobState::ALL.to_vec();
+    }
     // The pages to merge, each with the states it reads, or none: one query.
     let groups: Vec<Vec<JobState>> = match time {
         // `jobs_finalized_idx` is ordered by state first: one index-ordered page per
