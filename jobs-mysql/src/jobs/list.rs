@@ -69,25 +69,81 @@ fn filtered(head: &str, what: &str, filter: &JobFilter) -> Query {
     q
 }
 
-/// The filter's rows older than `before`, newest first, at most `limit`.
-fn page(what: &str, filter: &JobFilter, before: Option<i64>, limit: i64) -> Query {
-    let mut q = filtered("", what, filter);
-    // The time orders continue after the cursor job's (time, id), read from its row.
-    let (beyond, order) = match filter.order {
-        JobOrder::NewestFirst => (" AND id < ?", " ORDER BY id DESC LIMIT ?"),
-        JobOrder::OldestFirst => (" AND id > ?", " ORDER BY id ASC LIMIT ?"),
-        JobOrder::DueSoonest => (
-            " AND (scheduled_at, id) > (SELECT b.scheduled_at, b.id FROM jobs AS b WHERE b.id = ?)",
-            " ORDER BY scheduled_at ASC, id ASC LIMIT ?",
-        ),
-        JobOrder::RecentlyFinished => (
-            " AND (finalized_at, id) < (SELECT b.finalized_at, b.id FROM jobs AS b WHERE b.id = ?)",
-            " AND finalized_at IS NOT NULL ORDER BY finalized_at DESC, id DESC LIMIT ?",
-        ),
-    };
-    if let Some(before) = before {
-        q = q.sql(beyond).bind::<BigInt, _>(before);
+/// Where a page starts: after job `id`, at its time `at` in a time order (`None`: by id
+/// alone, as when the cursor job is gone or no longer has that time).
+#[derive(Debug, Clone, Copy)]
+struct Cursor {
+    id: i64,
+    at: Option<chrono::NaiveDateTime>,
+}
+
+#[derive(QueryableByName)]
+struct At {
+    #[diesel(sql_type = diesel::sql_types::Nullable<Datetime>)]
+    at: Option<chrono::NaiveDateTime>,
+}
+
+/// The time column of `filter`'s order, if it is a time order.
+fn time_column(filter: &JobFilter) -> Option<&'static str> {
+    match filter.order {
+        JobOrder::NewestFirst | JobOrder::OldestFirst => None,
+        JobOrder::DueSoonest => Some("scheduled_at"),
+        JobOrder::RecentlyFinished => Some("finalized_at"),
     }
+}
+
+/// The cursor for `before`: the job's time read from its row first, so that a page after a
+/// job pruned meanwhile goes on from its id rather than coming back empty.
+async fn cursor<C>(conn: &mut C, filter: &JobFilter, before: Option<i64>) -> Result<Option<Cursor>>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    let Some(id) = before else { return Ok(None) };
+    let at = match time_column(filter) {
+        None => None,
+        Some(column) => diesel::sql_query(format!("SELECT {column} AS at FROM jobs WHERE id = ?"))
+            .bind::<BigInt, _>(id)
+            .load::<At>(conn)
+            .await?
+            .into_iter()
+            .next()
+            .and_then(|r| r.at),
+    };
+    Ok(Some(Cursor { id, at }))
+}
+
+/// The cursor after `row`, in `filter`'s order.
+fn cursor_after(filter: &JobFilter, row: &JobRow) -> Cursor {
+    let at = match filter.order {
+        JobOrder::NewestFirst | JobOrder::OldestFirst => None,
+        JobOrder::DueSoonest => Some(naive(row.scheduled_at)),
+        JobOrder::RecentlyFinished => row.finalized_at.map(naive),
+    };
+    Cursor { id: row.id, at }
+}
+
+/// The filter's rows after `cursor` in its order, at most `limit`.
+fn page(what: &str, filter: &JobFilter, cursor: Option<Cursor>, limit: i64) -> Query {
+    let mut q = filtered("", what, filter);
+    let descending = matches!(filter.order, JobOrder::NewestFirst | JobOrder::RecentlyFinished);
+    let op = if descending { "<" } else { ">" };
+    if let Some(Cursor { id, at }) = cursor {
+        q = match (time_column(filter), at) {
+            (Some(column), Some(at)) => q
+                .sql(format!(" AND ({column}, id) {op} (?, ?)"))
+                .bind::<Datetime, _>(at)
+                .bind::<BigInt, _>(id),
+            _ => q.sql(format!(" AND id {op} ?")).bind::<BigInt, _>(id),
+        };
+    }
+    let order = match filter.order {
+        JobOrder::NewestFirst => " ORDER BY id DESC LIMIT ?",
+        JobOrder::OldestFirst => " ORDER BY id ASC LIMIT ?",
+        JobOrder::DueSoonest => " ORDER BY scheduled_at ASC, id ASC LIMIT ?",
+        JobOrder::RecentlyFinished => {
+            " AND finalized_at IS NOT NULL ORDER BY finalized_at DESC, id DESC LIMIT ?"
+        }
+    };
     q.sql(order).bind::<BigInt, _>(limit)
 }
 
@@ -98,7 +154,7 @@ fn found(filter: &JobFilter, row: &JobRow) -> bool {
     })
 }
 
-/// A page of jobs, newest first, strictly older than `before` (an id) when given.
+/// A page of jobs in the filter's order, after the job `before` when given.
 pub(crate) async fn list<C>(
     conn: &mut C,
     filter: &JobFilter,
@@ -109,13 +165,13 @@ where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {
     let mut rows = Vec::new();
-    let mut before = before;
+    let mut cursor = cursor(conn, filter, before).await?;
     loop {
         let want = limit - rows.len() as i64;
-        let read: Vec<StoredJob> = page(job_columns!(), filter, before, want).load(conn).await?;
+        let read: Vec<StoredJob> = page(job_columns!(), filter, cursor, want).load(conn).await?;
         let exhausted = (read.len() as i64) < want;
         let read = into_rows(read)?;
-        before = read.last().map(|r| r.id).or(before);
+        cursor = read.last().map(|r| cursor_after(filter, r)).or(cursor);
         rows.extend(read.into_iter().filter(|r| found(filter, r)));
         if exhausted || rows.len() as i64 >= limit || filter.search.is_none() {
             return Ok(rows);
@@ -137,7 +193,8 @@ where
     if filter.search.is_some() {
         return Ok(list(conn, filter, before, limit).await?.into_iter().map(|r| r.id).collect());
     }
-    let rows: Vec<crate::rows::Id> = page("id", filter, before, limit).load(conn).await?;
+    let cursor = cursor(conn, filter, before).await?;
+    let rows: Vec<crate::rows::Id> = page("id", filter, cursor, limit).load(conn).await?;
     Ok(rows.into_iter().map(|r| r.id).collect())
 }
 

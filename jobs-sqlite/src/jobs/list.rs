@@ -88,55 +88,99 @@ fn states_in(states: &[JobState]) -> String {
     sql
 }
 
-/// The filter's rows older than `before`, newest first, at most `limit`.
-fn page(what: &str, filter: &JobFilter, before: Option<i64>, limit: i64) -> Query {
-    let mut q = filtered("", what, filter);
-    // The time orders continue after the cursor job's (time, id), read from its row.
-    let (beyond, order) = match filter.order {
-        JobOrder::NewestFirst => (" AND id < ?", " ORDER BY id DESC LIMIT ?"),
-        JobOrder::OldestFirst => (" AND id > ?", " ORDER BY id ASC LIMIT ?"),
-        JobOrder::DueSoonest => (
-            " AND (scheduled_at, id) > (SELECT b.scheduled_at, b.id FROM jobs AS b WHERE b.id = ?)",
-            " ORDER BY scheduled_at ASC, id ASC LIMIT ?",
-        ),
-        JobOrder::RecentlyFinished => (
-            " AND (finalized_at, id) < (SELECT b.finalized_at, b.id FROM jobs AS b WHERE b.id = ?)",
-            " AND finalized_at IS NOT NULL ORDER BY finalized_at DESC, id DESC LIMIT ?",
-        ),
-    };
-    if let Some(before) = before {
-        q = q.sql(beyond).bind::<BigInt, _>(before);
+/// Where a page starts: after job `id`, at its time `at` in a time order (`None`: by id
+/// alone, as when the cursor job is gone or no longer has that time).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cursor {
+    id: i64,
+    at: Option<i64>,
+}
+
+#[derive(QueryableByName)]
+struct At {
+    #[diesel(sql_type = diesel::sql_types::Nullable<BigInt>)]
+    at: Option<i64>,
+}
+
+/// The time column of `filter`'s order, if it is a time order.
+fn time_column(filter: &JobFilter) -> Option<&'static str> {
+    match filter.order {
+        JobOrder::NewestFirst | JobOrder::OldestFirst => None,
+        JobOrder::DueSoonest => Some("scheduled_at"),
+        JobOrder::RecentlyFinished => Some("finalized_at"),
     }
+}
+
+/// The cursor for `before`: the job's time read from its row first, so that a page after a
+/// job pruned meanwhile goes on from its id rather than coming back empty.
+fn cursor(conn: &mut SqliteConnection, filter: &JobFilter, before: Option<i64>) -> Result<Option<Cursor>> {
+    let Some(id) = before else { return Ok(None) };
+    let at = match time_column(filter) {
+        None => None,
+        Some(column) => diesel::sql_query(format!("SELECT {column} AS at FROM jobs WHERE id = ?"))
+            .bind::<BigInt, _>(id)
+            .load::<At>(conn)?
+            .into_iter()
+            .next()
+            .and_then(|r| r.at),
+    };
+    Ok(Some(Cursor { id, at }))
+}
+
+/// The filter's rows after `cursor` in its order, at most `limit`.
+fn page(what: &str, filter: &JobFilter, cursor: Option<Cursor>, limit: i64) -> Query {
+    let mut q = filtered("", what, filter);
+    let descending = matches!(filter.order, JobOrder::NewestFirst | JobOrder::RecentlyFinished);
+    let op = if descending { "<" } else { ">" };
+    if let Some(Cursor { id, at }) = cursor {
+        q = match (time_column(filter), at) {
+            (Some(column), Some(at)) => {
+                q.sql(format!(" AND ({column}, id) {op} (?, ?)")).bind::<BigInt, _>(at).bind::<BigInt, _>(id)
+            }
+            _ => q.sql(format!(" AND id {op} ?")).bind::<BigInt, _>(id),
+        };
+    }
+    let order = match filter.order {
+        JobOrder::NewestFirst => " ORDER BY id DESC LIMIT ?",
+        JobOrder::OldestFirst => " ORDER BY id ASC LIMIT ?",
+        JobOrder::DueSoonest => " ORDER BY scheduled_at ASC, id ASC LIMIT ?",
+        JobOrder::RecentlyFinished => {
+            " AND finalized_at IS NOT NULL ORDER BY finalized_at DESC, id DESC LIMIT ?"
+        }
+    };
     q.sql(order).bind::<BigInt, _>(limit)
 }
 
 /// The text of a page's statement (`?` parameters), for the plan tests.
 #[cfg(test)]
 pub(crate) fn page_sql(filter: &JobFilter) -> String {
-    let text = diesel::debug_query::<Sqlite, _>(&page("id", filter, Some(1), 50)).to_string();
+    let cursor = Cursor { id: 1, at: Some(0) };
+    let text = diesel::debug_query::<Sqlite, _>(&page("id", filter, Some(cursor), 50)).to_string();
     text.split(" -- binds:").next().unwrap_or_default().to_owned()
 }
 
-/// A page of jobs, newest first, strictly older than `before` (an id) when given.
+/// A page of jobs in the filter's order, after the job `before` when given.
 pub(crate) fn list(
     conn: &mut SqliteConnection,
     filter: &JobFilter,
     before: Option<i64>,
     limit: i64,
 ) -> Result<Vec<JobRow>> {
-    let rows: Vec<StoredJob> = page(JOB_COLUMNS, filter, before, limit).load(conn)?;
+    let cursor = cursor(conn, filter, before)?;
+    let rows: Vec<StoredJob> = page(JOB_COLUMNS, filter, cursor, limit).load(conn)?;
     into_rows(rows)
 }
 
-/// The ids of up to `limit` jobs matching `filter` with id below `before` (for bulk
-/// actions, which walk the filter in bounded batches).
+/// The ids of up to `limit` jobs matching `filter` after `before` (for bulk actions,
+/// which walk the filter in bounded batches).
 pub(crate) fn list_ids(
     conn: &mut SqliteConnection,
     filter: &JobFilter,
     before: Option<i64>,
     limit: i64,
 ) -> Result<Vec<i64>> {
-    let rows: Vec<Id> = page("id", filter, before, limit).load(conn)?;
+    let cursor = cursor(conn, filter, before)?;
+    let rows: Vec<Id> = page("id", filter, cursor, limit).load(conn)?;
     Ok(rows.into_iter().map(|r| r.id).collect())
 }
 
