@@ -146,7 +146,10 @@ pub async fn workers_obey_the_queues_limits(db: TestDb) {
         handle.shutdown().await.expect("shutdown");
     }
     assert_eq!(ledger.runs().len(), 12);
-    assert_eq!(ledger.most_at_once(), 2, "two at once, never more");
+    // Never more than two at once (without the limit: all twelve). Two at once is the
+    // expected peak, but a loaded machine may start a claim's second job late.
+    let most = ledger.most_at_once();
+    assert!((1..=2).contains(&most), "{most} at once under a global limit of 2");
 
     // A rate: the worker's clock starts now and moves on an hour when told.
     let ledger = Ledger::new();
