@@ -75,10 +75,11 @@ pub struct RateWindow {
 }
 
 impl RateWindow {
-    /// The window as stored: `start` and the counts as a JSON array (`rate_counts`). Text
-    /// that is not one counts as no starts.
-    pub fn decode(start: DateTime<Utc>, counts: &str) -> RateWindow {
-        RateWindow { start, counts: serde_json::from_str(counts).unwrap_or_default() }
+    /// The window as stored: `rate_window` and `rate_counts` (a JSON array); `None` before
+    /// the first limited claim. Counts that are not such an array count as no starts.
+    pub fn decode(start: Option<DateTime<Utc>>, counts: Option<&str>) -> Option<RateWindow> {
+        let counts = counts.and_then(|c| serde_json::from_str(c).ok()).unwrap_or_default();
+        Some(RateWindow { start: start?, counts })
     }
 
     /// The counts as stored: a JSON array, oldest first.
@@ -252,8 +253,9 @@ mod tests {
     fn stored_counts_read_back_and_bad_text_counts_nothing() {
         let window = RateWindow { start: noon(), counts: vec![0, 2, 5] };
         assert_eq!(window.encode_counts(), "[0,2,5]");
-        assert_eq!(RateWindow::decode(noon(), "[0,2,5]"), window);
-        assert!(RateWindow::decode(noon(), "garbage").counts.is_empty());
+        assert_eq!(RateWindow::decode(Some(noon()), Some("[0,2,5]")), Some(window));
+        assert_eq!(RateWindow::decode(Some(noon()), Some("garbage")).map(|w| w.counts.len()), Some(0));
+        assert_eq!(RateWindow::decode(None, Some("[1]")), None);
     }
 
     #[test]

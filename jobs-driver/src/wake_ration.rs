@@ -29,7 +29,8 @@
 //! ```
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::Utc;
@@ -112,6 +113,31 @@ impl WakeRation {
             uncovered.push(q);
         }
         (!uncovered.is_empty()).then_some((at, uncovered))
+    }
+
+    /// Called after an insert that did not wake the workers has committed jobs available
+    /// in `queues`: schedules their trailing wake-up ([`schedule_trailing`]) and spawns a
+    /// task that waits for its time, marks it sent ([`sending`]) and runs `send` with the
+    /// queues it covers. Without a tokio runtime there is nothing to wait on: the workers'
+    /// poll finds the jobs.
+    ///
+    /// [`schedule_trailing`]: Self::schedule_trailing
+    /// [`sending`]: Self::sending
+    pub fn cover<F, Fut>(self: &Arc<Self>, queues: Vec<String>, send: F)
+    where
+        F: FnOnce(Vec<String>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let Some((at, queues)) = self.schedule_trailing(queues, Instant::now()) else { return };
+        let this = self.clone();
+        let task = async move {
+            tokio::time::sleep_until(at).await;
+            this.sending(&queues);
+            send(queues).await;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            drop(runtime.spawn(task));
+        }
     }
 
     /// Called just before a trailing wake-up for `queues` goes out: clears their flags,

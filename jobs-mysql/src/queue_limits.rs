@@ -66,9 +66,7 @@ pub(crate) async fn claim(
         let unlimited = JobClaimParams { limited: false, ..params };
         let Some(row) = rows.into_iter().next() else { return claim::claim(tx, unlimited).await };
         let now = utc(row.now);
-        let window = row
-            .rate_window
-            .map(|start| RateWindow::decode(utc(start), row.rate_counts.as_deref().unwrap_or("[]")));
+        let window = RateWindow::decode(row.rate_window.map(utc), row.rate_counts.as_deref());
         let limits = ClaimLimits::stored(row.global_limit, row.rate_allowed, row.rate_period_secs, window);
         if !limits.any() {
             return claim::claim(tx, unlimited).await;

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use jobs_driver::wake_ration::due_queues;
 use jobs_driver::{NewJob, Notification};
-use tokio::time::Instant;
 
 use crate::driver::MysqlDriver;
 use crate::jobs::insert::ROWS_PER_STATEMENT;
@@ -47,11 +46,8 @@ pub(crate) fn after_rationed(driver: &MysqlDriver, told: &[Notification]) {
     if queues.is_empty() {
         return;
     }
-    let Some((at, queues)) = driver.wakeups.schedule_trailing(queues, Instant::now()) else { return };
-    let (ration, pool) = (driver.wakeups.clone(), driver.pool.clone());
-    let send = async move {
-        tokio::time::sleep_until(at).await;
-        ration.sending(&queues);
+    let pool = driver.pool.clone();
+    driver.wakeups.cover(queues, move |queues| async move {
         let sent = async {
             let mut conn = pool::lend(&pool).await?;
             let mut outcome = Ok(());
@@ -68,11 +64,5 @@ pub(crate) fn after_rationed(driver: &MysqlDriver, told: &[Notification]) {
         if let Err(e) = sent {
             tracing::warn!(error = %e, "writing a wake-up failed; other processes find the jobs at their next poll");
         }
-    };
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => drop(runtime.spawn(send)),
-        Err(_) => tracing::debug!(
-            "no runtime to write a wake-up from; other processes find the jobs at their next poll"
-        ),
-    }
+    });
 }

@@ -64,9 +64,7 @@ pub(crate) async fn claim(
             .optional()?;
         let unlimited = JobClaimParams { limited: false, ..params };
         let Some(row) = row else { return claim::claim(tx, unlimited).await };
-        let window = row
-            .rate_window
-            .map(|start| RateWindow::decode(start, row.rate_counts.as_deref().unwrap_or("[]")));
+        let window = RateWindow::decode(row.rate_window, row.rate_counts.as_deref());
         let limits = ClaimLimits::stored(row.global_limit, row.rate_allowed, row.rate_period_secs, window);
         if !limits.any() {
             return claim::claim(tx, unlimited).await;

@@ -28,7 +28,6 @@ use diesel_async::AsyncPgConnection;
 use diesel_async::pooled_connection::AsyncDieselConnectionManager;
 use jobs_driver::wake_ration::{WakeRation, due_queues};
 use jobs_driver::{Inserted, NewJob, Result};
-use tokio::time::Instant;
 
 use crate::jobs::insert::{insert_many_committed, notify_available};
 use crate::pool::{self, Pool};
@@ -51,7 +50,7 @@ type WeakPool = deadpool::managed::WeakPool<AsyncDieselConnectionManager<AsyncPg
 /// The wake-up state of one pool.
 struct PoolWakeups {
     pool: WeakPool,
-    ration: WakeRation,
+    ration: Arc<WakeRation>,
 }
 
 /// The state of every live pool that enqueued, keyed by the address of the pool's manager
@@ -68,7 +67,7 @@ fn for_pool(pool: &Pool) -> Arc<PoolWakeups> {
     }
     // A new pool: drop the entries of pools that are gone.
     pools.retain(|(_, p)| p.pool.upgrade().is_some());
-    let created = Arc::new(PoolWakeups { pool: pool.weak(), ration: WakeRation::new(WAKE_WINDOW) });
+    let created = Arc::new(PoolWakeups { pool: pool.weak(), ration: Arc::new(WakeRation::new(WAKE_WINDOW)) });
     pools.push((key, created.clone()));
     created
 }
@@ -76,35 +75,25 @@ fn for_pool(pool: &Pool) -> Arc<PoolWakeups> {
 impl PoolWakeups {
     /// Called after an insert that did not notify has committed jobs available in
     /// `queues`: makes sure a wake-up for each is sent after now, at the end of its window.
-    fn cover(self: &Arc<Self>, queues: Vec<String>) {
-        let Some((at, queues)) = self.ration.schedule_trailing(queues, Instant::now()) else { return };
-        let this = self.clone();
-        let send = async move {
-            tokio::time::sleep_until(at).await;
-            this.send_trailing(queues).await;
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn(send)),
-            // Without a runtime there is nothing to wait on; the workers' poll finds the jobs.
-            Err(_) => {
-                tracing::debug!("no runtime to send a wake-up from; workers find the jobs at their next poll")
-            }
-        }
-    }
-
-    /// Sends a trailing wake-up. The flags are cleared before the statement goes out, so an
-    /// insert that still sees one set is covered by this statement, sent after it looked.
-    async fn send_trailing(&self, queues: Vec<String>) {
-        self.ration.sending(&queues);
+    fn cover(&self, queues: Vec<String>) {
+        // The pool is gone: nobody is left to enqueue or to be woken.
         let Some(pool) = self.pool.upgrade() else { return };
-        let sent = async {
-            let mut conn = pool::get(&pool).await?;
-            notify_available(&mut conn, &queues).await
-        }
-        .await;
-        if let Err(e) = sent {
-            tracing::warn!(error = %e, "waking the workers failed; they find the jobs at their next poll");
-        }
+        let pool = pool.weak();
+        self.ration.cover(queues, move |queues| send_trailing(pool, queues));
+    }
+}
+
+/// Sends a trailing wake-up (its flags already cleared: an insert that still sees one set
+/// is covered by this statement, sent after it looked).
+async fn send_trailing(pool: WeakPool, queues: Vec<String>) {
+    let Some(pool) = pool.upgrade() else { return };
+    let sent = async {
+        let mut conn = pool::get(&pool).await?;
+        notify_available(&mut conn, &queues).await
+    }
+    .await;
+    if let Err(e) = sent {
+        tracing::warn!(error = %e, "waking the workers failed; they find the jobs at their next poll");
     }
 }
 

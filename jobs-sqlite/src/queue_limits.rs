@@ -58,9 +58,7 @@ pub(crate) fn claim(
     }
     let rows: Vec<LimitsRow> = CachedQuery::new(READ_LIMITS).bind::<Text, _>(queue).load(conn)?;
     let Some(row) = rows.into_iter().next() else { return claim::claim(conn, queue, limit, node, now_ms) };
-    let window = row
-        .rate_window
-        .map(|start| RateWindow::decode(from_ms(start), row.rate_counts.as_deref().unwrap_or("[]")));
+    let window = RateWindow::decode(row.rate_window.map(from_ms), row.rate_counts.as_deref());
     let limits = ClaimLimits::stored(row.global_limit, row.rate_allowed, row.rate_period_secs, window);
     if !limits.any() {
         return claim::claim(conn, queue, limit, node, now_ms);

@@ -52,6 +52,12 @@ pub enum JobOrder {
 }
 
 impl JobOrder {
+    /// Whether pages run from the newest (or most recently finished) job down: the next
+    /// page's keys are smaller than the cursor's.
+    pub fn descending(self) -> bool {
+        matches!(self, JobOrder::NewestFirst | JobOrder::RecentlyFinished)
+    }
+
     /// The states whose due time an index orders (scheduled and retryable jobs).
     pub const DUE_STATES: [JobState; 2] = [JobState::Scheduled, JobState::Retryable];
 

@@ -125,7 +125,7 @@ fn cursor_after(filter: &JobFilter, row: &JobRow) -> Cursor {
 /// The filter's rows after `cursor` in its order, at most `limit`.
 fn page(what: &str, filter: &JobFilter, cursor: Option<Cursor>, limit: i64) -> Query {
     let mut q = filtered("", what, filter);
-    let descending = matches!(filter.order, JobOrder::NewestFirst | JobOrder::RecentlyFinished);
+    let descending = filter.order.descending();
     let op = if descending { "<" } else { ">" };
     if let Some(Cursor { id, at }) = cursor {
         q = match (time_column(filter), at) {

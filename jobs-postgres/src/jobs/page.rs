@@ -89,7 +89,7 @@ pub(crate) fn page(filter: &JobFilter, cursor: Option<Cursor>, limit: i64) -> Bo
 /// [`page`] ordered by `time`.
 fn page_in(filter: &JobFilter, time: Option<Time>, cursor: Option<Cursor>, limit: i64) -> Boxed<'_> {
     let mut q = filtered(filter);
-    let descending = matches!(filter.order, JobOrder::NewestFirst | JobOrder::RecentlyFinished);
+    let descending = filter.order.descending();
     if time == Some(Time::Finished) {
         q = q.filter(jobs::finalized_at.is_not_null());
     }

@@ -130,7 +130,7 @@ fn cursor(conn: &mut SqliteConnection, filter: &JobFilter, before: Option<i64>) 
 /// The filter's rows after `cursor` in its order, at most `limit`.
 fn page(what: &str, filter: &JobFilter, cursor: Option<Cursor>, limit: i64) -> Query {
     let mut q = filtered("", what, filter);
-    let descending = matches!(filter.order, JobOrder::NewestFirst | JobOrder::RecentlyFinished);
+    let descending = filter.order.descending();
     let op = if descending { "<" } else { ">" };
     if let Some(Cursor { id, at }) = cursor {
         q = match (time_column(filter), at) {
