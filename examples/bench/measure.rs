@@ -102,8 +102,8 @@ pub(crate) async fn count(pool: &Pool, statement: &str) -> BenchResult<i64> {
     Ok(diesel_async::RunQueryDsl::get_result::<Count>(diesel::sql_query(statement), &mut conn).await?.n)
 }
 
-/// Empties the jobs table.
+/// Empties the jobs table and the archive.
 pub(crate) async fn reset(pool: &Pool) -> BenchResult {
-    sql(pool, "TRUNCATE jobs").await?;
-    sql(pool, "VACUUM ANALYZE jobs").await
+    sql(pool, "TRUNCATE jobs, jobs_archive").await?;
+    sql(pool, "VACUUM ANALYZE jobs, jobs_archive").await
 }

@@ -107,14 +107,14 @@ impl Admin {
     pub(crate) async fn claim_to_completion_ms(&self) -> BenchResult<Vec<f64>> {
         let sql = match &self.pool {
             Pool::Postgres(_) => {
-                "SELECT (EXTRACT(EPOCH FROM finalized_at - attempted_at) * 1000)::float8 AS ms FROM jobs \
+                "SELECT (EXTRACT(EPOCH FROM finalized_at - attempted_at) * 1000)::float8 AS ms FROM jobs_all \
                  WHERE finalized_at IS NOT NULL"
             }
             Pool::Sqlite(_) => {
-                "SELECT CAST(finalized_at - attempted_at AS REAL) AS ms FROM jobs WHERE finalized_at IS NOT NULL"
+                "SELECT CAST(finalized_at - attempted_at AS REAL) AS ms FROM jobs_all WHERE finalized_at IS NOT NULL"
             }
             Pool::Mysql(_) => {
-                "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, attempted_at, finalized_at) / 1000 AS DOUBLE) AS ms FROM jobs \
+                "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, attempted_at, finalized_at) / 1000 AS DOUBLE) AS ms FROM jobs_all \
                  WHERE finalized_at IS NOT NULL"
             }
         };

@@ -132,8 +132,7 @@ async fn post(address: &str, path: &str, body: &str) -> String {
     response
 }
 
-const FULFILLED: &str =
-    "SELECT count(*) AS n FROM jobs WHERE kind = 'shop.fulfil_order' AND state = 'completed' AND attempt = 3";
+const FULFILLED: &str = "SELECT count(*) AS n FROM jobs_all WHERE kind = 'shop.fulfil_order' AND state = 'completed' AND attempt = 3";
 
 /// Runs the demo shop (started by the caller) through its paces: a sign-up in one
 /// transaction, a rejected duplicate, orders that fail twice and succeed, cron schedules,
@@ -153,13 +152,13 @@ async fn the_shop_works(mut shop: Running) {
     wait_count(
         &url,
         &format!(
-            "SELECT count(*) AS n FROM jobs WHERE {email} = 'grace@example.com' AND state = 'completed'"
+            "SELECT count(*) AS n FROM jobs_all WHERE {email} = 'grace@example.com' AND state = 'completed'"
         ),
         1,
     )
     .await;
     assert_eq!(
-        count(&url, &format!("SELECT count(*) AS n FROM jobs WHERE {email} = 'grace@example.com'")).await,
+        count(&url, &format!("SELECT count(*) AS n FROM jobs_all WHERE {email} = 'grace@example.com'")).await,
         Some(1)
     );
     // Each sample order's fulfilment fails twice, then succeeds on the third attempt.
@@ -177,7 +176,7 @@ async fn the_shop_works(mut shop: Running) {
     assert_eq!(
         count(
             &url,
-            "SELECT count(*) AS n FROM jobs WHERE state = 'scheduled' AND kind = 'shop.send_welcome'"
+            "SELECT count(*) AS n FROM jobs_all WHERE state = 'scheduled' AND kind = 'shop.send_welcome'"
         )
         .await,
         Some(1)
@@ -232,7 +231,7 @@ async fn a_separate_worker_binary_runs_the_shops_jobs() {
     let url = database_url(&shop.line_with("DATABASE_URL=").await);
     shop.line_with("dashboard: http://").await;
     assert_eq!(
-        count(&url, "SELECT count(*) AS n FROM jobs WHERE state = 'completed'").await,
+        count(&url, "SELECT count(*) AS n FROM jobs_all WHERE state = 'completed'").await,
         Some(0),
         "nothing runs in the app"
     );
@@ -241,7 +240,7 @@ async fn a_separate_worker_binary_runs_the_shops_jobs() {
     wait_count(&url, FULFILLED, 2).await;
     wait_count(
         &url,
-        "SELECT count(*) AS n FROM jobs WHERE kind = 'shop.send_welcome' AND state = 'completed'",
+        "SELECT count(*) AS n FROM jobs_all WHERE kind = 'shop.send_welcome' AND state = 'completed'",
         18,
     )
     .await;

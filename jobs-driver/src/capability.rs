@@ -29,6 +29,12 @@ pub enum Capability {
     /// Without it (and for other states, and error text, on every driver) the dashboard
     /// searches the newest jobs a window at a time.
     IndexedSearch,
+    /// Finished jobs leave the table that claims and vacuum work on, for an archive table
+    /// (Postgres: `jobs_archive`), so that keeping every finished job costs the queue
+    /// nothing. Reads see both. With it, the leader runs the archiver
+    /// (`job_archive`), which moves jobs that finished outside a completion statement.
+    /// Without it, finished jobs stay in the jobs table.
+    Archive,
 }
 
 /// The states whose jobs' arguments and metadata an [`Capability::IndexedSearch`] index
@@ -44,13 +50,14 @@ pub const INDEXED_SEARCH_STATES: [crate::state::JobState; 4] = [
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 6] = [
+    pub const ALL: [Capability; 7] = [
         Capability::ListenNotify,
         Capability::SkipLocked,
         Capability::CountEstimates,
         Capability::JsonContainment,
         Capability::Returning,
         Capability::IndexedSearch,
+        Capability::Archive,
     ];
 
     /// A short human name, used in skip reasons and error messages.
@@ -62,6 +69,7 @@ impl Capability {
             Capability::JsonContainment => "JSON containment search",
             Capability::Returning => "RETURNING",
             Capability::IndexedSearch => "an index for searches",
+            Capability::Archive => "an archive table for finished jobs",
         }
     }
 

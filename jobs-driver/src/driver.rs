@@ -63,6 +63,8 @@ pub trait Driver: Send + Sync + std::fmt::Debug + 'static {
     async fn job_rescue_stuck(&self, params: JobRescueStuckParams<'_>) -> Result<Vec<i64>>;
     /// See [`JobReleaseOrphansParams`].
     async fn job_release_orphans(&self, params: JobReleaseOrphansParams<'_>) -> Result<Vec<i64>>;
+    /// See [`JobArchiveParams`].
+    async fn job_archive(&self, params: JobArchiveParams) -> Result<i64>;
     /// See [`JobPruneParams`].
     async fn job_prune(&self, params: JobPruneParams) -> Result<i64>;
     /// See [`JobCancelManyParams`].

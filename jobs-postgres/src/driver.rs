@@ -184,6 +184,10 @@ impl Driver for PgDriver {
         on_conn!(self, c => jobs::maintenance::release_orphans(c, params))
     }
 
+    async fn job_archive(&self, params: JobArchiveParams) -> Result<i64> {
+        on_conn!(self, c => jobs::archive::archive(c, params))
+    }
+
     async fn job_prune(&self, params: JobPruneParams) -> Result<i64> {
         on_conn!(self, c => jobs::maintenance::prune(c, params))
     }

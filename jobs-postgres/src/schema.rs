@@ -40,6 +40,66 @@ diesel::table! {
 }
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use super::sql_types::JobState;
+
+    /// Finished jobs, moved out of `jobs` (see the migration `jobs_archive`).
+    jobs_archive (id) {
+        id -> Int8,
+        state -> JobState,
+        queue -> Text,
+        kind -> Text,
+        args -> Jsonb,
+        meta -> Jsonb,
+        tags -> Array<Text>,
+        priority -> Int2,
+        attempt -> Int4,
+        max_attempts -> Int4,
+        timeout_ms -> Nullable<Int8>,
+        created_at -> Timestamptz,
+        scheduled_at -> Timestamptz,
+        attempted_at -> Nullable<Timestamptz>,
+        finalized_at -> Timestamptz,
+        attempted_by -> Array<Text>,
+        errors -> Jsonb,
+        result -> Nullable<Jsonb>,
+        cancel_requested_at -> Nullable<Timestamptz>,
+        unique_key -> Nullable<Bytea>,
+        unique_states -> Nullable<Array<JobState>>,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use super::sql_types::JobState;
+
+    /// Every job, in `jobs` or in `jobs_archive` (a view: read it, never write it).
+    jobs_all (id) {
+        id -> Int8,
+        state -> JobState,
+        queue -> Text,
+        kind -> Text,
+        args -> Jsonb,
+        meta -> Jsonb,
+        tags -> Array<Text>,
+        priority -> Int2,
+        attempt -> Int4,
+        max_attempts -> Int4,
+        timeout_ms -> Nullable<Int8>,
+        created_at -> Timestamptz,
+        scheduled_at -> Timestamptz,
+        attempted_at -> Nullable<Timestamptz>,
+        finalized_at -> Nullable<Timestamptz>,
+        attempted_by -> Array<Text>,
+        errors -> Jsonb,
+        result -> Nullable<Jsonb>,
+        cancel_requested_at -> Nullable<Timestamptz>,
+        unique_key -> Nullable<Bytea>,
+        unique_states -> Nullable<Array<JobState>>,
+    }
+}
+
+diesel::table! {
     job_queues (name) {
         name -> Text,
         paused -> Bool,
@@ -103,4 +163,11 @@ diesel::table! {
     }
 }
 
-diesel::allow_tables_to_appear_in_same_query!(jobs, job_queues, job_nodes, job_schedules);
+diesel::allow_tables_to_appear_in_same_query!(
+    jobs,
+    jobs_archive,
+    jobs_all,
+    job_queues,
+    job_nodes,
+    job_schedules
+);

@@ -16,7 +16,7 @@ use crate::any_db::{AnyDb, RUNS_TABLE};
 use crate::wait_for;
 
 /// Counts the completed jobs.
-pub const COMPLETED: &str = "SELECT count(*) AS n FROM jobs WHERE state = 'completed'";
+pub const COMPLETED: &str = "SELECT count(*) AS n FROM jobs_all WHERE state = 'completed'";
 
 #[derive(QueryableByName)]
 struct Count {

@@ -98,6 +98,8 @@ mod polling {
             a_global_limit_caps_what_runs_across_nodes,
             a_rate_limit_slides_over_its_window,
             workers_obey_the_queues_limits,
+            finished_jobs_behave_the_same_wherever_they_are_kept,
+            a_key_held_in_a_final_state_holds_after_the_archiver_ran,
             search_finds_jobs_by_a_subset_of_their_arguments_or_metadata,
             counts_past_the_cap_are_estimated,
         ];
@@ -165,6 +167,8 @@ mod listening {
             a_global_limit_caps_what_runs_across_nodes,
             a_rate_limit_slides_over_its_window,
             workers_obey_the_queues_limits,
+            finished_jobs_behave_the_same_wherever_they_are_kept,
+            a_key_held_in_a_final_state_holds_after_the_archiver_ran,
             search_finds_jobs_by_a_subset_of_their_arguments_or_metadata,
             counts_past_the_cap_are_estimated,
         ];

@@ -1,5 +1,5 @@
 //! The leader's background services: the [`LeaderElector`], the [`Scheduler`], the
-//! [`Rescuer`], the [`Pruner`] and the [`CronEnqueuer`].
+//! [`Rescuer`], the [`Archiver`], the [`Pruner`] and the [`CronEnqueuer`].
 //!
 //! Every service has the same shape: a `*Config` with defaults and a `validate()` (called
 //! by `WorkerBuilder::build`), a `run_once()` that does one pass (tests call it directly),
@@ -7,6 +7,7 @@
 //! leader lease, for all but the elector. Each reaches the database only through the
 //! driver in its [`ServiceContext`].
 
+mod archiver;
 mod context;
 mod cron_enqueuer;
 mod leader;
@@ -14,6 +15,7 @@ mod pruner;
 mod rescuer;
 mod scheduler;
 
+pub use archiver::{Archiver, ArchiverConfig};
 pub use context::ServiceContext;
 pub use cron_enqueuer::{CronConfig, CronEnqueuer, Fired};
 pub use leader::{LeaderConfig, LeaderElector};

@@ -158,6 +158,9 @@ impl Driver for InlineDriver {
     async fn job_release_orphans(&self, _: JobReleaseOrphansParams<'_>) -> Result<Vec<i64>> {
         self.unsupported("release jobs")
     }
+    async fn job_archive(&self, _: JobArchiveParams) -> Result<i64> {
+        self.unsupported("archive jobs")
+    }
     async fn job_prune(&self, _: JobPruneParams) -> Result<i64> {
         self.unsupported("prune jobs")
     }

@@ -15,8 +15,8 @@ use super::runtime::Shared;
 use super::{completer, heartbeat, listener, panic_capture, producer};
 use crate::error::Result;
 use crate::maintenance::{
-    CronEnqueuer, LeaderConfig, LeaderElector, Pruner, PrunerConfig, Rescuer, RescuerConfig, Scheduler,
-    SchedulerConfig, ServiceContext,
+    Archiver, ArchiverConfig, CronEnqueuer, LeaderConfig, LeaderElector, Pruner, PrunerConfig, Rescuer,
+    RescuerConfig, Scheduler, SchedulerConfig, ServiceContext,
 };
 use crate::retry_pause::RetryPause;
 
@@ -25,6 +25,7 @@ pub(super) struct Maintenance {
     pub(super) leader: LeaderConfig,
     pub(super) scheduler: SchedulerConfig,
     pub(super) rescuer: RescuerConfig,
+    pub(super) archiver: ArchiverConfig,
     pub(super) pruner: PrunerConfig,
     pub(super) cron: CronEnqueuer,
 }
@@ -123,7 +124,7 @@ impl Worker {
         for queue in shared.queues.values() {
             producers.push(tokio::spawn(producer::run(shared.clone(), queue.clone(), stop_fetch.clone())));
         }
-        if let Some(Maintenance { leader, scheduler, rescuer, pruner, cron }) = self.maintenance {
+        if let Some(Maintenance { leader, scheduler, rescuer, archiver, pruner, cron }) = self.maintenance {
             let elector = LeaderElector::new(leader);
             // Try once now so a single node starts its services without waiting a tick.
             if let Err(e) = elector.run_once(&service_ctx).await {
@@ -135,6 +136,8 @@ impl Worker {
             ));
             services
                 .push(tokio::spawn(Rescuer::new(rescuer).run(service_ctx.clone(), stop_services.clone())));
+            services
+                .push(tokio::spawn(Archiver::new(archiver).run(service_ctx.clone(), stop_services.clone())));
             services.push(tokio::spawn(Pruner::new(pruner).run(service_ctx.clone(), stop_services.clone())));
             if !cron.is_empty() {
                 services.push(tokio::spawn(cron.run(service_ctx.clone(), stop_services.clone())));

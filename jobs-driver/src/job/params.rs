@@ -168,8 +168,20 @@ pub struct JobReleaseOrphansParams<'a> {
     pub now: Option<DateTime<Utc>>,
 }
 
-/// `job_prune`: delete at most `limit` jobs in final state `state` finalized more than
-/// `retention` ago, oldest first. Returns how many went.
+/// `job_archive`: move at most `limit` finished jobs out of the jobs table into the
+/// archive ([`Capability::Archive`](crate::Capability::Archive)), except those that hold
+/// their uniqueness key (a final state among their unique states), which stay where the
+/// unique index sees them. Returns how many moved; a driver without an archive moves none.
+#[derive(Debug, Clone, Copy)]
+pub struct JobArchiveParams {
+    /// The most rows to move.
+    pub limit: i64,
+}
+
+/// `job_prune`: delete jobs in final state `state` finalized more than `retention` ago,
+/// oldest first: at most `limit` from each table that holds finished jobs (the jobs table
+/// and, with [`Capability::Archive`](crate::Capability::Archive), the archive). Returns
+/// how many went.
 #[derive(Debug, Clone, Copy)]
 pub struct JobPruneParams {
     /// A final state.

@@ -52,16 +52,40 @@ RETURNING jobs.id",
 });
 
 // Completed and kept, the common case: three arrays and no per-row expressions. (A
-// request to cancel does not change a success.)
+// request to cancel does not change a success.) The row moves to `jobs_archive` in this
+// statement: deleted from `jobs`, inserted there with its outcome. One that holds its
+// uniqueness key in `completed` stays in `jobs` (see `archive.rs`).
 pub(crate) const COMPLETE_SUCCEEDED: &str = concat!(
     "\
-UPDATE jobs
-SET state = 'completed', finalized_at = COALESCE($4::timestamptz, now()), result = COALESCE(c.result::jsonb, jobs.result)
-FROM unnest($1::int8[], $2::int4[], $3::text[]) AS c(id, attempt, result)
-WHERE ",
+WITH batch AS (
+    SELECT * FROM unnest($1::int8[], $2::int4[], $3::text[]) AS c(id, attempt, result)
+), clock AS (
+    SELECT COALESCE($4::timestamptz, now()) AS now
+), moved AS (
+    DELETE FROM jobs USING batch AS c
+    WHERE ",
     running_at_attempt!(),
-    "
-RETURNING jobs.id"
+    " AND NOT (jobs.unique_key IS NOT NULL AND 'completed' = ANY (jobs.unique_states))
+    RETURNING jobs.*, c.result AS outcome
+), held AS (
+    UPDATE jobs
+    SET state = 'completed', finalized_at = clock.now, result = COALESCE(c.result::jsonb, jobs.result)
+    FROM batch AS c, clock
+    WHERE ",
+    running_at_attempt!(),
+    " AND jobs.unique_key IS NOT NULL AND 'completed' = ANY (jobs.unique_states)
+    RETURNING jobs.id
+), archived AS (
+    INSERT INTO jobs_archive (",
+    super::archive::job_columns!(),
+    ")
+    SELECT id, 'completed', queue, kind, args, meta, tags, priority, attempt, max_attempts, timeout_ms,
+           created_at, scheduled_at, attempted_at, clock.now, attempted_by, errors,
+           COALESCE(outcome::jsonb, result), cancel_requested_at, unique_key, unique_states
+    FROM moved, clock
+    RETURNING id
+)
+SELECT id FROM archived UNION ALL SELECT id FROM held"
 );
 
 pub(crate) const DELETE_COMPLETED: &str = concat!(

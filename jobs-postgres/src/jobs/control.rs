@@ -49,6 +49,31 @@ WITH target AS (
 SELECT state FROM target, (SELECT count(*) FROM woken) AS w"
 );
 
+// A retried job in the archive moves back to `jobs`, available now. (Run after `RETRY`,
+// as its own statement: a job the archiver moved while `RETRY` waited on its row is seen
+// here, in a later snapshot.)
+const RETRY_ARCHIVED: &str = concat!(
+    "\
+WITH back AS (
+    DELETE FROM jobs_archive WHERE id = ANY ($1)
+    RETURNING ",
+    super::archive::job_columns!(),
+    "
+), target AS (
+    INSERT INTO jobs (",
+    super::archive::job_columns!(),
+    ")
+    SELECT id, 'available', queue, kind, args, meta, tags, priority, attempt, GREATEST(max_attempts, attempt + 1),
+           timeout_ms, created_at, now(), attempted_at, NULL, attempted_by, errors, result, NULL,
+           unique_key, unique_states
+    FROM back
+    RETURNING queue, state
+), woken AS (SELECT pg_notify('",
+    available_channel!(),
+    "', queue) FROM (SELECT DISTINCT queue FROM target) AS q)
+SELECT state FROM target, (SELECT count(*) FROM woken) AS w"
+);
+
 async fn states_after<C>(conn: &mut C, sql: &'static str, ids: &[i64]) -> Result<Vec<JobState>>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
@@ -68,22 +93,30 @@ where
 }
 
 /// Makes the jobs of `ids` that are not running available now, granting one more attempt
-/// to those that used them all. Returns how many changed.
+/// to those that used them all; archived ones move back to `jobs`. Returns how many
+/// changed.
 pub async fn retry_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    Ok(states_after(conn, RETRY, ids).await?.len() as i64)
+    let hot = states_after(conn, RETRY, ids).await?.len();
+    let archived = states_after(conn, RETRY_ARCHIVED, ids).await?.len();
+    Ok((hot + archived) as i64)
 }
 
-/// Deletes the jobs of `ids` that are not running (cancel them first). Returns how many went.
+/// Deletes the jobs of `ids` that are not running (cancel them first), in `jobs` and then
+/// in the archive (a later snapshot: a job archived meanwhile is found there). Returns
+/// how many went.
 pub async fn delete_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    let n = diesel::sql_query("DELETE FROM jobs WHERE id = ANY ($1) AND state <> 'running'")
-        .bind::<Array<BigInt>, _>(ids)
-        .execute(conn)
-        .await?;
+    let mut n = 0;
+    for sql in [
+        "DELETE FROM jobs WHERE id = ANY ($1) AND state <> 'running'",
+        "DELETE FROM jobs_archive WHERE id = ANY ($1)",
+    ] {
+        n += diesel::sql_query(sql).bind::<Array<BigInt>, _>(ids).execute(conn).await?;
+    }
     Ok(n as i64)
 }

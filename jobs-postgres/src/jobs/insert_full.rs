@@ -1,4 +1,5 @@
-//! The row factory's insert: jobs exactly as given, in any state, one statement per batch.
+//! The row factory's insert: jobs exactly as given, in any state, one statement per batch;
+//! finished ones then move to the archive, as the engine would have moved them.
 
 use chrono::{DateTime, Utc};
 use diesel::pg::Pg;
@@ -73,7 +74,11 @@ where
             )
             .load(conn)
             .await?;
-        ids.extend(rows.into_iter().map(|r| r.id));
+        let chunk_ids: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
+        if chunk.iter().any(|j| j.state.is_final()) {
+            super::archive::archive_ids(conn, &chunk_ids).await?;
+        }
+        ids.extend(chunk_ids);
     }
     Ok(ids)
 }

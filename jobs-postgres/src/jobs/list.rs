@@ -9,7 +9,7 @@ use diesel::sql_types::{Array, Bool, Double, Jsonb, Nullable, Text, Timestamptz}
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::{Count, JobFilter, JobState, Result};
 
-use crate::schema::jobs;
+use crate::schema::jobs_all;
 
 diesel::define_sql_function! {
     /// The document the GIN search index covers: `{"args": args, "meta": meta}`.
@@ -21,7 +21,7 @@ diesel::define_sql_function! {
 /// a window of ids).
 pub(crate) const SEARCHABLE_STATES: [JobState; 4] = jobs_driver::INDEXED_SEARCH_STATES;
 
-type Boxed<'a> = jobs::BoxedQuery<'a, Pg>;
+type Boxed<'a> = jobs_all::BoxedQuery<'a, Pg>;
 
 /// The states `jobs_queue_state_idx` holds (its predicate lists them). Available and
 /// running jobs are left out of it: every job passes through both, and an entry there
@@ -49,9 +49,9 @@ fn states_sql(states: &[JobState]) -> String {
     let mut arms = Vec::with_capacity(3);
     if !indexed.is_empty() {
         let list: Vec<String> = indexed.iter().map(|s| format!("'{}'", s.as_str())).collect();
-        arms.push(format!("jobs.state IN ({})", list.join(", ")));
+        arms.push(format!("jobs_all.state IN ({})", list.join(", ")));
     }
-    arms.extend(own.iter().map(|s| format!("jobs.state = '{}'", s.as_str())));
+    arms.extend(own.iter().map(|s| format!("jobs_all.state = '{}'", s.as_str())));
     if arms.is_empty() {
         arms.push("false".to_owned());
     }
@@ -59,12 +59,12 @@ fn states_sql(states: &[JobState]) -> String {
 }
 
 pub(crate) fn filtered(filter: &JobFilter) -> Boxed<'_> {
-    let mut q = jobs::table.into_boxed::<Pg>();
+    let mut q = jobs_all::table.into_boxed::<Pg>();
     if !filter.states.is_empty() {
         q = q.filter(states_in(&filter.states));
     }
     if let Some(queue) = &filter.queue {
-        q = q.filter(jobs::queue.eq(queue));
+        q = q.filter(jobs_all::queue.eq(queue));
         if filter.states.is_empty() && filter.search.is_none() {
             // Every state, spelled out so that a small queue is read through the indexes
             // that hold its rows (see `states_in`).
@@ -72,31 +72,35 @@ pub(crate) fn filtered(filter: &JobFilter) -> Boxed<'_> {
         }
     }
     if let Some(kind) = &filter.kind {
-        q = q.filter(jobs::kind.eq(kind));
+        q = q.filter(jobs_all::kind.eq(kind));
     }
     if let Some(tag) = &filter.tag {
-        q = q.filter(jobs::tags.contains(vec![tag.clone()]));
+        q = q.filter(jobs_all::tags.contains(vec![tag.clone()]));
     }
     if let Some(search) = &filter.search {
         let indexed =
             !filter.states.is_empty() && filter.states.iter().all(|s| SEARCHABLE_STATES.contains(s));
         if indexed {
             // The form `jobs_search_idx` holds.
-            let doc = jobs_search_document(jobs::args, jobs::meta);
-            q = q.filter(doc.contains(serde_json::json!({ "args": search })).or(
-                jobs_search_document(jobs::args, jobs::meta).contains(serde_json::json!({ "meta": search })),
-            ));
+            let doc = jobs_search_document(jobs_all::args, jobs_all::meta);
+            q = q.filter(
+                doc.contains(serde_json::json!({ "args": search })).or(jobs_search_document(
+                    jobs_all::args,
+                    jobs_all::meta,
+                )
+                .contains(serde_json::json!({ "meta": search }))),
+            );
         } else {
             // No index holds these states: each row is tested, so test the columns
             // themselves (a third of the cost of building the document per row).
-            q = q.filter(jobs::args.contains(search.clone()).or(jobs::meta.contains(search.clone())));
+            q = q.filter(jobs_all::args.contains(search.clone()).or(jobs_all::meta.contains(search.clone())));
         }
     }
     if let Some(text) = &filter.error {
         let pattern = jobs_driver::like_pattern(text);
         q = q.filter(
             diesel::dsl::sql::<Bool>(
-                "EXISTS (SELECT 1 FROM jsonb_array_elements(jobs.errors) AS e WHERE e ->> 'message' ILIKE ",
+                "EXISTS (SELECT 1 FROM jsonb_array_elements(jobs_all.errors) AS e WHERE e ->> 'message' ILIKE ",
             )
             .bind::<Text, _>(pattern.clone())
             .sql(" OR e ->> 'error_type' ILIKE ")
@@ -105,19 +109,19 @@ pub(crate) fn filtered(filter: &JobFilter) -> Boxed<'_> {
         );
     }
     if let Some(floor) = filter.id_at_least {
-        q = q.filter(jobs::id.ge(floor));
+        q = q.filter(jobs_all::id.ge(floor));
     }
     if !filter.states.is_empty() && filter.states.iter().all(|s| s.is_final()) {
         // Implied by the states; written out so that `jobs_finalized_idx` (state,
         // finalized_at) can serve the filter: 10,001 discarded rows of 5 M are counted
         // in 3 ms through it, against 87 ms scanning the table for them.
-        q = q.filter(jobs::finalized_at.is_not_null());
+        q = q.filter(jobs_all::finalized_at.is_not_null());
     }
     if let Some(from) = filter.from {
-        q = q.filter(jobs::created_at.ge(from));
+        q = q.filter(jobs_all::created_at.ge(from));
     }
     if let Some(to) = filter.to {
-        q = q.filter(jobs::created_at.lt(to));
+        q = q.filter(jobs_all::created_at.lt(to));
     }
     q
 }
@@ -146,7 +150,7 @@ where
             return Ok(Count::Estimate(estimated));
         }
     }
-    let ids: Vec<i64> = filtered(filter).select(jobs::id).limit(cap + 1).load(conn).await?;
+    let ids: Vec<i64> = filtered(filter).select(jobs_all::id).limit(cap + 1).load(conn).await?;
     let n = ids.len() as i64;
     if n <= cap {
         return Ok(Count::Exact(n));
@@ -178,7 +182,7 @@ where
     }
     let cap = cap.max(FINISHED_EXACT_UP_TO);
     let row: crate::rows::Count = diesel::sql_query(format!(
-        "SELECT count(*) AS n FROM (SELECT 1 FROM jobs WHERE {} AND finalized_at IS NOT NULL LIMIT $1) AS t",
+        "SELECT count(*) AS n FROM (SELECT 1 FROM jobs_all WHERE {} AND finalized_at IS NOT NULL LIMIT $1) AS t",
         states_sql(&filter.states)
     ))
     .bind::<diesel::sql_types::BigInt, _>(cap + 1)
@@ -196,26 +200,33 @@ struct Estimate {
     rows: f64,
 }
 
-/// The planner's estimate of matching rows, from column statistics.
+/// The planner's estimate of matching rows, from column statistics: the sum of its
+/// estimates for `jobs` and for `jobs_archive`.
 async fn estimate_rows<C>(conn: &mut C, filter: &JobFilter) -> Result<i64>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
     let states: Vec<String> = filter.states.iter().map(|s| s.as_str().to_owned()).collect();
-    let row: Estimate = diesel::sql_query(ESTIMATE)
-        .bind::<Array<Text>, _>(states)
-        .bind::<Nullable<Text>, _>(filter.queue.as_deref())
-        .bind::<Nullable<Text>, _>(filter.kind.as_deref())
-        .bind::<Nullable<Text>, _>(filter.tag.as_deref())
-        .bind::<Nullable<Jsonb>, _>(filter.search.as_ref())
-        .bind::<Nullable<Timestamptz>, _>(filter.from)
-        .bind::<Nullable<Timestamptz>, _>(filter.to)
-        .get_result(conn)
-        .await?;
-    Ok(row.rows.round() as i64)
+    let mut total = 0.0;
+    for table in ["jobs", "jobs_archive"] {
+        let row: Estimate = diesel::sql_query(ESTIMATE)
+            .bind::<Array<Text>, _>(&states)
+            .bind::<Nullable<Text>, _>(filter.queue.as_deref())
+            .bind::<Nullable<Text>, _>(filter.kind.as_deref())
+            .bind::<Nullable<Text>, _>(filter.tag.as_deref())
+            .bind::<Nullable<Jsonb>, _>(filter.search.as_ref())
+            .bind::<Nullable<Timestamptz>, _>(filter.from)
+            .bind::<Nullable<Timestamptz>, _>(filter.to)
+            .bind::<Text, _>(table)
+            .get_result(conn)
+            .await?;
+        total += row.rows;
+    }
+    Ok(total.round() as i64)
 }
 
-// Selectivity product from pg_stats, per filtered column, times the table's row estimate.
+// Selectivity product from pg_stats, per filtered column, times the row estimate of the
+// table named by $8.
 // (EXPLAIN cannot take bind parameters through the extended protocol reliably, and
 // building its text would mean building SQL from strings.)
 // - state, queue, kind: the value's frequency among the most common values (1 % when it
@@ -225,12 +236,12 @@ where
 // - a created_at window: the share of `created_at`'s histogram buckets inside it;
 // - a search: 1 % (nothing estimates containment).
 const ESTIMATE: &str = "\
-WITH total AS (SELECT GREATEST(reltuples, 0)::float8 AS n FROM pg_class WHERE oid = 'jobs'::regclass),
+WITH total AS (SELECT GREATEST(reltuples, 0)::float8 AS n FROM pg_class WHERE oid = $8::regclass),
 stats AS (
     SELECT attname, most_common_vals::text::text[] AS vals, most_common_freqs AS freqs,
            most_common_elems::text::text[] AS elems, most_common_elem_freqs AS elem_freqs,
            histogram_bounds::text::timestamptz[] AS bounds
-    FROM pg_stats WHERE schemaname = current_schema() AND tablename = 'jobs'
+    FROM pg_stats WHERE schemaname = current_schema() AND tablename = $8
       AND attname IN ('state', 'queue', 'kind', 'tags', 'created_at')
 ),
 sel AS (
@@ -260,10 +271,10 @@ pub(crate) async fn counts_by_queue_and_state<C>(conn: &mut C) -> Result<Vec<(St
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    Ok(jobs::table
-        .group_by((jobs::queue, jobs::state))
-        .select((jobs::queue, jobs::state, diesel::dsl::count_star()))
-        .order_by((jobs::queue, jobs::state))
+    Ok(jobs_all::table
+        .group_by((jobs_all::queue, jobs_all::state))
+        .select((jobs_all::queue, jobs_all::state, diesel::dsl::count_star()))
+        .order_by((jobs_all::queue, jobs_all::state))
         .load(conn)
         .await?)
 }

@@ -191,18 +191,46 @@ where
     Ok(rows.into_iter().map(|r| r.id).collect())
 }
 
-const PRUNE: &str = "\
-WITH doomed AS (
-    SELECT id FROM jobs
-    WHERE state = $1::job_state
-      AND finalized_at < COALESCE($3::timestamptz, now()) - $2 * interval '1 millisecond'
+// Oldest first, in the archive and among the finished jobs still in `jobs` (those that
+// hold their uniqueness key, and those the archiver has not moved yet).
+macro_rules! prune_from {
+    ($table:literal) => {
+        concat!(
+            "doomed_",
+            $table,
+            " AS (
+    SELECT id FROM ",
+            $table,
+            ", clock
+    WHERE state = $1::job_state AND finalized_at < clock.cutoff
     ORDER BY finalized_at
     LIMIT $4
-    FOR UPDATE SKIP LOCKED
-), gone AS (
-    DELETE FROM jobs USING doomed WHERE jobs.id = doomed.id RETURNING jobs.id
-)
-SELECT count(*) AS n FROM gone";
+    FOR UPDATE OF ",
+            $table,
+            " SKIP LOCKED
+), gone_",
+            $table,
+            " AS (
+    DELETE FROM ",
+            $table,
+            " USING doomed_",
+            $table,
+            " AS d WHERE ",
+            $table,
+            ".id = d.id RETURNING 1
+)"
+        )
+    };
+}
+
+const PRUNE: &str = concat!(
+    "WITH clock AS (SELECT COALESCE($3::timestamptz, now()) - $2 * interval '1 millisecond' AS cutoff),\n",
+    prune_from!("jobs_archive"),
+    ",\n",
+    prune_from!("jobs"),
+    "
+SELECT (SELECT count(*) FROM gone_jobs_archive) + (SELECT count(*) FROM gone_jobs) AS n"
+);
 
 /// See [`JobPruneParams`].
 pub(crate) async fn prune<C>(conn: &mut C, params: JobPruneParams) -> Result<i64>

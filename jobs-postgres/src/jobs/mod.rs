@@ -1,5 +1,6 @@
 //! Every statement on the `jobs` table.
 
+pub(crate) mod archive;
 pub(crate) mod claim;
 pub(crate) mod complete;
 pub(crate) mod control;

@@ -18,9 +18,9 @@ use jobs_driver::{JobFilter, JobListParams, JobOrder, JobRow, JobState, Result};
 
 use super::list::filtered;
 use super::read::StoredJob;
-use crate::schema::jobs;
+use crate::schema::jobs_all;
 
-type Boxed<'a> = jobs::BoxedQuery<'a, Pg>;
+type Boxed<'a> = jobs_all::BoxedQuery<'a, Pg>;
 
 /// The time a page is ordered by, besides the id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,15 +64,15 @@ where
     let at = match time {
         None => None,
         Some(time) => {
-            let row = jobs::table.find(id);
+            let row = jobs_all::table.find(id);
             match time {
                 Time::Created => {
-                    row.select(jobs::created_at.nullable()).first(conn).await.optional()?.flatten()
+                    row.select(jobs_all::created_at.nullable()).first(conn).await.optional()?.flatten()
                 }
                 Time::Due => {
-                    row.select(jobs::scheduled_at.nullable()).first(conn).await.optional()?.flatten()
+                    row.select(jobs_all::scheduled_at.nullable()).first(conn).await.optional()?.flatten()
                 }
-                Time::Finished => row.select(jobs::finalized_at).first(conn).await.optional()?.flatten(),
+                Time::Finished => row.select(jobs_all::finalized_at).first(conn).await.optional()?.flatten(),
             }
         }
     };
@@ -91,7 +91,7 @@ fn page_in(filter: &JobFilter, time: Option<Time>, cursor: Option<Cursor>, limit
     let mut q = filtered(filter);
     let descending = filter.order.descending();
     if time == Some(Time::Finished) {
-        q = q.filter(jobs::finalized_at.is_not_null());
+        q = q.filter(jobs_all::finalized_at.is_not_null());
     }
     if let Some(Cursor { id, at }) = cursor {
         let op = if descending { "<" } else { ">" };
@@ -102,23 +102,23 @@ fn page_in(filter: &JobFilter, time: Option<Time>, cursor: Option<Cursor>, limit
         });
         q = match (column, at) {
             (Some(column), Some(at)) => q.filter(
-                diesel::dsl::sql::<Bool>(&format!("(jobs.{column}, jobs.id) {op} ("))
+                diesel::dsl::sql::<Bool>(&format!("(jobs_all.{column}, jobs_all.id) {op} ("))
                     .bind::<Timestamptz, _>(at)
                     .sql(", ")
                     .bind::<BigInt, _>(id)
                     .sql(")"),
             ),
-            _ if descending => q.filter(jobs::id.lt(id)),
-            _ => q.filter(jobs::id.gt(id)),
+            _ if descending => q.filter(jobs_all::id.lt(id)),
+            _ => q.filter(jobs_all::id.gt(id)),
         };
     }
     let q = match (time, descending) {
-        (Some(Time::Created), true) => q.order((jobs::created_at.desc(), jobs::id.desc())),
-        (Some(Time::Created), false) => q.order((jobs::created_at.asc(), jobs::id.asc())),
-        (Some(Time::Due), _) => q.order((jobs::scheduled_at.asc(), jobs::id.asc())),
-        (Some(Time::Finished), _) => q.order((jobs::finalized_at.desc(), jobs::id.desc())),
-        (None, true) => q.order(jobs::id.desc()),
-        (None, false) => q.order(jobs::id.asc()),
+        (Some(Time::Created), true) => q.order((jobs_all::created_at.desc(), jobs_all::id.desc())),
+        (Some(Time::Created), false) => q.order((jobs_all::created_at.asc(), jobs_all::id.asc())),
+        (Some(Time::Due), _) => q.order((jobs_all::scheduled_at.asc(), jobs_all::id.asc())),
+        (Some(Time::Finished), _) => q.order((jobs_all::finalized_at.desc(), jobs_all::id.desc())),
+        (None, true) => q.order(jobs_all::id.desc()),
+        (None, false) => q.order(jobs_all::id.asc()),
     };
     q.limit(limit)
 }
@@ -183,5 +183,5 @@ where
 {
     let time = time_of(params.filter, true);
     let cursor = cursor(conn, time, params.before).await?;
-    Ok(page_in(params.filter, time, cursor, params.limit).select(jobs::id).load(conn).await?)
+    Ok(page_in(params.filter, time, cursor, params.limit).select(jobs_all::id).load(conn).await?)
 }

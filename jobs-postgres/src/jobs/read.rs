@@ -9,11 +9,11 @@ use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::{JobListWaitingParams, JobRow, JobState, Result};
 
 use crate::rows::Id;
-use crate::schema::jobs;
+use crate::schema::jobs_all;
 
 /// A job row as diesel loads it; [`JobRow`] is the driver-neutral copy.
 #[derive(Queryable, Selectable)]
-#[diesel(table_name = jobs, check_for_backend(Pg))]
+#[diesel(table_name = jobs_all, check_for_backend(Pg))]
 pub(crate) struct StoredJob {
     id: i64,
     state: JobState,
@@ -72,7 +72,7 @@ where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
     let row: Option<StoredJob> =
-        jobs::table.find(id).select(StoredJob::as_select()).get_result(conn).await.optional()?;
+        jobs_all::table.find(id).select(StoredJob::as_select()).get_result(conn).await.optional()?;
     Ok(row.map(JobRow::from))
 }
 
@@ -82,19 +82,19 @@ where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
     use diesel::PgJsonbExpressionMethods;
-    let mut q = jobs::table
-        .filter(jobs::state.eq_any([JobState::Available, JobState::Scheduled, JobState::Retryable]))
+    let mut q = jobs_all::table
+        .filter(jobs_all::state.eq_any([JobState::Available, JobState::Scheduled, JobState::Retryable]))
         .select(StoredJob::as_select())
-        .order(jobs::id)
+        .order(jobs_all::id)
         .into_boxed();
     if let Some(kind) = params.kind {
-        q = q.filter(jobs::kind.eq(kind.to_owned()));
+        q = q.filter(jobs_all::kind.eq(kind.to_owned()));
     }
     if let Some(queue) = params.queue {
-        q = q.filter(jobs::queue.eq(queue.to_owned()));
+        q = q.filter(jobs_all::queue.eq(queue.to_owned()));
     }
     if let Some(args) = params.args {
-        q = q.filter(jobs::args.contains(args.clone()));
+        q = q.filter(jobs_all::args.contains(args.clone()));
     }
     let rows: Vec<StoredJob> = q.load(conn).await?;
     Ok(rows.into_iter().map(JobRow::from).collect())

@@ -209,6 +209,23 @@ pub async fn sync_account(_ctx: JobContext, _args: Sync) -> Result<(), std::io::
     Ok(())
 }
 
+/// Unique by day while pending and once completed: a day's report is made once, ever.
+#[job(
+    kind = "conformance.daily_report",
+    queue = "work",
+    unique(fields(day), states(available, scheduled, running, retryable, completed))
+)]
+pub async fn daily_report(_ctx: JobContext, args: Report) -> Result<String, std::io::Error> {
+    Ok(format!("report of {}", args.day))
+}
+
+/// The arguments of [`daily_report`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    /// The key.
+    pub day: String,
+}
+
 /// The suite's jobs, registered explicitly (not through `inventory`, so that the suite
 /// runs the same whatever else the test binary links).
 pub fn registry() -> Registry {
@@ -219,5 +236,6 @@ pub fn registry() -> Registry {
         .and_then(|r| r.with::<wait_until_cancelled>())
         .and_then(|r| r.with::<tick>())
         .and_then(|r| r.with::<sync_account>())
+        .and_then(|r| r.with::<daily_report>())
         .expect("the suite's kinds are distinct")
 }

@@ -162,6 +162,8 @@ pub const CASES: &[Case] = &[
     Case { name: "a_global_limit_caps_what_runs_across_nodes", requires: &[] },
     Case { name: "a_rate_limit_slides_over_its_window", requires: &[] },
     Case { name: "workers_obey_the_queues_limits", requires: &[] },
+    Case { name: "finished_jobs_behave_the_same_wherever_they_are_kept", requires: &[] },
+    Case { name: "a_key_held_in_a_final_state_holds_after_the_archiver_ran", requires: &[] },
 ];
 
 /// Runs case `name` on a fresh database of `B`, after checking the driver declares what

@@ -57,6 +57,7 @@ impl WorkerBuilder {
             self.leader.validate()?;
             self.scheduler.validate()?;
             self.rescuer.validate()?;
+            self.archiver.validate()?;
             self.pruner.validate()?;
             self.cron.validate()?;
             // A node is rescued when its heartbeat is older than this: shorter than the

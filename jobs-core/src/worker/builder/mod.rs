@@ -22,7 +22,7 @@ use crate::cron::Periodic;
 use crate::error::Result;
 use crate::into_driver::IntoDriver;
 use crate::maintenance::{
-    CronConfig, CronEnqueuer, LeaderConfig, PrunerConfig, RescuerConfig, SchedulerConfig,
+    ArchiverConfig, CronConfig, CronEnqueuer, LeaderConfig, PrunerConfig, RescuerConfig, SchedulerConfig,
 };
 use crate::registry::Registry;
 mod checks;
@@ -61,6 +61,7 @@ pub struct WorkerBuilder {
     leader: LeaderConfig,
     scheduler: SchedulerConfig,
     rescuer: RescuerConfig,
+    archiver: ArchiverConfig,
     pruner: PrunerConfig,
     cron: CronConfig,
     schedules: Vec<Periodic>,
@@ -102,6 +103,7 @@ impl WorkerBuilder {
             leader: LeaderConfig::default(),
             scheduler: SchedulerConfig::default(),
             rescuer: RescuerConfig::default(),
+            archiver: ArchiverConfig::default(),
             pruner: PrunerConfig::default(),
             cron: CronConfig::default(),
             schedules: Vec::new(),
@@ -276,6 +278,12 @@ impl WorkerBuilder {
         self
     }
 
+    /// Archiver settings (drivers with an archive table: Postgres).
+    pub fn archiver(mut self, config: ArchiverConfig) -> Self {
+        self.archiver = config;
+        self
+    }
+
     /// Pruner settings.
     pub fn pruner(mut self, config: PrunerConfig) -> Self {
         self.pruner = config;
@@ -373,6 +381,7 @@ impl WorkerBuilder {
             leader: self.leader,
             scheduler: self.scheduler,
             rescuer: self.rescuer,
+            archiver: self.archiver,
             pruner: self.pruner,
             cron,
         });

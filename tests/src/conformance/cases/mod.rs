@@ -1,5 +1,6 @@
 //! The cases, by area. Each takes a fresh [`TestDb`](super::TestDb).
 
+mod archive;
 mod claims;
 mod control;
 mod cron;
@@ -12,6 +13,7 @@ mod read_model;
 mod rescue;
 mod unique;
 
+pub use archive::*;
 pub use claims::*;
 pub use control::*;
 pub use cron::*;
