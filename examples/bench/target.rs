@@ -88,7 +88,7 @@ impl Admin {
     /// Refreshes the planner's statistics after a load.
     pub(crate) async fn analyze(&self) -> BenchResult {
         match &self.pool {
-            Pool::Postgres(_) => self.sql("VACUUM ANALYZE jobs").await,
+            Pool::Postgres(_) => self.sql("VACUUM ANALYZE jobs, jobs_archive").await,
             Pool::Sqlite(_) => self.sql("ANALYZE").await,
             Pool::Mysql(_) => self.sql("ANALYZE TABLE jobs").await,
         }

@@ -132,7 +132,8 @@ async fn post(address: &str, path: &str, body: &str) -> String {
     response
 }
 
-const FULFILLED: &str = "SELECT count(*) AS n FROM jobs_all WHERE kind = 'shop.fulfil_order' AND state = 'completed' AND attempt = 3";
+const FULFILLED: &str = "SELECT count(*) AS n FROM jobs_all \
+     WHERE kind = 'shop.fulfil_order' AND state = 'completed' AND attempt = 3";
 
 /// Runs the demo shop (started by the caller) through its paces: a sign-up in one
 /// transaction, a rejected duplicate, orders that fail twice and succeed, cron schedules,

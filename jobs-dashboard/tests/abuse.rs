@@ -11,7 +11,7 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use jobs_core::NewJob;
 use jobs_core::driver::ScheduleDef;
-use jobs_core::schema::jobs;
+use jobs_core::schema::jobs_all;
 use jobs_core::testing::TestDatabase;
 use jobs_core::{JobState, Pool};
 use jobs_dashboard::Access;
@@ -29,7 +29,12 @@ const XSS: [&str; 4] = [
 
 async fn rows(pool: &Pool) -> Vec<(i64, JobState)> {
     let mut conn = pool.get().await.expect("conn");
-    jobs::table.select((jobs::id, jobs::state)).order(jobs::id).load(&mut conn).await.expect("rows")
+    jobs_all::table
+        .select((jobs_all::id, jobs_all::state))
+        .order(jobs_all::id)
+        .load(&mut conn)
+        .await
+        .expect("rows")
 }
 
 /// A queue, a kind, args, meta, an error and a cron schedule, each carrying script.

@@ -8,7 +8,7 @@ use actix_web::test;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use jobs_core::JobState;
-use jobs_core::schema::jobs;
+use jobs_core::schema::jobs_all;
 use jobs_core::testing::TestDatabase;
 use jobs_dashboard::Access;
 use test_app::{app, fail, get, get_with, insert, new_job, post, post_full, state_of, token};
@@ -206,8 +206,8 @@ async fn bulk_actions_on_selected_jobs_and_on_a_whole_filter_after_confirmation(
     assert_eq!(posted.status, StatusCode::SEE_OTHER);
     assert_eq!(posted.notice.as_deref(), Some("1,199 matching jobs retried"));
     let mut conn = pool.get().await.expect("conn");
-    let discarded: i64 = jobs::table
-        .filter(jobs::state.eq(JobState::Discarded))
+    let discarded: i64 = jobs_all::table
+        .filter(jobs_all::state.eq(JobState::Discarded))
         .count()
         .get_result(&mut conn)
         .await
@@ -303,7 +303,7 @@ async fn queues_pause_and_resume_and_cron_schedules_are_managed() {
     assert_eq!(posted.status, StatusCode::SEE_OTHER);
     assert!(posted.notice.as_deref().is_some_and(|n| n.contains("enqueued job")), "{:?}", posted.notice);
     let queued: i64 =
-        jobs::table.filter(jobs::queue.eq("reports")).count().get_result(&mut conn).await.expect("n");
+        jobs_all::table.filter(jobs_all::queue.eq("reports")).count().get_result(&mut conn).await.expect("n");
     assert_eq!(queued, 1);
     // "Run now" is recorded: the schedule's last run is that job, marked as run now.
     let row = test_app::schedule(&pool, "nightly-report").await.expect("row");

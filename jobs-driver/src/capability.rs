@@ -31,9 +31,9 @@ pub enum Capability {
     IndexedSearch,
     /// Finished jobs leave the table that claims and vacuum work on, for an archive table
     /// (Postgres: `jobs_archive`), so that keeping every finished job costs the queue
-    /// nothing. Reads see both. With it, the leader runs the archiver
-    /// (`job_archive`), which moves jobs that finished outside a completion statement.
-    /// Without it, finished jobs stay in the jobs table.
+    /// nothing. Reads see both. With it, the leader runs the archiver (`job_archive`),
+    /// which moves the jobs that finished outside a completion statement; without it the
+    /// engine runs no archiver. (SQLite and MariaDB keep finished jobs in the jobs table.)
     Archive,
 }
 

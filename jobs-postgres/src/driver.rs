@@ -13,8 +13,7 @@ use crate::{
     server, stats, wakeups,
 };
 
-/// The Postgres driver: every capability (LISTEN/NOTIFY, SKIP LOCKED, planner estimates,
-/// `jsonb` containment, RETURNING), unless told to do without one ([`without`](Self::without)).
+/// The Postgres driver: every [`Capability`], unless told to do without one ([`without`](Self::without)).
 ///
 /// Cheap to clone (the pool is shared). `Worker::builder`, `DashboardConfig::new` and the
 /// enqueue API accept a [`Pool`] directly and wrap it in one.
@@ -31,12 +30,9 @@ pub struct PgDriver {
 
 impl std::fmt::Debug for PgDriver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let status = self.pool.status();
-        f.debug_struct("PgDriver")
-            .field("pool_size", &status.size)
-            .field("max_size", &status.max_size)
-            .field("capabilities", &self.capabilities)
-            .finish()
+        let (status, mut d) = (self.pool.status(), f.debug_struct("PgDriver"));
+        d.field("pool_size", &status.size).field("max_size", &status.max_size);
+        d.field("capabilities", &self.capabilities).finish()
     }
 }
 
@@ -94,8 +90,9 @@ impl PgDriver {
     ///   `Count::AtLeast`;
     /// - [`JsonContainment`](Capability::JsonContainment): no search of arguments and
     ///   metadata (the dashboard hides it);
-    /// - the others are declared lacking; the engine keeps one claim in flight per queue
-    ///   without [`SkipLocked`](Capability::SkipLocked).
+    /// - [`Archive`](Capability::Archive): no archiver (a success still moves to the archive;
+    ///   other finished jobs stay in `jobs`);
+    /// - the others are declared lacking (one claim in flight per queue without `SkipLocked`).
     pub fn without(mut self, capability: Capability) -> PgDriver {
         self.capabilities = self.capabilities.without(capability);
         self

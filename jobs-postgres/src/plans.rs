@@ -7,7 +7,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use jobs_driver::{JobFilter, JobListParams, JobOrder, JobState, NewJob};
 
 use crate::jobs::claim::{FETCH_AVAILABLE, fetch_available, fetch_batch};
-use crate::jobs::complete::{COMPLETE_SQL, COMPLETE_SUCCEEDED, DELETE_COMPLETED};
+use crate::jobs::complete::{COMPLETE_HELD, COMPLETE_SQL, COMPLETE_SUCCEEDED, DELETE_COMPLETED};
 use crate::jobs::insert::insert_many;
 use crate::jobs::list::QUEUE_INDEXED_STATES;
 use crate::jobs::page::{list, page};
@@ -96,6 +96,7 @@ async fn completion_plans_use_the_primary_key_whatever_the_statistics() {
 
     let statements = [
         ("succeeded", COMPLETE_SUCCEEDED, "succeeded('{1}', '{1}', '{NULL}', NULL)"),
+        ("held", COMPLETE_HELD, "held('{1}', '{1}', '{NULL}', NULL)"),
         ("deleted", DELETE_COMPLETED, "deleted('{1}', '{1}')"),
         (
             "other",
@@ -234,8 +235,9 @@ async fn the_queue_index_holds_the_states_the_dashboard_expects() {
 }
 
 /// A created from/to window deep in the table is read from `jobs_archive_created_idx` (and
-/// `jobs_created_idx`, for finished jobs not archived yet) at the window's edge, in both directions: never by walking the ids newer (or older) than it,
-/// and never by sorting the window's finished jobs.
+/// `jobs_created_idx`, for finished jobs not archived yet) at the window's edge, in both
+/// directions: never by walking the ids newer (or older) than it, and never by sorting the
+/// window's finished jobs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_created_window_is_read_from_its_edge() {
     let db = TestDatabase::new().await.expect("database");

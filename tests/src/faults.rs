@@ -87,7 +87,7 @@ pub async fn try_count_states(driver: &dyn Driver, states: &[JobState]) -> Optio
 pub struct JobLedger {
     /// Jobs enqueued.
     pub enqueued: i64,
-    /// Rows in `jobs`.
+    /// Jobs kept (in `jobs_all`: the jobs table and, on Postgres, the archive).
     pub rows: i64,
     /// Jobs completed.
     pub completed: i64,
@@ -182,7 +182,7 @@ impl JobLedger {
     /// Fails the test unless every job completed once, at one attempt, with every earlier
     /// attempt explained by an error entry, and nothing is left running.
     pub fn assert_exactly_once(&self) {
-        assert_eq!(self.rows, self.enqueued, "rows in jobs vs enqueued: {self:?}");
+        assert_eq!(self.rows, self.enqueued, "jobs kept vs enqueued: {self:?}");
         assert_eq!(self.completed, self.enqueued, "completions vs enqueued: {self:?}");
         assert_eq!(self.running, 0, "jobs left running: {self:?}");
         assert_eq!(self.duplicates, 0, "jobs run twice at one attempt: {self:?}");

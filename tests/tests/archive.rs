@@ -11,6 +11,7 @@ use jobs_core::driver::{Completion, JobClaimParams, JobCompleteManyParams, JobSt
 use jobs_core::testing::TestDatabase;
 use jobs_core::{IntoDriver, NewJob};
 use jobs_tests::conformance::jobs::{Behaviour, behave};
+use jobs_tests::faults::count;
 use jobs_tests::wait_for;
 
 #[derive(diesel::QueryableByName)]
@@ -154,22 +155,6 @@ async fn the_migration_moves_existing_finished_rows() {
     conn.batch_execute(include_str!("../../migrations/postgres/2026-11-28-000001_jobs_archive/down.sql"))
         .await
         .expect("down again");
-    for id in 1..=5 {
-        assert_eq!(place_after_down(&mut conn, id).await, 1, "job {id} back in jobs");
-    }
-}
-
-#[derive(diesel::QueryableByName)]
-struct Count {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
-
-async fn place_after_down(conn: &mut AsyncPgConnection, id: i64) -> i64 {
-    let c: Count = diesel::sql_query("SELECT count(*) AS n FROM jobs WHERE id = $1")
-        .bind::<BigInt, _>(id)
-        .get_result(conn)
-        .await
-        .expect("count");
-    c.n
+    let back = count(&mut conn, "SELECT count(*) AS n FROM jobs WHERE id BETWEEN 1 AND 5").await;
+    assert_eq!(back, 5, "every job back in jobs");
 }

@@ -43,7 +43,9 @@ fn a_queue_no_registered_job_names_is_refused_unless_allowed() {
         Err(Error::NoJobsForQueue { queue, registered }) => {
             assert_eq!(queue, "vip");
             assert!(
-                registered.contains("`work`: conformance.behave, conformance.daily_report, conformance.nap, conformance.record"),
+                registered.contains(
+                    "`work`: conformance.behave, conformance.daily_report, conformance.nap, conformance.record"
+                ),
                 "{registered}"
             );
         }

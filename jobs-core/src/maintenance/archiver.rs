@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use jobs_driver::{Capability, JobArchiveParams};
 
-use super::context::{ServiceContext, leader_loop};
+use super::context::{ServiceContext, leader_loop, while_full};
 use crate::error::Result;
 use crate::settings;
 
@@ -61,15 +61,11 @@ impl Archiver {
         if !ctx.driver.capabilities().has(Capability::Archive) {
             return Ok(0);
         }
-        let mut total = 0;
-        for _ in 0..self.config.max_batches {
-            let n = ctx.driver.job_archive(JobArchiveParams { limit: self.config.batch }).await?;
-            total += n;
-            if n < self.config.batch {
-                break;
-            }
-        }
-        Ok(total)
+        let params = JobArchiveParams { limit: self.config.batch };
+        while_full(self.config.max_batches, self.config.batch, || async {
+            Ok(ctx.driver.job_archive(params).await?)
+        })
+        .await
     }
 
     /// Runs every interval while the node leads, until `stop` fires. Does nothing on a

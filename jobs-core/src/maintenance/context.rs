@@ -122,3 +122,22 @@ impl std::fmt::Debug for ServiceContext {
             .finish_non_exhaustive()
     }
 }
+
+/// Runs `batch` again while it comes back full (`full` rows: there may be more), at most
+/// `max_batches` times; returns the rows of all batches. The pruner's and the archiver's
+/// pass.
+pub(crate) async fn while_full<F, Fut>(max_batches: u32, full: i64, mut batch: F) -> crate::error::Result<i64>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = crate::error::Result<i64>>,
+{
+    let mut total = 0;
+    for _ in 0..max_batches {
+        let n = batch().await?;
+        total += n;
+        if n < full {
+            break;
+        }
+    }
+    Ok(total)
+}

@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use jobs_driver::{JobPruneParams, JobState, StatsCompactParams, StatsPruneParams};
 
-use super::context::{ServiceContext, leader_loop};
+use super::context::{ServiceContext, leader_loop, while_full};
 use crate::error::Result;
 use crate::settings;
 
@@ -28,7 +28,8 @@ pub struct PrunerConfig {
     /// Per-minute counters older than this are rolled up into hourly ones (default a day:
     /// the dashboard's day chart reads minutes, its week chart and week of kinds hours).
     pub stats_hourly_after: Duration,
-    /// Rows deleted per statement.
+    /// Rows deleted per statement from each table that keeps finished jobs (on Postgres,
+    /// `jobs` and the archive).
     pub batch: i64,
     /// Statements per state per pass: a pass deletes batch after batch while they come
     /// back full, up to this many (the rest waits for the next pass). The defaults allow
@@ -88,19 +89,16 @@ impl Pruner {
         ];
         for (state, keep) in retention {
             let Some(keep) = keep else { continue };
-            for _ in 0..self.config.max_batches {
+            total += while_full(self.config.max_batches, self.config.batch, || async {
                 let params = JobPruneParams {
                     state,
                     retention: keep,
                     limit: self.config.batch,
                     now: ctx.clock.db_now(),
                 };
-                let n = ctx.driver.job_prune(params).await?;
-                total += n;
-                if n < self.config.batch {
-                    break;
-                }
-            }
+                Ok(ctx.driver.job_prune(params).await?)
+            })
+            .await?;
         }
         ctx.driver.stats_prune(StatsPruneParams { keep: self.config.stats, now: ctx.clock.db_now() }).await?;
         let compact =

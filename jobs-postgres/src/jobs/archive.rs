@@ -24,10 +24,18 @@ macro_rules! job_columns {
 }
 pub(crate) use job_columns;
 
+/// Whether row `$t` of `jobs` would hold its uniqueness key in state `$state` (a state
+/// among its unique states): such a row stays in `jobs`, where `jobs_unique_idx` sees it.
+macro_rules! holds_key {
+    ($t:literal, $state:literal) => {
+        concat!("(", $t, ".unique_key IS NOT NULL AND ", $state, " = ANY (", $t, ".unique_states))")
+    };
+}
+pub(crate) use holds_key;
+
 /// The rows of `jobs` that may leave it: finished, and not holding their uniqueness key.
-/// (The text of `jobs_archivable_idx`'s predicate, so that the index serves it.)
-const ARCHIVABLE: &str =
-    "finalized_at IS NOT NULL AND NOT (unique_key IS NOT NULL AND state = ANY (unique_states))";
+/// (`jobs_archivable_idx`'s predicate, so that the index serves it.)
+const ARCHIVABLE: &str = concat!("jobs.finalized_at IS NOT NULL AND NOT ", holds_key!("jobs", "jobs.state"));
 
 /// Moves the archivable rows `batch` selects (`SELECT id FROM jobs WHERE {ARCHIVABLE} …`,
 /// locking them) into the archive; counts them.

@@ -53,39 +53,43 @@ RETURNING jobs.id",
 
 // Completed and kept, the common case: three arrays and no per-row expressions. (A
 // request to cancel does not change a success.) The row moves to `jobs_archive` in this
-// statement: deleted from `jobs`, inserted there with its outcome. One that holds its
-// uniqueness key in `completed` stays in `jobs` (see `archive.rs`).
+// statement: deleted from `jobs`, inserted there with its outcome. A row that holds its
+// uniqueness key in `completed` is left to `COMPLETE_HELD` (see `archive.rs`).
 pub(crate) const COMPLETE_SUCCEEDED: &str = concat!(
     "\
-WITH batch AS (
-    SELECT * FROM unnest($1::int8[], $2::int4[], $3::text[]) AS c(id, attempt, result)
-), clock AS (
-    SELECT COALESCE($4::timestamptz, now()) AS now
-), moved AS (
-    DELETE FROM jobs USING batch AS c
+WITH moved AS (
+    DELETE FROM jobs USING unnest($1::int8[], $2::int4[], $3::text[]) AS c(id, attempt, result)
     WHERE ",
     running_at_attempt!(),
-    " AND NOT (jobs.unique_key IS NOT NULL AND 'completed' = ANY (jobs.unique_states))
+    " AND NOT ",
+    super::archive::holds_key!("jobs", "'completed'"),
+    "
     RETURNING jobs.*, c.result AS outcome
-), held AS (
-    UPDATE jobs
-    SET state = 'completed', finalized_at = clock.now, result = COALESCE(c.result::jsonb, jobs.result)
-    FROM batch AS c, clock
-    WHERE ",
-    running_at_attempt!(),
-    " AND jobs.unique_key IS NOT NULL AND 'completed' = ANY (jobs.unique_states)
-    RETURNING jobs.id
-), archived AS (
-    INSERT INTO jobs_archive (",
+)
+INSERT INTO jobs_archive (",
     super::archive::job_columns!(),
     ")
-    SELECT id, 'completed', queue, kind, args, meta, tags, priority, attempt, max_attempts, timeout_ms,
-           created_at, scheduled_at, attempted_at, clock.now, attempted_by, errors,
-           COALESCE(outcome::jsonb, result), cancel_requested_at, unique_key, unique_states
-    FROM moved, clock
-    RETURNING id
-)
-SELECT id FROM archived UNION ALL SELECT id FROM held"
+SELECT id, 'completed', queue, kind, args, meta, tags, priority, attempt, max_attempts, timeout_ms,
+       created_at, scheduled_at, attempted_at, COALESCE($4::timestamptz, now()), attempted_by, errors,
+       COALESCE(outcome::jsonb, result), cancel_requested_at, unique_key, unique_states
+FROM moved
+RETURNING id"
+);
+
+// The successes `COMPLETE_SUCCEEDED` left because they hold their key in `completed`:
+// completed in place, in `jobs`. (Run only when that statement applied fewer rows than it
+// was sent, so the common batch pays for one statement.)
+pub(crate) const COMPLETE_HELD: &str = concat!(
+    "\
+UPDATE jobs
+SET state = 'completed', finalized_at = COALESCE($4::timestamptz, now()), result = COALESCE(c.result::jsonb, jobs.result)
+FROM unnest($1::int8[], $2::int4[], $3::text[]) AS c(id, attempt, result)
+WHERE ",
+    running_at_attempt!(),
+    " AND ",
+    super::archive::holds_key!("jobs", "'completed'"),
+    "
+RETURNING jobs.id"
 );
 
 pub(crate) const DELETE_COMPLETED: &str = concat!(
@@ -98,8 +102,9 @@ WHERE ",
 RETURNING jobs.id"
 );
 
-/// Writes a batch of outcomes in at most three statements: successes kept, successes
-/// deleted (delete-on-completion queues), and every other outcome. Each write is fenced: it
+/// Writes a batch of outcomes in at most three statements (four when a success holds its
+/// key): successes kept (archived), successes deleted (delete-on-completion queues), and
+/// every other outcome. Each write is fenced: it
 /// applies only to a row still `running` at the claimed attempt, so a completion arriving
 /// after the job was rescued (and perhaps claimed again) changes nothing. Returns the ids
 /// that applied.
@@ -126,17 +131,13 @@ where
     }
     let mut applied = Vec::with_capacity(completions.len());
     if !succeeded.is_empty() {
-        let id: Vec<i64> = succeeded.iter().map(|c| c.id).collect();
-        let attempt: Vec<i32> = succeeded.iter().map(|c| c.attempt).collect();
-        let result: Vec<Option<&str>> = succeeded.iter().map(|c| c.result.as_deref()).collect();
-        let rows: Vec<Id> = CachedQuery::new(COMPLETE_SUCCEEDED)
-            .bind::<Array<BigInt>, _>(id)
-            .bind::<Array<Int4>, _>(attempt)
-            .bind::<Array<Nullable<Text>>, _>(result)
-            .bind::<Nullable<Timestamptz>, _>(now)
-            .load(conn)
-            .await?;
-        applied.extend(rows.into_iter().map(|r| r.id));
+        let mut moved = successes(conn, COMPLETE_SUCCEEDED, &succeeded, now).await?;
+        if moved.len() < succeeded.len() {
+            let rest: Vec<&Completion> =
+                succeeded.iter().copied().filter(|c| !moved.contains(&c.id)).collect();
+            moved.extend(successes(conn, COMPLETE_HELD, &rest, now).await?);
+        }
+        applied.extend(moved);
     }
     if !deleted.is_empty() {
         let id: Vec<i64> = deleted.iter().map(|c| c.id).collect();
@@ -182,4 +183,28 @@ where
         applied.extend(rows.into_iter().map(|r| r.id));
     }
     Ok(applied)
+}
+
+/// Runs `sql` (`COMPLETE_SUCCEEDED` or `COMPLETE_HELD`) on the successes `done`; returns
+/// the ids it applied to.
+async fn successes<C>(
+    conn: &mut C,
+    sql: &'static str,
+    done: &[&Completion],
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<i64>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let id: Vec<i64> = done.iter().map(|c| c.id).collect();
+    let attempt: Vec<i32> = done.iter().map(|c| c.attempt).collect();
+    let result: Vec<Option<&str>> = done.iter().map(|c| c.result.as_deref()).collect();
+    let rows: Vec<Id> = CachedQuery::new(sql)
+        .bind::<Array<BigInt>, _>(id)
+        .bind::<Array<Int4>, _>(attempt)
+        .bind::<Array<Nullable<Text>>, _>(result)
+        .bind::<Nullable<Timestamptz>, _>(now)
+        .load(conn)
+        .await?;
+    Ok(rows.into_iter().map(|r| r.id).collect())
 }

@@ -61,11 +61,6 @@ CREATE INDEX jobs_archive_search_idx ON jobs_archive
     USING gin (jobs_search_document(args, meta) jsonb_path_ops)
     WHERE state IN ('discarded', 'cancelled');
 
--- The archiver's batch: finished rows of `jobs` that may leave it (not holding a key).
--- Only rows that finished in `jobs` have an entry, and only until they move.
-CREATE INDEX jobs_archivable_idx ON jobs (id)
-    WHERE finalized_at IS NOT NULL AND NOT (unique_key IS NOT NULL AND state = ANY (unique_states));
-
 -- Every job, in either table.
 CREATE VIEW jobs_all AS
     SELECT id, state, queue, kind, args, meta, tags, priority, attempt, max_attempts,
@@ -78,8 +73,8 @@ CREATE VIEW jobs_all AS
            errors, result, cancel_requested_at, unique_key, unique_states
     FROM jobs_archive;
 
--- The finished rows already in `jobs` move now (on a large table: one statement, as long
--- as it takes to copy them; run the archiver's batches first to make it short).
+-- The finished rows already in `jobs` move now, in one statement that takes as long as
+-- copying them (on a large table, prune first to make it short).
 WITH moved AS (
     DELETE FROM jobs
     WHERE finalized_at IS NOT NULL AND NOT (unique_key IS NOT NULL AND state = ANY (unique_states))
@@ -91,3 +86,9 @@ INSERT INTO jobs_archive (id, state, queue, kind, args, meta, tags, priority, at
                           timeout_ms, created_at, scheduled_at, attempted_at, finalized_at, attempted_by,
                           errors, result, cancel_requested_at, unique_key, unique_states)
 SELECT * FROM moved;
+
+-- The archiver's batch: finished rows of `jobs` that may leave it (not holding a key).
+-- Only rows that finished in `jobs` have an entry, and only until they move. (Made after
+-- the move above, so that it never holds the rows that just left.)
+CREATE INDEX IF NOT EXISTS jobs_archivable_idx ON jobs (id)
+    WHERE finalized_at IS NOT NULL AND NOT (unique_key IS NOT NULL AND state = ANY (unique_states));
