@@ -10,94 +10,53 @@ pub mod sql_types {
     pub use jobs_driver::sql_types::PgJobState as JobState;
 }
 
-diesel::table! {
-    use diesel::sql_types::*;
-    use super::sql_types::JobState;
+/// A table (or view) with the columns of `jobs`.
+macro_rules! job_table {
+    ($(#[$doc:meta])* $name:ident) => {
+        diesel::table! {
+            use diesel::sql_types::*;
+            use super::sql_types::JobState;
 
-    jobs (id) {
-        id -> Int8,
-        state -> JobState,
-        queue -> Text,
-        kind -> Text,
-        args -> Jsonb,
-        meta -> Jsonb,
-        tags -> Array<Text>,
-        priority -> Int2,
-        attempt -> Int4,
-        max_attempts -> Int4,
-        timeout_ms -> Nullable<Int8>,
-        created_at -> Timestamptz,
-        scheduled_at -> Timestamptz,
-        attempted_at -> Nullable<Timestamptz>,
-        finalized_at -> Nullable<Timestamptz>,
-        attempted_by -> Array<Text>,
-        errors -> Jsonb,
-        result -> Nullable<Jsonb>,
-        cancel_requested_at -> Nullable<Timestamptz>,
-        unique_key -> Nullable<Bytea>,
-        unique_states -> Nullable<Array<JobState>>,
-    }
+            $(#[$doc])*
+            $name (id) {
+                id -> Int8,
+                state -> JobState,
+                queue -> Text,
+                kind -> Text,
+                args -> Jsonb,
+                meta -> Jsonb,
+                tags -> Array<Text>,
+                priority -> Int2,
+                attempt -> Int4,
+                max_attempts -> Int4,
+                timeout_ms -> Nullable<Int8>,
+                created_at -> Timestamptz,
+                scheduled_at -> Timestamptz,
+                attempted_at -> Nullable<Timestamptz>,
+                finalized_at -> Nullable<Timestamptz>,
+                attempted_by -> Array<Text>,
+                errors -> Jsonb,
+                result -> Nullable<Jsonb>,
+                cancel_requested_at -> Nullable<Timestamptz>,
+                unique_key -> Nullable<Bytea>,
+                unique_states -> Nullable<Array<JobState>>,
+            }
+        }
+    };
 }
 
-diesel::table! {
-    use diesel::sql_types::*;
-    use super::sql_types::JobState;
-
+job_table!(
+    /// Jobs that wait or run, and finished jobs not archived yet (or holding their key).
+    jobs
+);
+job_table!(
     /// Finished jobs, moved out of `jobs` (see the migration `jobs_archive`).
-    jobs_archive (id) {
-        id -> Int8,
-        state -> JobState,
-        queue -> Text,
-        kind -> Text,
-        args -> Jsonb,
-        meta -> Jsonb,
-        tags -> Array<Text>,
-        priority -> Int2,
-        attempt -> Int4,
-        max_attempts -> Int4,
-        timeout_ms -> Nullable<Int8>,
-        created_at -> Timestamptz,
-        scheduled_at -> Timestamptz,
-        attempted_at -> Nullable<Timestamptz>,
-        finalized_at -> Timestamptz,
-        attempted_by -> Array<Text>,
-        errors -> Jsonb,
-        result -> Nullable<Jsonb>,
-        cancel_requested_at -> Nullable<Timestamptz>,
-        unique_key -> Nullable<Bytea>,
-        unique_states -> Nullable<Array<JobState>>,
-    }
-}
-
-diesel::table! {
-    use diesel::sql_types::*;
-    use super::sql_types::JobState;
-
+    jobs_archive
+);
+job_table!(
     /// Every job, in `jobs` or in `jobs_archive` (a view: read it, never write it).
-    jobs_all (id) {
-        id -> Int8,
-        state -> JobState,
-        queue -> Text,
-        kind -> Text,
-        args -> Jsonb,
-        meta -> Jsonb,
-        tags -> Array<Text>,
-        priority -> Int2,
-        attempt -> Int4,
-        max_attempts -> Int4,
-        timeout_ms -> Nullable<Int8>,
-        created_at -> Timestamptz,
-        scheduled_at -> Timestamptz,
-        attempted_at -> Nullable<Timestamptz>,
-        finalized_at -> Nullable<Timestamptz>,
-        attempted_by -> Array<Text>,
-        errors -> Jsonb,
-        result -> Nullable<Jsonb>,
-        cancel_requested_at -> Nullable<Timestamptz>,
-        unique_key -> Nullable<Bytea>,
-        unique_states -> Nullable<Array<JobState>>,
-    }
-}
+    jobs_all
+);
 
 diesel::table! {
     job_queues (name) {
