@@ -158,3 +158,60 @@ async fn the_migration_moves_existing_finished_rows() {
     let back = count(&mut conn, "SELECT count(*) AS n FROM jobs WHERE id BETWEEN 1 AND 5").await;
     assert_eq!(back, 5, "every job back in jobs");
 }
+
+/// A retry never brings back from the archive a job that was running when it looked, even
+/// when the job's success commits while the retry runs (the success here is held open in a
+/// transaction until the retry has either finished or is waiting on the row).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_of_a_running_job_leaves_its_success_alone() {
+    let db = TestDatabase::new().await.expect("database");
+    let driver = db.pool(4).expect("pool").into_driver();
+    let mut conn = db.connect().await.expect("connect");
+    let job = NewJob::new("k", "default", "{}");
+    let id =
+        jobs_core::postgres::connection::insert_many(&mut conn, &[job], None).await.expect("insert")[0].id;
+    let claim = JobClaimParams {
+        queue: "default",
+        limit: 1,
+        node: "n",
+        now: None,
+        recurring_size: false,
+        limited: false,
+    };
+    assert_eq!(driver.job_claim(claim).await.expect("claim").len(), 1);
+
+    let mut success = db.connect().await.expect("connect");
+    success.batch_execute("BEGIN").await.expect("begin");
+    success
+        .batch_execute(&format!(
+            "WITH moved AS (DELETE FROM jobs WHERE id = {id} RETURNING *)
+             INSERT INTO jobs_archive SELECT id, 'completed', queue, kind, args, meta, tags, priority,
+                    attempt, max_attempts, timeout_ms, created_at, scheduled_at, attempted_at, now(),
+                    attempted_by, errors, result, cancel_requested_at, unique_key, unique_states
+             FROM moved"
+        ))
+        .await
+        .expect("the success, not committed yet");
+    let retrying = driver.clone();
+    let retry = tokio::spawn(async move {
+        retrying.job_retry_many(jobs_core::driver::JobRetryManyParams { ids: &[id] }).await
+    });
+    wait_for("the retry to finish or wait on the row", Duration::from_secs(30), || async {
+        if retry.is_finished() {
+            return Some(());
+        }
+        let mut watcher = db.connect().await.ok()?;
+        let waiting = count(
+            &mut watcher,
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%jobs%'",
+        )
+        .await;
+        (waiting > 0).then_some(())
+    })
+    .await;
+    success.batch_execute("COMMIT").await.expect("commit the success");
+    assert_eq!(retry.await.expect("join").expect("retry"), 0, "a running job is not retried");
+    let row = driver.job_get(jobs_core::driver::JobGetParams { id }).await.expect("get").expect("kept");
+    assert_eq!(row.state, JobState::Completed);
+    assert_eq!(place(&mut conn, id).await, (0, 1));
+}

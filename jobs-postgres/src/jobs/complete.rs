@@ -1,4 +1,4 @@
-//! The completion: a batch of outcomes written back in at most three statements, each
+//! The completion: a batch of outcomes written back in at most four statements, each
 //! fenced on the row still being `running` at the claimed attempt.
 
 use chrono::{DateTime, Utc};

@@ -37,31 +37,35 @@ SELECT state FROM target, (SELECT count(*) FROM told) AS t"
 );
 
 // Retry and delete act on `jobs` first, then on the archive, each in a statement of its
-// own. The first locks the rows of `ids` it finds in `jobs` (`found`), whatever their
-// state, and says which it found: the second touches only the others. A job running when
-// the first looked is thus never retried or deleted from the archive after it finished
-// there in between; a job the archiver moved while the first waited on its row is not
-// found in `jobs`, and the second, in a later snapshot, finds it in the archive.
+// own. The first says which of `ids` it saw in `jobs` (`seen`, the statement's snapshot,
+// no lock) and locks the ones not running (`found`; running jobs are left unlocked, so
+// that their completions never wait on an action, nor deadlock with it). The second
+// touches only the ids not seen in `jobs`, and those seen finished there that had left by
+// the time of the lock (the archiver moved them; the second statement, in a later
+// snapshot, finds them in the archive). A job seen running is never brought back from the
+// archive, even if it finished in between.
 
-/// `found`: the rows of `ids` ($1) in `jobs`, locked; `target`: the action, returning the
-/// `id`s it changed; then `woken` when given (it must be read to run). The statement's rows:
-/// each found id and whether it changed.
+/// `seen` and `found` (above) of `ids` ($1); `target`: the action on `found`, returning
+/// the `id`s it changed; then `woken` when given (it must be read to run). The statement's
+/// rows: each seen id, whether it left for the archive meanwhile (`gone`), and whether it
+/// changed.
 macro_rules! hot_action {
-    ($target:expr) => {
-        concat!(
-            "WITH found AS (SELECT id FROM jobs WHERE id = ANY ($1) FOR UPDATE), target AS (",
-            $target,
-            ")\nSELECT found.id, target.id IS NOT NULL AS changed FROM found LEFT JOIN target USING (id)"
-        )
+    (@read $woken:expr) => {
+        ", (SELECT count(*) FROM woken) AS w"
     };
-    ($target:expr, woken: $woken:expr) => {
+    ($target:expr $(, woken: $woken:expr)?) => {
         concat!(
-            "WITH found AS (SELECT id FROM jobs WHERE id = ANY ($1) FOR UPDATE), target AS (",
+            "WITH seen AS (SELECT id, state FROM jobs WHERE id = ANY ($1)),
+found AS (SELECT id FROM jobs WHERE id = ANY ($1) AND state <> 'running' ORDER BY id FOR UPDATE),
+target AS (",
             $target,
-            "), woken AS (",
-            $woken,
-            ")\nSELECT found.id, target.id IS NOT NULL AS changed
-FROM found LEFT JOIN target USING (id), (SELECT count(*) FROM woken) AS w"
+            ")",
+            $(", woken AS (", $woken, ")",)?
+            "
+SELECT seen.id, seen.state IN ('completed', 'discarded', 'cancelled') AND found.id IS NULL AS gone,
+       target.id IS NOT NULL AS changed
+FROM seen LEFT JOIN found USING (id) LEFT JOIN target USING (id)",
+            $(hot_action!(@read $woken),)?
         )
     };
 }
@@ -110,15 +114,17 @@ const DELETE_ARCHIVED: &str =
     "WITH gone AS (DELETE FROM jobs_archive WHERE id = ANY ($1) RETURNING 1) SELECT count(*) AS n FROM gone";
 
 #[derive(QueryableByName)]
-struct Found {
+struct Seen {
     #[diesel(sql_type = BigInt)]
     id: i64,
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    gone: bool,
     #[diesel(sql_type = diesel::sql_types::Bool)]
     changed: bool,
 }
 
-/// Runs `hot` on `ids` in `jobs`, then `archived` on those it did not find there; returns
-/// how many jobs changed.
+/// Runs `hot` on `ids` in `jobs`, then `archived` on those it did not see there or saw
+/// leave for the archive; returns how many jobs changed.
 async fn hot_then_archived<C>(
     conn: &mut C,
     hot: &'static str,
@@ -128,9 +134,10 @@ async fn hot_then_archived<C>(
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    let found: Vec<Found> = diesel::sql_query(hot).bind::<Array<BigInt>, _>(ids).load(conn).await?;
-    let changed = found.iter().filter(|f| f.changed).count() as i64;
-    let rest: Vec<i64> = ids.iter().copied().filter(|id| !found.iter().any(|f| f.id == *id)).collect();
+    let seen: Vec<Seen> = diesel::sql_query(hot).bind::<Array<BigInt>, _>(ids).load(conn).await?;
+    let changed = seen.iter().filter(|s| s.changed).count() as i64;
+    let stays = |id: &i64| seen.iter().any(|s| s.id == *id && !s.gone);
+    let rest: Vec<i64> = ids.iter().copied().filter(|id| !stays(id)).collect();
     if rest.is_empty() {
         return Ok(changed);
     }
