@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use jobs_core::driver::JobCountParams;
+use jobs_core::maintenance::{Archiver, ArchiverConfig, ServiceContext};
 use jobs_core::{Count, IntoDriver, JobFilter, JobState};
 
 use crate::measure::{BenchResult, Figures, count, percentile, reset, sql};
@@ -70,15 +71,8 @@ async fn load(pool: &jobs_core::Pool, n: u64) -> BenchResult {
     let rolled = pool.into_driver().stats_compact(compact).await?;
     println!("dashboard: rolled {rolled} minute counters up into hours");
     // Finished jobs live in the archive, where completions and the archiver put them.
-    let driver = pool.into_driver();
-    let mut archived = 0;
-    loop {
-        let moved = driver.job_archive(jobs_core::driver::JobArchiveParams { limit: 500_000 }).await?;
-        archived += moved;
-        if moved < 500_000 {
-            break;
-        }
-    }
+    let archiver = Archiver::new(ArchiverConfig { batch: 100_000, ..ArchiverConfig::default() });
+    let archived = archiver.run_once(&ServiceContext::new(pool.into_driver(), "bench")).await?;
     println!("dashboard: archived {archived} finished jobs");
     // The rows left `jobs` all at once, as no deployment's would: compact it to the size a
     // table holding only the waiting and running jobs has (see "Upgrading" in the guide).

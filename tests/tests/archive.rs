@@ -10,6 +10,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use jobs_core::driver::{Completion, JobClaimParams, JobCompleteManyParams, JobState};
 use jobs_core::testing::TestDatabase;
 use jobs_core::{IntoDriver, NewJob};
+use jobs_tests::conformance::factory::succeeded;
 use jobs_tests::conformance::jobs::{Behaviour, behave};
 use jobs_tests::faults::count;
 use jobs_tests::wait_for;
@@ -36,18 +37,7 @@ async fn place(conn: &mut AsyncPgConnection, id: i64) -> (i64, i64) {
 }
 
 fn success(id: i64, attempt: i32) -> Completion {
-    Completion {
-        id,
-        queue: "default".into(),
-        attempt,
-        state: JobState::Completed,
-        result: Some("42".into()),
-        error: None,
-        delay_ms: None,
-        give_back_attempt: false,
-        delete: false,
-        timing: None,
-    }
+    Completion { result: Some("42".into()), ..succeeded(id, "default", attempt) }
 }
 
 /// A success leaves `jobs` in its completion statement, unless it holds its key in

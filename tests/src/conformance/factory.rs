@@ -149,3 +149,19 @@ pub async fn insert_all(driver: &dyn Driver, jobs: Vec<JobFactory>) -> Vec<i64> 
         .await
         .expect("insert the factory's rows")
 }
+
+/// The outcome of a claimed job that succeeded with no result, as a worker reports it.
+pub fn succeeded(id: i64, queue: &str, attempt: i32) -> jobs_core::driver::Completion {
+    jobs_core::driver::Completion {
+        id,
+        queue: queue.into(),
+        attempt,
+        state: JobState::Completed,
+        result: None,
+        error: None,
+        delay_ms: None,
+        give_back_attempt: false,
+        delete: false,
+        timing: None,
+    }
+}

@@ -26,6 +26,7 @@ use crate::maintenance::{
 };
 use crate::registry::Registry;
 mod checks;
+mod maintenance;
 
 impl Worker {
     /// Starts configuring a worker on `driver`: a [`Driver`](jobs_driver::Driver), or a
@@ -245,60 +246,12 @@ impl WorkerBuilder {
         self
     }
 
-    /// Does not take part in leader election, so never runs the maintenance services.
-    pub fn without_maintenance(mut self) -> Self {
-        self.maintenance = false;
-        self
-    }
-
     /// Whether to listen for notifications (default `true`). Off, queues rely on polling,
     /// and the heartbeat asks for cancellations. A driver without notifications always
     /// polls (behind PgBouncer in transaction mode, use `PgDriver::through_pooler`, which
     /// has none unless it listens on a direct connection).
     pub fn listen(mut self, listen: bool) -> Self {
         self.listen = listen;
-        self
-    }
-
-    /// Leader election settings.
-    pub fn leader(mut self, config: LeaderConfig) -> Self {
-        self.leader = config;
-        self
-    }
-
-    /// Scheduler settings.
-    pub fn scheduler(mut self, config: SchedulerConfig) -> Self {
-        self.scheduler = config;
-        self
-    }
-
-    /// Rescuer settings.
-    pub fn rescuer(mut self, config: RescuerConfig) -> Self {
-        self.rescuer = config;
-        self
-    }
-
-    /// Archiver settings (drivers with an archive table: Postgres).
-    pub fn archiver(mut self, config: ArchiverConfig) -> Self {
-        self.archiver = config;
-        self
-    }
-
-    /// Pruner settings.
-    pub fn pruner(mut self, config: PrunerConfig) -> Self {
-        self.pruner = config;
-        self
-    }
-
-    /// Cron enqueuer settings.
-    pub fn cron(mut self, config: CronConfig) -> Self {
-        self.cron = config;
-        self
-    }
-
-    /// Adds a periodic job (besides those declared with `#[job(cron = ...)]`).
-    pub fn schedule(mut self, schedule: Periodic) -> Self {
-        self.schedules.push(schedule);
         self
     }
 

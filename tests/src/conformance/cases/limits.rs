@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, DurationRound, Utc};
 use jobs_core::driver::{
-    Completion, JobClaimParams, JobCompleteManyParams, JobState, QueueSetLimitsParams, QueueSettingsParams,
-    RateLimit,
+    JobClaimParams, JobCompleteManyParams, JobState, QueueSetLimitsParams, QueueSettingsParams, RateLimit,
 };
 use jobs_core::{ManualClock, QueueLimits, Worker, enqueue_many, set_queue_limits};
 
@@ -58,18 +57,7 @@ pub async fn a_global_limit_caps_what_runs_across_nodes(db: TestDb) {
     assert!(db.driver.job_claim(limited(10, "node-9", None)).await.expect("claim").is_empty());
 
     // One ends: room for one more.
-    let done = Completion {
-        id: claimed[0].id,
-        queue: "work".into(),
-        attempt: 1,
-        state: JobState::Completed,
-        result: None,
-        error: None,
-        delay_ms: None,
-        give_back_attempt: false,
-        delete: false,
-        timing: None,
-    };
+    let done = crate::conformance::factory::succeeded(claimed[0].id, "work", 1);
     db.driver
         .job_complete_many(JobCompleteManyParams { completions: &[done], now: None })
         .await

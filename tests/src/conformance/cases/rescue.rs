@@ -47,16 +47,8 @@ pub async fn a_late_completion_after_a_rescue_is_ignored(db: TestDb) {
     assert_eq!(row.errors[0]["error_type"], "rescued_node_lost");
 
     let late = Completion {
-        id,
-        queue: "work".into(),
-        attempt: 1,
-        state: JobState::Completed,
         result: Some("\"late\"".into()),
-        error: None,
-        delay_ms: None,
-        give_back_attempt: false,
-        delete: false,
-        timing: None,
+        ..crate::conformance::factory::succeeded(id, "work", 1)
     };
     let complete = |c: &Completion| {
         let c = c.clone();

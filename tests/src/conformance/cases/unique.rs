@@ -1,7 +1,7 @@
 //! Unique jobs: a duplicate returns the existing job while that job is in one of the key's
 //! states, and a new one once it has left them.
 
-use jobs_core::driver::{Completion, JobClaimParams, JobCompleteManyParams, JobState};
+use jobs_core::driver::{JobClaimParams, JobCompleteManyParams};
 use jobs_core::enqueue_many;
 
 use crate::conformance::TestDb;
@@ -40,18 +40,7 @@ pub async fn unique_keys_hold_in_their_states_and_free_up_after(db: TestDb) {
     assert_eq!(claimed.len(), 3);
     let running = sync_account::enqueue(&db.driver, Sync { account: 7, full: false }).await.expect("running");
     assert_eq!((running.id, running.existing), (first.id, true));
-    let done = Completion {
-        id: first.id,
-        queue: "default".into(),
-        attempt: 1,
-        state: JobState::Completed,
-        result: None,
-        error: None,
-        delay_ms: None,
-        give_back_attempt: false,
-        delete: false,
-        timing: None,
-    };
+    let done = crate::conformance::factory::succeeded(first.id, "default", 1);
     db.driver
         .job_complete_many(JobCompleteManyParams { completions: &[done], now: None })
         .await
