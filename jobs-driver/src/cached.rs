@@ -31,9 +31,39 @@ type Bind<'a, DB> = Box<dyn QueryFragment<DB> + Send + 'a>;
 /// `QueryableByName`) unless [`returning`](Self::returning) names the columns' types
 /// (decoded by position, `Queryable`: no name lookups per field).
 pub struct CachedQuery<'a, DB: Backend, ST = Untyped> {
-    sql: &'a str,
+    pieces: Vec<Piece<'a>>,
     binds: Vec<Bind<'a, DB>>,
     row: std::marker::PhantomData<fn() -> ST>,
+}
+
+/// A run of the text, or a parameter by its number (`$1` is 1; 0 stands for a number
+/// too large to be one).
+enum Piece<'a> {
+    Text(&'a str),
+    Param(usize),
+}
+
+/// `sql` cut at its `$n` parameters, once per query: diesel walks a query several times
+/// per run (its cache key, its binds, whether it may be cached).
+fn pieces(sql: &str) -> Vec<Piece<'_>> {
+    let (mut pieces, mut start, mut next) = (Vec::new(), 0, 0);
+    while let Some(found) = sql[next..].find('$') {
+        let at = next + found;
+        let digits = sql[at + 1..].bytes().take_while(u8::is_ascii_digit).count();
+        next = at + 1 + digits;
+        if digits == 0 {
+            continue;
+        }
+        if at > start {
+            pieces.push(Piece::Text(&sql[start..at]));
+        }
+        pieces.push(Piece::Param(sql[at + 1..next].parse().unwrap_or(0)));
+        start = next;
+    }
+    if start < sql.len() {
+        pieces.push(Piece::Text(&sql[start..]));
+    }
+    pieces
 }
 
 impl<'a, DB: Backend> CachedQuery<'a, DB> {
@@ -41,12 +71,12 @@ impl<'a, DB: Backend> CachedQuery<'a, DB> {
     /// Its text is the statement cache's key: a text built at run time is prepared once
     /// per connection for each distinct text, so build it from a bounded set of shapes.
     pub fn new(sql: &'a str) -> Self {
-        CachedQuery { sql, binds: Vec::new(), row: std::marker::PhantomData }
+        CachedQuery { pieces: pieces(sql), binds: Vec::new(), row: std::marker::PhantomData }
     }
 
     /// Declares the SQL types of the returned columns, in order.
     pub fn returning<ST>(self) -> CachedQuery<'a, DB, ST> {
-        CachedQuery { sql: self.sql, binds: self.binds, row: std::marker::PhantomData }
+        CachedQuery { pieces: self.pieces, binds: self.binds, row: std::marker::PhantomData }
     }
 }
 
@@ -65,25 +95,17 @@ impl<'a, DB: Backend, Row> CachedQuery<'a, DB, Row> {
 
 impl<DB: Backend, ST> QueryFragment<DB> for CachedQuery<'_, DB, ST> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> diesel::QueryResult<()> {
-        let mut rest = self.sql;
-        while let Some(pos) = rest.find('$') {
-            let digits = rest[pos + 1..].bytes().take_while(u8::is_ascii_digit).count();
-            if digits == 0 {
-                out.push_sql(&rest[..=pos]);
-                rest = &rest[pos + 1..];
-                continue;
+        for piece in &self.pieces {
+            match *piece {
+                Piece::Text(text) => out.push_sql(text),
+                Piece::Param(n) => {
+                    let bind = n.checked_sub(1).and_then(|i| self.binds.get(i)).ok_or_else(|| {
+                        DieselError::QueryBuilderError(format!("parameter ${n} was not bound").into())
+                    })?;
+                    bind.walk_ast(out.reborrow())?;
+                }
             }
-            out.push_sql(&rest[..pos]);
-            let n: usize = rest[pos + 1..pos + 1 + digits]
-                .parse()
-                .map_err(|_| DieselError::QueryBuilderError("bad parameter number".into()))?;
-            let bind = n.checked_sub(1).and_then(|i| self.binds.get(i)).ok_or_else(|| {
-                DieselError::QueryBuilderError(format!("parameter ${n} was not bound").into())
-            })?;
-            bind.walk_ast(out.reborrow())?;
-            rest = &rest[pos + 1 + digits..];
         }
-        out.push_sql(rest);
         Ok(())
     }
 }
@@ -98,3 +120,34 @@ impl<DB: Backend, ST> Query for CachedQuery<'_, DB, ST> {
 }
 
 impl<DB: Backend, Conn, ST> diesel::RunQueryDsl<Conn> for CachedQuery<'_, DB, ST> {}
+
+#[cfg(test)]
+mod tests {
+    use diesel::sql_types::{BigInt, Text};
+
+    use super::CachedQuery;
+
+    fn sql(query: &CachedQuery<'_, diesel::pg::Pg>) -> String {
+        diesel::debug_query(query).to_string()
+    }
+
+    #[test]
+    fn parameters_become_placeholders_and_every_other_dollar_stays() {
+        let query = CachedQuery::<diesel::pg::Pg>::new("SELECT '$', $2, $10 || 'x$' FROM t WHERE a = $1 $")
+            .bind::<BigInt, _>(1)
+            .bind::<Text, _>("b");
+        let query = (3..=10).fold(query, |q, n| q.bind::<BigInt, _>(n));
+        let text = sql(&query);
+        assert!(text.starts_with("SELECT '$', $1, $2 || 'x$' FROM t WHERE a = $3 $ --"), "{text}");
+    }
+
+    #[test]
+    fn an_unbound_or_impossible_parameter_is_an_error() {
+        use diesel::query_builder::QueryFragment;
+        for text in ["SELECT $2", "SELECT $99999999999999999999999"] {
+            let query = CachedQuery::<diesel::pg::Pg>::new(text).bind::<BigInt, _>(1);
+            let mut out = diesel::pg::PgQueryBuilder::default();
+            assert!(query.to_sql(&mut out, &diesel::pg::Pg).is_err(), "{text}");
+        }
+    }
+}

@@ -42,6 +42,8 @@ pub mod migrate;
 mod nodes;
 mod notifications;
 mod operations;
+#[cfg(test)]
+mod plans;
 mod pool;
 mod queue_limits;
 mod queue_settings;

@@ -1,6 +1,10 @@
 //! The claim: one statement takes a batch of available jobs `FOR UPDATE SKIP LOCKED` and
 //! stamps them with its token; a second reads them back by the token (MariaDB and MySQL
-//! have no `UPDATE … RETURNING`: seed 001's lock identifier).
+//! have no `UPDATE … RETURNING`: seed 001's lock identifier). Both go through
+//! `jobs_claim_idx (queue, state, running_token, priority, scheduled_at, id)`, where
+//! `running_token` is the token while the row is `running` and NULL otherwise: the claim
+//! reads a queue's available jobs in claim order (`running_token IS NULL` tells the
+//! optimizer so), the read-back exactly the rows of its token.
 //!
 //! Both run in autocommit. Should the read-back never reach the worker (the connection
 //! drops between them), the rows stay `running` on this node, which hands them back with
@@ -20,9 +24,9 @@ use crate::time::{naive_opt, utc};
 // update touches each claimed row once through the primary key, whatever the statistics:
 // joined the other way round on a small table, InnoDB would scan, and wait on, rows other
 // claimers hold.
-const CLAIM: &str = "\
+pub(crate) const CLAIM: &str = "\
 UPDATE (SELECT id FROM jobs
-        WHERE queue = $1 AND state = 'available'
+        WHERE queue = $1 AND state = 'available' AND running_token IS NULL
           AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = $1 AND q.paused)
         ORDER BY priority, scheduled_at, id
         LIMIT $2
@@ -35,10 +39,10 @@ SET j.state = 'running',
     j.attempted_node = $3,
     j.lock_token = $5";
 
-const READ_BACK: &str = "\
+pub(crate) const READ_BACK: &str = "\
 SELECT id, kind, queue, args, meta, tags, priority, attempt, max_attempts, timeout_ms, created_at,
        scheduled_at, attempted_at
-FROM jobs WHERE lock_token = $1 AND state = 'running'
+FROM jobs WHERE queue = $1 AND state = 'running' AND running_token = $2
 ORDER BY priority, scheduled_at, id";
 
 type ClaimedColumns = (
@@ -112,7 +116,19 @@ where
     if claimed == 0 {
         return Ok(Vec::new());
     }
-    let rows: Vec<ClaimedRow> =
-        CachedQuery::new(READ_BACK).bind::<BigInt, _>(token).returning::<ClaimedColumns>().load(conn).await?;
+    let rows: Vec<ClaimedRow> = CachedQuery::new(READ_BACK)
+        .bind::<Text, _>(queue)
+        .bind::<BigInt, _>(token)
+        .returning::<ClaimedColumns>()
+        .load(conn)
+        .await?;
+    if rows.len() != claimed {
+        tracing::warn!(
+            queue,
+            claimed,
+            read = rows.len(),
+            "a claim read back fewer jobs than it took: the node hands the others back after its grace period"
+        );
+    }
     rows.into_iter().map(ClaimedRow::into_claimed).collect()
 }

@@ -5,7 +5,7 @@
 //!
 //! MariaDB returns no rows from a multi-table `UPDATE` or `DELETE`, only how many it
 //! changed. When that is the whole batch (nearly always), every outcome applied. When it
-//! is fewer, the updates read back the rows they stamped with their token, and the delete
+//! is fewer, the updates read back which of their rows carry their token, and the delete
 //! reads which of its rows are still there (fenced out).
 
 use diesel::mysql::Mysql;
@@ -135,10 +135,15 @@ where
         if n == part.len() {
             applied.extend(part.iter().map(|c| c.id));
         } else if n > 0 {
-            let rows: Vec<Id> = CachedQuery::new("SELECT id FROM jobs WHERE lock_token = $1")
-                .bind::<BigInt, _>(token)
-                .load(conn)
-                .await?;
+            let ids: Vec<i64> = part.iter().map(|c| c.id).collect();
+            let rows: Vec<Id> = CachedQuery::new(
+                "SELECT j.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t \
+                 STRAIGHT_JOIN jobs j ON j.id = t.id WHERE j.lock_token = $2",
+            )
+            .bind::<Text, _>(ids_json(&ids))
+            .bind::<BigInt, _>(token)
+            .load(conn)
+            .await?;
             applied.extend(rows.into_iter().map(|r| r.id));
         }
     }

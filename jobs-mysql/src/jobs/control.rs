@@ -5,7 +5,7 @@
 //! that the driver can also deliver them in this process once it commits.
 //!
 //! The ids travel as one JSON array joined to `jobs` by primary key; the changed rows are
-//! stamped with the statement's token and read back by it.
+//! stamped with the statement's token, and read back as the rows of those ids that carry it.
 
 use diesel::QueryableByName;
 use diesel::mysql::Mysql;
@@ -26,17 +26,21 @@ macro_rules! by_ids {
 }
 
 // A cancel marks every unfinished job; those not running are then cancelled at once, and
-// the nodes running the others are told `{"cancel": id}`.
+// the nodes running the others are told `{"cancel": id}`. A running row keeps its token:
+// it is the claim's, which may not have read its rows back yet (see `claim`).
 const MARK_CANCEL: &str = concat!(
     "UPDATE ",
     by_ids!(),
-    " SET j.cancel_requested_at = UTC_TIMESTAMP(6), j.lock_token = $2
+    " SET j.cancel_requested_at = UTC_TIMESTAMP(6), j.lock_token = IF(j.state = 'running', j.lock_token, $2)
  WHERE j.state IN ('available', 'scheduled', 'running', 'retryable')"
 );
 
-const CANCEL_WAITING: &str = "\
-UPDATE jobs SET finalized_at = UTC_TIMESTAMP(6), state = 'cancelled'
-WHERE lock_token = $1 AND state <> 'running'";
+const CANCEL_WAITING: &str = concat!(
+    "UPDATE ",
+    by_ids!(),
+    " SET j.finalized_at = UTC_TIMESTAMP(6), j.state = 'cancelled'
+ WHERE j.lock_token = $2 AND j.state <> 'running'"
+);
 
 const RETRY: &str = concat!(
     "UPDATE ",
@@ -56,11 +60,21 @@ struct Changed {
     queue: String,
 }
 
-async fn stamped<C>(conn: &mut C, token: i64) -> Result<Vec<Changed>>
+/// The rows of `ids` (the JSON array) that carry `token`, and with `running`, those
+/// running (a cancel marks them without stamping them).
+async fn stamped<C>(conn: &mut C, ids: &str, token: i64, running: bool) -> Result<Vec<Changed>>
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {
-    Ok(CachedQuery::new("SELECT id, state, queue FROM jobs WHERE lock_token = $1 ORDER BY id")
+    const STAMPED: &str =
+        concat!("SELECT j.id, j.state, j.queue FROM ", by_ids!(), " WHERE j.lock_token = $2 ORDER BY j.id");
+    const STAMPED_OR_RUNNING: &str = concat!(
+        "SELECT j.id, j.state, j.queue FROM ",
+        by_ids!(),
+        " WHERE j.lock_token = $2 OR (j.state = 'running' AND j.cancel_requested_at IS NOT NULL) ORDER BY j.id"
+    );
+    Ok(CachedQuery::new(if running { STAMPED_OR_RUNNING } else { STAMPED })
+        .bind::<Text, _>(ids)
         .bind::<BigInt, _>(token)
         .load(conn)
         .await?)
@@ -83,17 +97,21 @@ pub(crate) async fn cancel_many<C>(conn: &mut C, ids: &[i64]) -> Result<(Vec<Job
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {
-    let token = token();
+    let (ids, token) = (ids_json(ids), token());
     let marked = CachedQuery::new(MARK_CANCEL)
-        .bind::<Text, _>(ids_json(ids))
+        .bind::<Text, _>(ids.as_str())
         .bind::<BigInt, _>(token)
         .execute(conn)
         .await?;
     if marked == 0 {
         return Ok((Vec::new(), Vec::new()));
     }
-    CachedQuery::new(CANCEL_WAITING).bind::<BigInt, _>(token).execute(conn).await?;
-    let changed = stamped(conn, token).await?;
+    CachedQuery::new(CANCEL_WAITING)
+        .bind::<Text, _>(ids.as_str())
+        .bind::<BigInt, _>(token)
+        .execute(conn)
+        .await?;
+    let changed = stamped(conn, &ids, token, true).await?;
     let states = changed.iter().map(|c| state(&c.state)).collect::<Result<Vec<_>>>()?;
     let told: Vec<Notification> = changed
         .iter()
@@ -111,13 +129,13 @@ pub(crate) async fn retry_many<C>(conn: &mut C, ids: &[i64]) -> Result<(i64, Vec
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {
-    let token = token();
+    let (ids, token) = (ids_json(ids), token());
     let n =
-        CachedQuery::new(RETRY).bind::<Text, _>(ids_json(ids)).bind::<BigInt, _>(token).execute(conn).await?;
+        CachedQuery::new(RETRY).bind::<Text, _>(ids.as_str()).bind::<BigInt, _>(token).execute(conn).await?;
     if n == 0 {
         return Ok((0, Vec::new()));
     }
-    let changed = stamped(conn, token).await?;
+    let changed = stamped(conn, &ids, token, false).await?;
     let queues: std::collections::BTreeSet<&str> = changed.iter().map(|c| c.queue.as_str()).collect();
     let woken: Vec<Notification> =
         queues.into_iter().map(|queue| Notification::JobsAvailable { queue: queue.to_owned() }).collect();

@@ -1,23 +1,15 @@
 //! Inserting jobs: one multi-row `INSERT … VALUES` per [`ROWS_PER_STATEMENT`] jobs, in
 //! input order, in whatever transaction the connection is in; then one
 //! `job_notifications` row per queue that received available jobs (see `notifications`).
-//!
-//! Every value is a bound parameter; the statement's text depends only on the number of
-//! rows, whether the batch has uniqueness keys, and whether the clock is injected, so a
-//! connection prepares each shape once (at most `2 × 2 × ROWS_PER_STATEMENT` texts; a
-//! `JSON_TABLE` over one JSON array, the earlier form, cost the server 35 % more per
-//! job). A row's `scheduled_at` and `state` are computed from its `created_at` in the
-//! same row (MySQL and MariaDB let a value name a column set before it), so the
-//! database's clock is read once per statement.
+//! The statements' text, one per shape of rows, is in `insert_sql`.
 //!
 //! A job that holds a uniqueness key goes in with `ON DUPLICATE KEY UPDATE` on
 //! `jobs_unique_idx` (the generated column that holds the key only in the job's unique
-//! states): MariaDB then returns the row that holds the key. Every new row carries the
-//! statement's token in `lock_token`, so a returned row with another token is an existing
-//! job (seed 002's de-duplicated insert).
+//! states): MariaDB then returns the row that holds the key. Every new row of such a
+//! statement carries the statement's token in `lock_token`, so a returned row with another
+//! token is an existing job (seed 002's de-duplicated insert).
 
 use std::collections::{BTreeSet, HashMap};
-use std::fmt::Write as _;
 
 use diesel::QueryableByName;
 use diesel::mysql::Mysql;
@@ -25,60 +17,13 @@ use diesel::sql_types::{BigInt, Binary, Datetime, Integer, Nullable, SmallInt, T
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::{DriverError, Inserted, NewJob, Notification, Result};
 
+pub(crate) use super::insert_sql::ROWS_PER_STATEMENT;
+use super::insert_sql::{RowShape, statement};
 use crate::cached::CachedQuery;
 use crate::jobs::read::states_list;
 use crate::notifications;
-use crate::rows::token;
+use crate::rows::{Id, token};
 use crate::time::{naive, naive_opt};
-
-/// The most rows one statement inserts; a larger batch takes several, in one transaction.
-pub(crate) const ROWS_PER_STATEMENT: usize = 100;
-
-/// Parameters per row (after `$1` the injected clock and `$2` the token).
-const PARAMS_PER_ROW: usize = 12;
-
-/// The statement for `rows` rows. `$1` is the injected clock (`clock`) or unused,
-/// `$2` the token. With `returning`, it returns each row (the new one, or the one that
-/// holds its key).
-fn statement(rows: usize, unique: bool, clock: bool, returning: bool) -> String {
-    let now = if clock { "$1" } else { "UTC_TIMESTAMP(6)" };
-    let mut sql = String::with_capacity(300 + rows * 190);
-    sql.push_str(
-        "INSERT INTO jobs (created_at, scheduled_at, state, kind, queue, args, meta, tags, priority, \
-         max_attempts, timeout_ms, attempted_by, errors, unique_key, unique_states, lock_token) VALUES ",
-    );
-    for row in 0..rows {
-        let p = 3 + row * PARAMS_PER_ROW;
-        if row > 0 {
-            sql.push_str(",\n");
-        }
-        // Writing to a String cannot fail.
-        let _ = write!(
-            sql,
-            "({now}, COALESCE(${p}, created_at + INTERVAL ${} MICROSECOND), \
-             IF(scheduled_at > created_at, 'scheduled', 'available'), \
-             ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, '[]', '[]', ${}, ${}, $2)",
-            p + 1,
-            p + 2,
-            p + 3,
-            p + 4,
-            p + 5,
-            p + 6,
-            p + 7,
-            p + 8,
-            p + 9,
-            p + 10,
-            p + 11,
-        );
-    }
-    if unique {
-        sql.push_str("\nON DUPLICATE KEY UPDATE jobs.id = jobs.id");
-    }
-    if returning {
-        sql.push_str("\nRETURNING id, lock_token, state, queue, unique_key");
-    }
-    sql
-}
 
 /// A row as the insert returns it (or as the sync path reads it back).
 #[derive(QueryableByName)]
@@ -89,8 +34,6 @@ struct InsertedRow {
     lock_token: Option<i64>,
     #[diesel(sql_type = Text)]
     state: String,
-    #[diesel(sql_type = Text)]
-    queue: String,
     #[diesel(sql_type = Nullable<Binary>)]
     unique_key: Option<Vec<u8>>,
 }
@@ -142,10 +85,17 @@ fn encode(job: &NewJob) -> Encoded {
 struct Prepared<'a> {
     batch: Deduplicated<'a>,
     encoded: Vec<Encoded>,
-    /// (first row, rows, text) per statement.
-    statements: Vec<(usize, usize, String)>,
+    statements: Vec<Statement>,
     now: Option<chrono::NaiveDateTime>,
     token: i64,
+}
+
+/// One statement of a batch: its rows `first..first + rows`, their shape and its text.
+struct Statement {
+    first: usize,
+    rows: usize,
+    shape: RowShape,
+    sql: &'static str,
 }
 
 fn prepare(jobs: &[NewJob], now: Option<chrono::DateTime<chrono::Utc>>, returning: bool) -> Prepared<'_> {
@@ -154,24 +104,25 @@ fn prepare(jobs: &[NewJob], now: Option<chrono::DateTime<chrono::Utc>>, returnin
     let mut statements = Vec::with_capacity(batch.rows.len().div_ceil(ROWS_PER_STATEMENT));
     let mut first = 0;
     for chunk in batch.rows.chunks(ROWS_PER_STATEMENT) {
-        let unique = chunk.iter().any(|job| job.unique.is_some());
-        statements.push((first, chunk.len(), statement(chunk.len(), unique, now.is_some(), returning)));
+        let shape = RowShape::of(chunk);
+        let sql = statement(shape, chunk.len(), now.is_some(), returning);
+        statements.push(Statement { first, rows: chunk.len(), shape, sql });
         first += chunk.len();
     }
     Prepared { batch, encoded, statements, now: naive_opt(now), token: token() }
 }
 
-/// Statement `index` of `prepared` with its parameters bound.
-fn query<'a>(prepared: &'a Prepared<'_>, index: usize) -> CachedQuery<'a> {
-    let (first, rows, sql) = &prepared.statements[index];
-    let mut query = CachedQuery::new(sql.as_str())
+/// `statement` of `prepared` with its parameters bound.
+fn query<'a>(prepared: &'a Prepared<'_>, statement: &Statement) -> CachedQuery<'a> {
+    let mut query = CachedQuery::new(statement.sql)
         .bind::<Nullable<Datetime>, _>(prepared.now)
         .bind::<BigInt, _>(prepared.token);
-    for row in *first..first + rows {
+    for row in statement.first..statement.first + statement.rows {
         let (job, encoded) = (prepared.batch.rows[row], &prepared.encoded[row]);
+        if statement.shape != RowShape::Plain {
+            query = query.bind::<Nullable<Datetime>, _>(encoded.run_at).bind::<BigInt, _>(encoded.delay_us);
+        }
         query = query
-            .bind::<Nullable<Datetime>, _>(encoded.run_at)
-            .bind::<BigInt, _>(encoded.delay_us)
             .bind::<Text, _>(job.kind.as_ref())
             .bind::<Text, _>(job.queue.as_ref())
             .bind::<Text, _>(job.args.as_str())
@@ -179,18 +130,52 @@ fn query<'a>(prepared: &'a Prepared<'_>, index: usize) -> CachedQuery<'a> {
             .bind::<Text, _>(encoded.tags.as_str())
             .bind::<SmallInt, _>(job.priority)
             .bind::<Integer, _>(job.max_attempts)
-            .bind::<Nullable<BigInt>, _>(job.timeout_ms)
-            .bind::<Nullable<Binary>, _>(job.unique.as_ref().map(|(key, _)| key.as_slice()))
-            .bind::<Nullable<Text>, _>(encoded.unique_states.as_deref());
+            .bind::<Nullable<BigInt>, _>(job.timeout_ms);
+        if statement.shape != RowShape::Plain {
+            query = query
+                .bind::<Nullable<Binary>, _>(job.unique.as_ref().map(|(key, _)| key.as_slice()))
+                .bind::<Nullable<Text>, _>(encoded.unique_states.as_deref());
+        }
     }
     query
 }
 
+/// What the database said of one row: its id, whether it is a job that was there before
+/// (the holder of the row's key), and whether it is a new available job.
+struct Outcome {
+    id: i64,
+    existing: bool,
+    available: bool,
+}
+
+impl Outcome {
+    fn of(row: InsertedRow, token: i64) -> Outcome {
+        let existing = row.lock_token != Some(token);
+        Outcome { id: row.id, existing, available: !existing && row.state == "available" }
+    }
+
+    /// A row of a plain statement: new, and available.
+    fn new_available(id: i64) -> Outcome {
+        Outcome { id, existing: false, available: true }
+    }
+}
+
+/// Runs `statement` of `prepared` on `conn`, returning its rows' outcomes in input order.
+async fn run<C>(conn: &mut C, prepared: &Prepared<'_>, statement: &Statement) -> Result<Vec<Outcome>>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    let query = query(prepared, statement);
+    Ok(if statement.shape == RowShape::Plain {
+        query.load::<Id>(conn).await?.into_iter().map(|row| Outcome::new_available(row.id)).collect()
+    } else {
+        let rows = query.load::<InsertedRow>(conn).await?;
+        rows.into_iter().map(|row| Outcome::of(row, prepared.token)).collect()
+    })
+}
+
 /// Each input's result, and one wake-up per queue that received available jobs.
-fn results(
-    prepared: &Prepared<'_>,
-    returned: Vec<InsertedRow>,
-) -> Result<(Vec<Inserted>, Vec<Notification>)> {
+fn results(prepared: &Prepared<'_>, returned: Vec<Outcome>) -> Result<(Vec<Inserted>, Vec<Notification>)> {
     let batch = &prepared.batch;
     if returned.len() != batch.rows.len() {
         return Err(DriverError::unexpected(format!(
@@ -199,26 +184,21 @@ fn results(
             returned.len()
         )));
     }
-    let mut queues = BTreeSet::new();
-    let per_row: Vec<Inserted> = returned
+    let queues: BTreeSet<&str> = returned
         .iter()
-        .map(|r| {
-            let existing = r.lock_token != Some(prepared.token);
-            if !existing && r.state == "available" {
-                queues.insert(r.queue.as_str());
-            }
-            Inserted { id: r.id, existing }
-        })
+        .zip(&batch.rows)
+        .filter(|(r, _)| r.available)
+        .map(|(_, job)| job.queue.as_ref())
         .collect();
     let wake_ups =
         queues.into_iter().map(|queue| Notification::JobsAvailable { queue: queue.to_owned() }).collect();
-    let mut used = vec![false; per_row.len()];
+    let mut used = vec![false; returned.len()];
     let results = batch
         .slot
         .iter()
         .map(|&row| {
             let first_use = !std::mem::replace(&mut used[row], true);
-            Inserted { id: per_row[row].id, existing: per_row[row].existing || !first_use }
+            Inserted { id: returned[row].id, existing: returned[row].existing || !first_use }
         })
         .collect();
     Ok((results, wake_ups))
@@ -256,9 +236,9 @@ where
         return Ok((Vec::new(), Vec::new()));
     }
     let prepared = prepare(jobs, now, true);
-    let mut returned: Vec<InsertedRow> = Vec::with_capacity(prepared.batch.rows.len());
-    for index in 0..prepared.statements.len() {
-        returned.extend(query(&prepared, index).load::<InsertedRow>(conn).await?);
+    let mut returned = Vec::with_capacity(prepared.batch.rows.len());
+    for statement in &prepared.statements {
+        returned.extend(run(conn, &prepared, statement).await?);
     }
     results(&prepared, returned)
 }
@@ -272,10 +252,18 @@ where
         return Ok(Vec::new());
     }
     let prepared = prepare(jobs, None, false);
-    for index in 0..prepared.statements.len() {
-        diesel::RunQueryDsl::execute(query(&prepared, index), conn)?;
+    // Every new row's id is above the largest before the inserts (ids only grow).
+    let before: Id = diesel::RunQueryDsl::get_result(
+        CachedQuery::new("SELECT COALESCE(MAX(id), 0) AS id FROM jobs"),
+        conn,
+    )?;
+    for statement in &prepared.statements {
+        diesel::RunQueryDsl::execute(query(&prepared, statement), conn)?;
     }
-    let returned = read_back_sync(conn, &prepared)?;
+    let returned = read_back_sync(conn, &prepared, before.id)?
+        .into_iter()
+        .map(|row| Outcome::of(row, prepared.token))
+        .collect();
     let (results, wake_ups) = results(&prepared, returned)?;
     for wake_up in &wake_ups {
         notifications::add_sync(conn, wake_up)?;
@@ -286,16 +274,18 @@ where
 /// Each row of `prepared` as `RETURNING` would have given it, read back on a sync
 /// connection (the C client cannot read `INSERT … RETURNING` through a prepared
 /// statement: it finds no result metadata). The new rows carry the token, in insert
-/// order; a row whose key was held is the job that holds it.
-fn read_back_sync<C>(conn: &mut C, prepared: &Prepared<'_>) -> Result<Vec<InsertedRow>>
+/// order, past `after`; a row whose key was held is the job that holds it.
+fn read_back_sync<C>(conn: &mut C, prepared: &Prepared<'_>, after: i64) -> Result<Vec<InsertedRow>>
 where
     C: diesel::connection::LoadConnection<Backend = Mysql>,
 {
     const NEW_ROWS: &str =
-        "SELECT id, lock_token, state, queue, unique_key FROM jobs WHERE lock_token = $1 ORDER BY id";
-    const HOLDER: &str = "SELECT id, lock_token, state, queue, unique_key FROM jobs WHERE unique_held = $1";
-    let new_rows: Vec<InsertedRow> =
-        diesel::RunQueryDsl::load(CachedQuery::new(NEW_ROWS).bind::<BigInt, _>(prepared.token), conn)?;
+        "SELECT id, lock_token, state, unique_key FROM jobs WHERE id > $1 AND lock_token = $2 ORDER BY id";
+    const HOLDER: &str = "SELECT id, lock_token, state, unique_key FROM jobs WHERE unique_held = $1";
+    let new_rows: Vec<InsertedRow> = diesel::RunQueryDsl::load(
+        CachedQuery::new(NEW_ROWS).bind::<BigInt, _>(after).bind::<BigInt, _>(prepared.token),
+        conn,
+    )?;
     let mut keyed: HashMap<Vec<u8>, InsertedRow> = HashMap::new();
     let mut plain = Vec::with_capacity(new_rows.len());
     for row in new_rows {

@@ -1,0 +1,86 @@
+//! Plan tests: the claim and its read-back stay on `jobs_claim_idx`, the claim in claim
+//! order (no sort of the queue) and the read-back on the claim's own token, whatever the
+//! statistics say.
+
+use diesel::QueryableByName;
+use diesel::sql_types::Text;
+use diesel_async::{AsyncMysqlConnection, RunQueryDsl, SimpleAsyncConnection};
+use jobs_driver::{JobClaimParams, NewJob};
+
+use crate::jobs::claim::{CLAIM, READ_BACK, claim};
+use crate::jobs::insert::insert_many;
+use crate::testing::TestDatabase;
+
+#[derive(QueryableByName)]
+struct Plan {
+    #[diesel(sql_type = Text, column_name = "EXPLAIN")]
+    json: String,
+}
+
+/// `EXPLAIN FORMAT=JSON` of `sql` with its `$n` parameters replaced by `values` (`$1`
+/// first).
+async fn explain(conn: &mut AsyncMysqlConnection, sql: &str, values: &[&str]) -> String {
+    let mut sql = sql.to_owned();
+    // The highest number first, so that `$1` does not match the start of `$10`.
+    for (n, value) in values.iter().enumerate().rev() {
+        sql = sql.replace(&format!("${}", n + 1), value);
+    }
+    let plan: Plan =
+        diesel::sql_query(format!("EXPLAIN FORMAT=JSON {sql}")).get_result(conn).await.expect("explain");
+    plan.json
+}
+
+/// 20,000 available jobs in `plans`, 5,000 in `other`, and 300 of `plans` running under
+/// three claims; returns a connection and the first claim's token.
+async fn claimed_queue(db: &TestDatabase) -> (AsyncMysqlConnection, i64) {
+    let mut conn = db.connect().await.expect("connect");
+    for (queue, batches) in [("plans", 20), ("other", 5)] {
+        let batch: Vec<NewJob> = (0..1_000).map(|_| NewJob::new("plan.job", queue, "{}")).collect();
+        for _ in 0..batches {
+            insert_many(&mut conn, &batch, None).await.expect("insert");
+        }
+    }
+    for _ in 0..3 {
+        let params = JobClaimParams {
+            queue: "plans",
+            limit: 100,
+            node: "planner",
+            now: None,
+            recurring_size: false,
+            limited: false,
+        };
+        assert_eq!(claim(&mut conn, params).await.expect("claim").len(), 100);
+    }
+    #[derive(QueryableByName)]
+    struct Token {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        running_token: i64,
+    }
+    let token: Token =
+        diesel::sql_query("SELECT running_token FROM jobs WHERE state = 'running' ORDER BY id LIMIT 1")
+            .get_result(&mut conn)
+            .await
+            .expect("a running job");
+    conn.batch_execute("ANALYZE TABLE jobs").await.expect("analyze");
+    (conn, token.running_token)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_claim_reads_its_queue_in_claim_order_and_reads_back_only_its_rows() {
+    let db = TestDatabase::new().await.expect("database");
+    let (mut conn, token) = claimed_queue(&db).await;
+
+    let plan = explain(&mut conn, CLAIM, &["'plans'", "100", "'planner'", "NULL", "42"]).await;
+    assert!(plan.contains("\"key\": \"jobs_claim_idx\""), "the claim leaves its index:\n{plan}");
+    assert!(!plan.contains("filesort"), "the claim sorts the queue:\n{plan}");
+
+    let plan = explain(&mut conn, READ_BACK, &["'plans'", &token.to_string()]).await;
+    assert!(plan.contains("\"key\": \"jobs_claim_idx\""), "the read-back leaves the claim index:\n{plan}");
+    assert!(
+        plan.contains("\"running_token\""),
+        "the read-back does not look up its token in the index (it reads every running job):\n{plan}"
+    );
+    let sql = READ_BACK.replace("$1", "'plans'").replace("$2", &token.to_string());
+    let read: Vec<crate::rows::Id> = diesel::sql_query(sql).load(&mut conn).await.expect("read back");
+    assert_eq!(read.len(), 100, "one claim's rows");
+}
