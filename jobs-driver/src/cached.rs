@@ -100,7 +100,11 @@ impl<DB: Backend, ST> QueryFragment<DB> for CachedQuery<'_, DB, ST> {
                 Piece::Text(text) => out.push_sql(text),
                 Piece::Param(n) => {
                     let bind = n.checked_sub(1).and_then(|i| self.binds.get(i)).ok_or_else(|| {
-                        DieselError::QueryBuilderError(format!("parameter ${n} was not bound").into())
+                        let error = match n {
+                            0 => "a parameter number is out of range".to_owned(),
+                            n => format!("parameter ${n} was not bound"),
+                        };
+                        DieselError::QueryBuilderError(error.into())
                     })?;
                     bind.walk_ast(out.reborrow())?;
                 }

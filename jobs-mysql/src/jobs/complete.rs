@@ -135,7 +135,9 @@ where
         if n == part.len() {
             applied.extend(part.iter().map(|c| c.id));
         } else if n > 0 {
-            let ids: Vec<i64> = part.iter().map(|c| c.id).collect();
+            let mut ids: Vec<i64> = part.iter().map(|c| c.id).collect();
+            ids.sort_unstable();
+            ids.dedup();
             let rows: Vec<Id> = CachedQuery::new(
                 "SELECT j.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t \
                  STRAIGHT_JOIN jobs j ON j.id = t.id WHERE j.lock_token = $2",

@@ -80,6 +80,14 @@ where
         .await?)
 }
 
+/// `ids` once each: the read-backs join the ids to `jobs`, one row per occurrence.
+fn distinct(ids: &[i64]) -> Vec<i64> {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
 async fn tell<C>(conn: &mut C, told: &[Notification]) -> Result<()>
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
@@ -97,7 +105,7 @@ pub(crate) async fn cancel_many<C>(conn: &mut C, ids: &[i64]) -> Result<(Vec<Job
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {
-    let (ids, token) = (ids_json(ids), token());
+    let (ids, token) = (ids_json(&distinct(ids)), token());
     let marked = CachedQuery::new(MARK_CANCEL)
         .bind::<Text, _>(ids.as_str())
         .bind::<BigInt, _>(token)

@@ -243,7 +243,9 @@ where
     results(&prepared, returned)
 }
 
-/// [`insert_many`] on a synchronous diesel connection (`MysqlConnection`, pooled or not).
+/// [`insert_many`] on a synchronous diesel connection (`MysqlConnection`, pooled or not),
+/// in a transaction of its own (a savepoint inside the caller's): until the rows are read
+/// back, a worker's claim skips them, so none can carry another statement's token yet.
 pub(crate) fn insert_many_sync<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Vec<Inserted>>
 where
     C: diesel::connection::LoadConnection<Backend = Mysql>,
@@ -251,39 +253,46 @@ where
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
-    let prepared = prepare(jobs, None, false);
-    // Every new row's id is above the largest before the inserts (ids only grow).
-    let before: Id = diesel::RunQueryDsl::get_result(
-        CachedQuery::new("SELECT COALESCE(MAX(id), 0) AS id FROM jobs"),
-        conn,
-    )?;
-    for statement in &prepared.statements {
-        diesel::RunQueryDsl::execute(query(&prepared, statement), conn)?;
-    }
-    let returned = read_back_sync(conn, &prepared, before.id)?
-        .into_iter()
-        .map(|row| Outcome::of(row, prepared.token))
-        .collect();
-    let (results, wake_ups) = results(&prepared, returned)?;
-    for wake_up in &wake_ups {
-        notifications::add_sync(conn, wake_up)?;
-    }
-    Ok(results)
+    conn.transaction::<_, DriverError, _>(|conn| {
+        let prepared = prepare(jobs, None, false);
+        // Every new row's id is at least the first one the first statement generated (ids
+        // only grow; a statement that inserted nothing leaves an earlier, lower value).
+        let mut after = None;
+        for statement in &prepared.statements {
+            diesel::RunQueryDsl::execute(query(&prepared, statement), conn)?;
+            if after.is_none() {
+                let first: Id = diesel::RunQueryDsl::get_result(
+                    CachedQuery::new("SELECT CAST(LAST_INSERT_ID() AS SIGNED) AS id"),
+                    conn,
+                )?;
+                after = Some(first.id);
+            }
+        }
+        let returned = read_back_sync(conn, &prepared, after.unwrap_or(0))?
+            .into_iter()
+            .map(|row| Outcome::of(row, prepared.token))
+            .collect();
+        let (results, wake_ups) = results(&prepared, returned)?;
+        for wake_up in &wake_ups {
+            notifications::add_sync(conn, wake_up)?;
+        }
+        Ok(results)
+    })
 }
 
 /// Each row of `prepared` as `RETURNING` would have given it, read back on a sync
 /// connection (the C client cannot read `INSERT … RETURNING` through a prepared
 /// statement: it finds no result metadata). The new rows carry the token, in insert
-/// order, past `after`; a row whose key was held is the job that holds it.
-fn read_back_sync<C>(conn: &mut C, prepared: &Prepared<'_>, after: i64) -> Result<Vec<InsertedRow>>
+/// order, from id `from` on; a row whose key was held is the job that holds it.
+fn read_back_sync<C>(conn: &mut C, prepared: &Prepared<'_>, from: i64) -> Result<Vec<InsertedRow>>
 where
     C: diesel::connection::LoadConnection<Backend = Mysql>,
 {
     const NEW_ROWS: &str =
-        "SELECT id, lock_token, state, unique_key FROM jobs WHERE id > $1 AND lock_token = $2 ORDER BY id";
+        "SELECT id, lock_token, state, unique_key FROM jobs WHERE id >= $1 AND lock_token = $2 ORDER BY id";
     const HOLDER: &str = "SELECT id, lock_token, state, unique_key FROM jobs WHERE unique_held = $1";
     let new_rows: Vec<InsertedRow> = diesel::RunQueryDsl::load(
-        CachedQuery::new(NEW_ROWS).bind::<BigInt, _>(after).bind::<BigInt, _>(prepared.token),
+        CachedQuery::new(NEW_ROWS).bind::<BigInt, _>(from).bind::<BigInt, _>(prepared.token),
         conn,
     )?;
     let mut keyed: HashMap<Vec<u8>, InsertedRow> = HashMap::new();

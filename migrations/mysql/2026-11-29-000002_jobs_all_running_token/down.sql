@@ -1,0 +1,1 @@
+CREATE OR REPLACE VIEW jobs_all AS SELECT * FROM jobs;
