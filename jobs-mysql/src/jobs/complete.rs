@@ -135,17 +135,13 @@ where
         if n == part.len() {
             applied.extend(part.iter().map(|c| c.id));
         } else if n > 0 {
-            let mut ids: Vec<i64> = part.iter().map(|c| c.id).collect();
-            ids.sort_unstable();
-            ids.dedup();
-            let rows: Vec<Id> = CachedQuery::new(
-                "SELECT j.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t \
-                 STRAIGHT_JOIN jobs j ON j.id = t.id WHERE j.lock_token = $2",
-            )
-            .bind::<Text, _>(ids_json(&ids))
-            .bind::<BigInt, _>(token)
-            .load(conn)
-            .await?;
+            let ids: Vec<i64> = part.iter().map(|c| c.id).collect();
+            let rows: Vec<Id> =
+                CachedQuery::new(concat!("SELECT j.id FROM ", by_ids!(), " WHERE j.lock_token = $2"))
+                    .bind::<Text, _>(ids_json(&ids))
+                    .bind::<BigInt, _>(token)
+                    .load(conn)
+                    .await?;
             applied.extend(rows.into_iter().map(|r| r.id));
         }
     }
@@ -162,12 +158,10 @@ where
             // The rows still there were fenced out; the others went (by this statement,
             // or by an earlier attempt of it whose reply was lost).
             let ids: Vec<i64> = deleted.iter().map(|c| c.id).collect();
-            let left: Vec<Id> = CachedQuery::new(
-                "SELECT j.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t STRAIGHT_JOIN jobs j ON j.id = t.id",
-            )
-            .bind::<Text, _>(ids_json(&ids))
-            .load(conn)
-            .await?;
+            let left: Vec<Id> = CachedQuery::new(concat!("SELECT j.id FROM ", by_ids!()))
+                .bind::<Text, _>(ids_json(&ids))
+                .load(conn)
+                .await?;
             let left: std::collections::HashSet<i64> = left.into_iter().map(|r| r.id).collect();
             applied.extend(ids.into_iter().filter(|id| !left.contains(id)));
         }

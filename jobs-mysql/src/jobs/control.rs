@@ -18,13 +18,6 @@ use crate::cached::CachedQuery;
 use crate::notifications;
 use crate::rows::token;
 
-/// `jobs j` for the ids of the JSON array `$1`, found by primary key.
-macro_rules! by_ids {
-    () => {
-        "JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t STRAIGHT_JOIN jobs j ON j.id = t.id"
-    };
-}
-
 // A cancel marks every unfinished job; those not running are then cancelled at once, and
 // the nodes running the others are told `{"cancel": id}`. A running row keeps its token:
 // it is the claim's, which may not have read its rows back yet (see `claim`).
@@ -80,14 +73,6 @@ where
         .await?)
 }
 
-/// `ids` once each: the read-backs join the ids to `jobs`, one row per occurrence.
-fn distinct(ids: &[i64]) -> Vec<i64> {
-    let mut ids = ids.to_vec();
-    ids.sort_unstable();
-    ids.dedup();
-    ids
-}
-
 async fn tell<C>(conn: &mut C, told: &[Notification]) -> Result<()>
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
@@ -105,7 +90,7 @@ pub(crate) async fn cancel_many<C>(conn: &mut C, ids: &[i64]) -> Result<(Vec<Job
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {
-    let (ids, token) = (ids_json(&distinct(ids)), token());
+    let (ids, token) = (ids_json(ids), token());
     let marked = CachedQuery::new(MARK_CANCEL)
         .bind::<Text, _>(ids.as_str())
         .bind::<BigInt, _>(token)

@@ -77,16 +77,17 @@ LIMIT $2
 FOR UPDATE SKIP LOCKED"
 );
 
-const MAKE_AVAILABLE: &str = "\
-UPDATE JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t STRAIGHT_JOIN jobs j ON j.id = t.id
-SET j.state = 'available'";
+const MAKE_AVAILABLE: &str = concat!("UPDATE ", by_ids!(), " SET j.state = 'available'");
 
-const DISCARD_DUPLICATES: &str = "\
-UPDATE JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t STRAIGHT_JOIN jobs j ON j.id = t.id
+const DISCARD_DUPLICATES: &str = concat!(
+    "UPDATE ",
+    by_ids!(),
+    "
 SET j.state = 'discarded', j.finalized_at = COALESCE($2, UTC_TIMESTAMP(6)),
     j.errors = JSON_ARRAY_APPEND(j.errors, '$', JSON_OBJECT(
         'attempt', j.attempt, 'at', $3, 'error_type', 'unique_conflict',
-        'message', 'another job holds its uniqueness key'))";
+        'message', 'another job holds its uniqueness key'))"
+);
 
 /// See [`JobScheduleDueParams`]: due jobs become available. One whose uniqueness key
 /// another job holds (a duplicate enqueued while it waited in a state outside its unique

@@ -166,18 +166,22 @@ pub(crate) async fn list_cancel_requested<C>(conn: &mut C, ids: &[i64]) -> Resul
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {
-    let rows: Vec<Id> = CachedQuery::new(
-        "SELECT j.id FROM jobs j JOIN JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t ON t.id = j.id
-         WHERE j.state = 'running' AND j.cancel_requested_at IS NOT NULL",
-    )
+    let rows: Vec<Id> = CachedQuery::new(concat!(
+        "SELECT j.id FROM ",
+        by_ids!(),
+        " WHERE j.state = 'running' AND j.cancel_requested_at IS NOT NULL"
+    ))
     .bind::<Text, _>(ids_json(ids))
     .load(conn)
     .await?;
     Ok(rows.into_iter().map(|r| r.id).collect())
 }
 
-/// `ids` as a JSON array: the one parameter of a statement over many ids, which
-/// `JSON_TABLE` turns into rows.
+/// `ids` as a JSON array, each once: the one parameter of a statement over many ids,
+/// which `JSON_TABLE` turns into rows (an id given twice would join, and come back, twice).
 pub(crate) fn ids_json(ids: &[i64]) -> String {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
     serde_json::Value::from(ids).to_string()
 }
