@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use actix_web::{HttpResponse, web};
 use jobs_core::driver::{Driver, JobCountByQueueAndStateParams};
-use jobs_core::mysql::testing::MariaDbServer;
+use jobs_core::mysql::testing::LocalServer;
 use jobs_core::testing::PgCluster;
 use jobs_examples::{Charge, Db, Welcome, charge_order, sales_report, send_welcome, store};
 use serde::Deserialize;
@@ -96,7 +96,7 @@ async fn sample_data(db: &Db, driver: &Arc<dyn Driver>) -> Result<(), Box<dyn st
 #[allow(dead_code)]
 enum Server {
     Postgres(PgCluster),
-    MariaDb(MariaDbServer),
+    MariaDb(LocalServer),
 }
 
 /// Where the shop's database is: `DATABASE_URL`; else a throwaway Postgres with
@@ -114,7 +114,7 @@ fn choose_database() -> Result<(String, Option<Server>), Box<dyn std::error::Err
         return Ok((url, Some(Server::Postgres(cluster))));
     }
     if std::env::args().any(|a| a == "--mariadb") {
-        let server = MariaDbServer::start_private()?;
+        let server = LocalServer::start_private()?;
         let url = server.url("mysql");
         println!("started a throwaway MariaDB (removed on exit); to add a separate worker:");
         println!("  DATABASE_URL='{url}' cargo run -p jobs-examples --bin shop-worker");

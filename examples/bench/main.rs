@@ -26,7 +26,7 @@ mod target;
 mod worker_process;
 
 use clap::{Parser, Subcommand};
-use jobs_core::mysql::testing::MariaDbServer;
+use jobs_core::mysql::testing::LocalServer;
 use jobs_core::testing::PgCluster;
 
 use crate::burndown::Shape;
@@ -286,13 +286,13 @@ async fn main() -> BenchResult {
 
 /// A fresh database on the server `MYSQL_URL` names, or on a private MariaDB with durable
 /// settings (kept in `server` for the run).
-async fn mysql_database(server: &mut Option<MariaDbServer>) -> BenchResult<String> {
+async fn mysql_database(server: &mut Option<LocalServer>) -> BenchResult<String> {
     use jobs_core::mysql::testing::{BENCH_SETTINGS as MARIADB_SETTINGS, Server, TestDatabase};
     let on = match std::env::var("MYSQL_URL") {
         Ok(url) if !url.is_empty() => Server::new(url),
         _ => {
             let started =
-                tokio::task::spawn_blocking(|| MariaDbServer::start_private_with(MARIADB_SETTINGS)).await??;
+                tokio::task::spawn_blocking(|| LocalServer::start_private_with(MARIADB_SETTINGS)).await??;
             let on = Server::new(started.url("mysql"));
             *server = Some(started);
             on

@@ -23,11 +23,12 @@ pub(crate) use sealed::Sealed;
 /// `diesel::pg::Pg`). Implemented by this crate for each driver it is built with; the
 /// methods are the driver's operations on a connection the application owns.
 pub trait JobsBackend: diesel::backend::Backend + Sealed + Sized {
-    /// Inserts `jobs` in one statement in whatever transaction `conn` is in; their wake-up
-    /// goes out when it commits.
+    /// Inserts `jobs` in whatever transaction `conn` is in; their wake-up goes out when it
+    /// commits. (`AsyncConnection`, not only `AsyncConnectionCore`: where the server cannot
+    /// return the rows it inserted, as on MySQL, the insert reads them back in a savepoint.)
     fn insert<C>(conn: &mut C, jobs: &[NewJob]) -> impl Future<Output = Result<Vec<Inserted>>> + Send
     where
-        C: AsyncConnectionCore<Backend = Self> + Send;
+        C: AsyncConnection<Backend = Self>;
 
     /// [`insert`](Self::insert) on a synchronous diesel connection.
     fn insert_sync<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Vec<Inserted>>

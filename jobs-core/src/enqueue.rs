@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use diesel_async::AsyncConnectionCore;
+use diesel_async::AsyncConnection;
 use jobs_driver::{Driver, Inserted, JobInsertManyParams, NewJob};
 use serde::Serialize;
 
@@ -33,7 +33,7 @@ pub trait Enqueuer: Send {
 /// never existed.
 impl<C> Enqueuer for &mut C
 where
-    C: AsyncConnectionCore + Send,
+    C: AsyncConnection,
     C::Backend: JobsBackend,
 {
     async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {

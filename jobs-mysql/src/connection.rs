@@ -8,7 +8,7 @@
 
 use diesel::connection::LoadConnection;
 use diesel::mysql::Mysql;
-use diesel_async::AsyncConnectionCore;
+use diesel_async::{AsyncConnection, AsyncConnectionCore};
 use jobs_driver::{Inserted, JobState, NewJob, Result};
 
 use crate::jobs::{control, insert};
@@ -19,10 +19,12 @@ pub use crate::migrate::migrate;
 /// Inserts `jobs` (validated) in `conn`'s transaction, in input order; a job whose
 /// uniqueness key is held comes back as the existing job. A batch of more than 100 jobs
 /// takes one statement per 100: all-or-nothing inside a transaction, as enqueueing with
-/// business writes is; on a connection in autocommit mode each 100 commit on their own.
+/// business writes is. On a connection in autocommit mode, each 100 commit on their own
+/// on MariaDB; on MySQL, which reads the rows back, the batch takes a transaction of its
+/// own.
 pub async fn insert_many<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Vec<Inserted>>
 where
-    C: AsyncConnectionCore<Backend = Mysql> + Send,
+    C: AsyncConnection<Backend = Mysql>,
 {
     Ok(insert::insert_many(conn, jobs, None).await?.0)
 }

@@ -1,7 +1,7 @@
 //! The MariaDB / MySQL driver of the jobs framework.
 //!
 //! [`MysqlDriver`] implements [`jobs_driver::Driver`] on a MariaDB (10.6 or later) or
-//! MySQL (8.0 or later) database, through `diesel-async`'s pure-Rust
+//! MySQL (8.0.21 or later) database, through `diesel-async`'s pure-Rust
 //! `AsyncMysqlConnection`. Every statement the engine runs there is in this crate, with
 //! the schema's migrations ([`migrate`]) and the notifications that stand in for
 //! LISTEN/NOTIFY (a `job_notifications` table each process reads every few tens of
@@ -48,6 +48,7 @@ mod pool;
 mod queue_limits;
 mod queue_settings;
 mod queues;
+mod returning;
 mod rows;
 mod schedules;
 mod server;
@@ -60,4 +61,5 @@ mod wakeups;
 pub use driver::{CAPABILITIES, DEFAULT_NOTIFICATION_POLL, MysqlDriver};
 pub use migrate::{MIGRATIONS, migrate};
 pub use pool::{Pool, PooledConnection, connect, pool};
+pub use returning::disable_insert_returning;
 pub use wakeups::WAKE_WINDOW;

@@ -1,7 +1,7 @@
 //! Worker processes killed with SIGKILL in the middle of their batches, again and again:
 //! nothing is lost, nothing runs twice at the same attempt, nothing is left running. On
-//! Postgres, on SQLite with both workers on one database file, and on MariaDB; on MariaDB
-//! the server is also restarted mid-run.
+//! Postgres, on SQLite with both workers on one database file, and on MariaDB (or MySQL,
+//! with `JOBS_MYSQL_BIN`), whose server is also restarted mid-run.
 //!
 //! `JOBS_KILL_ROUNDS` sets the number of kills (20 by default; the long run uses 100:
 //! `JOBS_KILL_ROUNDS=100 cargo test -p jobs-tests --test faults_kill -- --nocapture`).
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jobs_core::driver::{Driver, JobFilter, JobListParams};
-use jobs_core::mysql::testing::{MariaDbServer, Server as MysqlServer};
+use jobs_core::mysql::testing::{LocalServer, Server as MysqlServer};
 use jobs_core::testing::{MysqlTestDatabase, SqliteTestDatabase, TestDatabase};
 use jobs_core::{IntoDriver, JobState, enqueue_many};
 use jobs_tests::any_db::{AnyDb, RUNS_TABLE};
@@ -132,8 +132,8 @@ async fn killing_workers_sharing_a_sqlite_file_loses_nothing_and_runs_nothing_tw
 
 /// On a private MariaDB server (it is restarted halfway), never on `MYSQL_URL`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killing_workers_and_restarting_mariadb_loses_nothing_and_runs_nothing_twice() {
-    let server = tokio::task::spawn_blocking(MariaDbServer::start_private)
+async fn killing_workers_and_restarting_mysql_or_mariadb_loses_nothing_and_runs_nothing_twice() {
+    let server = tokio::task::spawn_blocking(LocalServer::start_private)
         .await
         .expect("start task")
         .expect("private MariaDB server");

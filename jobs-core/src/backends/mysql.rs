@@ -13,7 +13,7 @@ impl Sealed for Mysql {}
 impl JobsBackend for Mysql {
     async fn insert<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Vec<Inserted>>
     where
-        C: AsyncConnectionCore<Backend = Mysql> + Send,
+        C: AsyncConnection<Backend = Mysql>,
     {
         connection::insert_many(conn, jobs).await
     }

@@ -13,7 +13,7 @@ impl Sealed for Pg {}
 impl JobsBackend for Pg {
     async fn insert<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Vec<Inserted>>
     where
-        C: AsyncConnectionCore<Backend = Pg> + Send,
+        C: AsyncConnection<Backend = Pg>,
     {
         connection::insert_many(conn, jobs, None).await
     }

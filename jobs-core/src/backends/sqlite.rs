@@ -13,7 +13,7 @@ impl Sealed for Sqlite {}
 impl JobsBackend for Sqlite {
     async fn insert<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Vec<Inserted>>
     where
-        C: AsyncConnectionCore<Backend = Sqlite> + Send,
+        C: AsyncConnection<Backend = Sqlite>,
     {
         connection::insert_many(conn, jobs).await
     }

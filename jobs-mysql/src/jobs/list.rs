@@ -43,16 +43,17 @@ fn filtered(head: &str, what: &str, filter: &JobFilter) -> Query {
             .bind::<Text, _>(search);
     }
     if let Some(text) = &filter.error {
-        // MariaDB's JSON_TABLE reads each entry's fields; LOWER on both sides ignores
-        // case whatever the collation; the escape is CHAR(92), a backslash whatever
-        // NO_BACKSLASH_ESCAPES says.
+        // JSON_TABLE reads each entry's fields; LOWER on both sides ignores case whatever
+        // the collation; the escape is CHAR(92), a backslash whatever NO_BACKSLASH_ESCAPES
+        // says. A count, not EXISTS: MySQL (9.7) turns that EXISTS into a semi-join that
+        // reads the table function once, as if it were not correlated, and finds nothing.
         let pattern = jobs_driver::like_pattern(text);
         q = q
             .sql(
-                " AND EXISTS (SELECT 1 FROM JSON_TABLE(jobs.errors, '$[*]' COLUMNS (\
+                " AND (SELECT COUNT(*) FROM JSON_TABLE(jobs.errors, '$[*]' COLUMNS (\
                    message LONGTEXT PATH '$.message', error_type VARCHAR(1024) PATH '$.error_type')) AS e \
                  WHERE LOWER(e.message) LIKE LOWER(?) ESCAPE CHAR(92) \
-                    OR LOWER(e.error_type) LIKE LOWER(?) ESCAPE CHAR(92))",
+                    OR LOWER(e.error_type) LIKE LOWER(?) ESCAPE CHAR(92)) > 0",
             )
             .bind::<Text, _>(pattern.clone())
             .bind::<Text, _>(pattern);

@@ -1,8 +1,10 @@
-//! Test support: a throwaway MariaDB server, and a migrated database per test.
+//! Test support: a throwaway MariaDB (or MySQL) server, and a migrated database per test.
 
+mod binaries;
 mod server;
 
-pub use server::{BENCH_SETTINGS, BIN_DIR_VAR, MariaDbServer, TEST_SETTINGS, find_server_binaries};
+pub use binaries::{BIN_DIR_VAR, Flavor, MYSQL_BIN_DIR_VAR, ServerBinaries, find_server_binaries};
+pub use server::{BENCH_SETTINGS, LocalServer, TEST_SETTINGS};
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -14,7 +16,7 @@ use crate::pool::{self, Pool};
 
 /// The variable naming a MySQL or MariaDB server to create test databases on
 /// (`mysql://root@127.0.0.1:3306/mysql`: a user allowed to create databases). Unset, the
-/// tests start a throwaway MariaDB server of their own.
+/// tests start a throwaway server of their own: MariaDB, or MySQL with `JOBS_MYSQL_BIN`.
 pub const URL_VAR: &str = "MYSQL_URL";
 
 /// Where test databases are created: the server `MYSQL_URL` names, or the shared
@@ -32,7 +34,7 @@ impl Server {
         {
             return Ok(Server { admin_url: url });
         }
-        let server = tokio::task::spawn_blocking(MariaDbServer::shared)
+        let server = tokio::task::spawn_blocking(LocalServer::shared)
             .await
             .map_err(|e| jobs_driver::DriverError::Server(format!("server start-up task failed: {e}")))??;
         Ok(Server { admin_url: server.url("mysql") })

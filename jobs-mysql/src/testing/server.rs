@@ -1,10 +1,11 @@
-//! A throwaway MariaDB server started from the installed binaries (`mariadb-server`).
+//! A throwaway server started from the installed binaries: MariaDB (`mariadb-server`), or
+//! MySQL where `JOBS_MYSQL_BIN` names its `mysqld` (see `binaries`).
 //!
 //! Used by the test suite, the demo and the benchmark when no URL is given. The server
 //! listens on 127.0.0.1 on a free port, keeps its data in a directory of its own, and
 //! runs with durability off for tests ([`TEST_SETTINGS`]), on for the benchmark
 //! ([`BENCH_SETTINGS`]). When the process runs as root, the server runs
-//! as the `mysql` user (MariaDB refuses root).
+//! as the `mysql` user (both servers refuse root).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -16,44 +17,10 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use jobs_driver::Result;
 use jobs_driver::process_wait::wait_until;
-use jobs_driver::{DriverError as Error, Result};
 
-/// The variable naming the directory that holds `mariadbd` and `mariadb-install-db`.
-pub const BIN_DIR_VAR: &str = "JOBS_MARIADB_BIN";
-
-/// The directory holding `mariadbd` and `mariadb-install-db`: [`BIN_DIR_VAR`], or the
-/// first of `/usr/sbin`, `/usr/bin` and `/usr/local/bin` that has both.
-pub fn find_server_binaries() -> Result<PathBuf> {
-    let candidates: Vec<PathBuf> = match std::env::var(BIN_DIR_VAR) {
-        Ok(dir) if !dir.is_empty() => vec![PathBuf::from(dir)],
-        _ => ["/usr/sbin", "/usr/bin", "/usr/local/bin", "/usr/local/mysql/bin"]
-            .iter()
-            .map(PathBuf::from)
-            .collect(),
-    };
-    for dir in &candidates {
-        if dir.join("mariadbd").exists() && installer(dir).is_some() {
-            return Ok(dir.clone());
-        }
-    }
-    Err(server_error(format!(
-        "no MariaDB server binaries (mariadbd, mariadb-install-db) in {candidates:?}: install them \
-         (`apt-get install mariadb-server`, or run scripts/install-test-deps), set {BIN_DIR_VAR}, \
-         or point MYSQL_URL at a server"
-    )))
-}
-
-/// `mariadb-install-db`, next to `mariadbd` or in `/usr/bin`.
-fn installer(dir: &Path) -> Option<PathBuf> {
-    [dir.join("mariadb-install-db"), PathBuf::from("/usr/bin/mariadb-install-db")]
-        .into_iter()
-        .find(|p| p.exists())
-}
-
-fn server_error(what: impl Into<String>) -> Error {
-    Error::Server(what.into())
-}
+use super::binaries::{Flavor, ServerBinaries, find_server_binaries, server_error};
 
 /// Whether this process runs as root (the owner of `/proc/self` is the effective uid).
 fn running_as_root() -> bool {
@@ -62,22 +29,18 @@ fn running_as_root() -> bool {
 
 /// Server options for a server only tests use: durability off (commits reach the log's
 /// OS buffer, not the disk), no doublewrite.
-pub const TEST_SETTINGS: &[&str] = &[
-    "--innodb-flush-log-at-trx-commit=2",
-    "--innodb-doublewrite=0",
-    "--innodb-flush-method=nosync",
-    "--sync-frm=0",
-];
+pub const TEST_SETTINGS: &[&str] =
+    &["--innodb-flush-log-at-trx-commit=2", "--innodb-doublewrite=0", "--innodb-flush-method=nosync"];
 
-/// Server options for measuring: MariaDB's durable defaults (each commit flushed to the
+/// Server options for measuring: the durable defaults (each commit flushed to the
 /// disk, doublewrite on), a buffer pool that holds a benchmark's table.
 pub const BENCH_SETTINGS: &[&str] = &["--innodb-flush-log-at-trx-commit=1", "--innodb-buffer-pool-size=1G"];
 
-/// A MariaDB server in a directory of its own, on 127.0.0.1.
+/// A MariaDB or MySQL server in a directory of its own, on 127.0.0.1.
 #[derive(Debug)]
-pub struct MariaDbServer {
+pub struct LocalServer {
     dir: PathBuf,
-    bin: PathBuf,
+    bin: ServerBinaries,
     port: u16,
     as_mysql: bool,
     settings: Vec<String>,
@@ -85,44 +48,46 @@ pub struct MariaDbServer {
     owned: bool,
 }
 
-impl MariaDbServer {
+impl LocalServer {
     /// Initialises and starts a new server in a fresh temporary directory; stopped and
     /// removed when dropped.
-    pub fn start_private() -> Result<MariaDbServer> {
-        MariaDbServer::start_private_with(TEST_SETTINGS)
+    pub fn start_private() -> Result<LocalServer> {
+        LocalServer::start_private_with(TEST_SETTINGS)
     }
 
     /// [`start_private`](Self::start_private) with server options `settings`
     /// ([`TEST_SETTINGS`], [`BENCH_SETTINGS`], or others: `--name=value`).
-    pub fn start_private_with(settings: &[&str]) -> Result<MariaDbServer> {
+    pub fn start_private_with(settings: &[&str]) -> Result<LocalServer> {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
-            "jobs-mariadb-{}-{}-{:08x}",
+            "jobs-{}-{}-{}-{:08x}",
+            flavor_name(find_server_binaries()?.flavor()),
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed),
             rand::random::<u32>()
         ));
-        let server = MariaDbServer::init(dir, settings, true)?;
+        let server = LocalServer::init(dir, settings, true)?;
         server.start()?;
         Ok(server)
     }
 
     /// The server shared by every test process of one run: the first to ask starts it
-    /// (in `$TMPDIR/jobs-test-mariadb-<uid>`, under a file lock), later ones reuse it, and
+    /// (in `$TMPDIR/jobs-test-<mariadb|mysql>-<uid>`, under a file lock), later ones reuse it, and
     /// a watchdog stops it a few seconds after all of them (and their parents) exited.
-    pub fn shared() -> Result<&'static MariaDbServer> {
-        static SHARED: OnceLock<MariaDbServer> = OnceLock::new();
+    pub fn shared() -> Result<&'static LocalServer> {
+        static SHARED: OnceLock<LocalServer> = OnceLock::new();
         if let Some(server) = SHARED.get() {
             return Ok(server);
         }
-        let server = MariaDbServer::attach_or_start_shared()?;
+        let server = LocalServer::attach_or_start_shared()?;
         Ok(SHARED.get_or_init(|| server))
     }
 
-    fn attach_or_start_shared() -> Result<MariaDbServer> {
+    fn attach_or_start_shared() -> Result<LocalServer> {
         let uid = fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!("jobs-test-mariadb-{uid}"));
-        let lock_path = std::env::temp_dir().join(format!("jobs-test-mariadb-{uid}.lock"));
+        let flavor = flavor_name(find_server_binaries()?.flavor());
+        let dir = std::env::temp_dir().join(format!("jobs-test-{flavor}-{uid}"));
+        let lock_path = std::env::temp_dir().join(format!("jobs-test-{flavor}-{uid}.lock"));
         let lock = OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)?;
         lock.lock()?;
         let result = (|| {
@@ -131,7 +96,7 @@ impl MariaDbServer {
                 && dir.join("watchdog.started").exists()
                 && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
             {
-                let server = MariaDbServer {
+                let server = LocalServer {
                     dir: dir.clone(),
                     bin: find_server_binaries()?,
                     port,
@@ -143,12 +108,12 @@ impl MariaDbServer {
                 return Ok(server);
             }
             if dir.exists() {
-                if let Ok(pid) = fs::read_to_string(dir.join("mariadb.pid")) {
+                if let Ok(pid) = fs::read_to_string(dir.join("server.pid")) {
                     let _ = Command::new("kill").arg("-9").arg(pid.trim()).status();
                 }
                 fs::remove_dir_all(&dir)?;
             }
-            let server = MariaDbServer::init(dir.clone(), TEST_SETTINGS, false)?;
+            let server = LocalServer::init(dir.clone(), TEST_SETTINGS, false)?;
             server.start()?;
             server.spawn_watchdog(&lock_path)?;
             server.register_clients()?;
@@ -158,29 +123,19 @@ impl MariaDbServer {
         result
     }
 
-    fn init(dir: PathBuf, settings: &[&str], owned: bool) -> Result<MariaDbServer> {
+    fn init(dir: PathBuf, settings: &[&str], owned: bool) -> Result<LocalServer> {
         let bin = find_server_binaries()?;
         let as_mysql = running_as_root();
         fs::create_dir_all(&dir)?;
         let port = free_port()?;
         let settings = settings.iter().map(|s| s.to_string()).collect();
-        let server = MariaDbServer { dir, bin, port, as_mysql, settings, owned };
+        let server = LocalServer { dir, bin, port, as_mysql, settings, owned };
         fs::write(server.dir.join("port"), port.to_string())?;
         if as_mysql {
             run(Command::new("chown").arg("-R").arg("mysql:").arg(&server.dir), "chown")?;
         }
-        let installer =
-            installer(&server.bin).ok_or_else(|| server_error("mariadb-install-db is missing"))?;
-        let mut install = server.command(&installer);
-        install
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", server.data_dir().display()))
-            .args(["--auth-root-authentication-method=normal", "--skip-test-db"])
-            .current_dir(&server.dir);
-        if as_mysql {
-            install.arg("--user=mysql");
-        }
-        run(&mut install, "mariadb-install-db")?;
+        let (program, args) = server.bin.initialiser(&server.data_dir(), as_mysql)?;
+        run(server.command(&program).args(args).current_dir(&server.dir), "initialising the data directory")?;
         Ok(server)
     }
 
@@ -217,21 +172,20 @@ impl MariaDbServer {
         let log = self.log();
         let ready_before =
             fs::read_to_string(&log).map(|l| l.matches("ready for connections").count()).unwrap_or(0);
-        let mut cmd = self.command(&self.bin.join("mariadbd"));
+        let mut cmd = self.command(&self.bin.server());
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", self.data_dir().display()))
-            .arg(format!("--socket={}", self.dir.join("mariadb.sock").display()))
-            .arg(format!("--pid-file={}", self.dir.join("mariadb.pid").display()))
+            .arg(format!("--socket={}", self.dir.join("server.sock").display()))
+            .arg(format!("--pid-file={}", self.dir.join("server.pid").display()))
             .arg(format!("--log-error={}", log.display()))
             .arg(format!("--port={}", self.port))
+            .args(self.bin.own_options())
             .args([
                 "--bind-address=127.0.0.1",
-                "--skip-name-resolve",
                 "--skip-log-bin",
                 "--performance-schema=OFF",
                 "--max-connections=1000",
                 "--innodb-buffer-pool-size=128M",
-                "--innodb-log-file-size=256M",
                 "--character-set-server=utf8mb4",
                 "--collation-server=utf8mb4_unicode_ci",
                 "--default-time-zone=+00:00",
@@ -247,7 +201,7 @@ impl MariaDbServer {
             cmd.arg("--user=mysql");
         }
         let mut child = cmd.spawn()?;
-        let started = wait_until("mariadbd to accept connections", Duration::from_secs(60), || {
+        let started = wait_until("the server to accept connections", Duration::from_secs(60), || {
             let ready =
                 fs::read_to_string(&log).map(|l| l.matches("ready for connections").count()).unwrap_or(0);
             if ready > ready_before {
@@ -255,7 +209,8 @@ impl MariaDbServer {
             }
             match child.try_wait() {
                 Ok(Some(status)) => Err(server_error(format!(
-                    "mariadbd exited ({status}) before accepting connections; its log: {}",
+                    "{} exited ({status}) before accepting connections; its log: {}",
+                    self.bin.server().display(),
                     fs::read_to_string(&log).unwrap_or_default()
                 ))),
                 _ => Ok(false),
@@ -271,15 +226,15 @@ impl MariaDbServer {
     }
 
     fn pid(&self) -> Option<String> {
-        fs::read_to_string(self.dir.join("mariadb.pid")).ok().map(|p| p.trim().to_owned())
+        fs::read_to_string(self.dir.join("server.pid")).ok().map(|p| p.trim().to_owned())
     }
 
     /// Stops the server (every session is cut) and waits until it has exited.
     pub fn stop(&self) -> Result<()> {
         let Some(pid) = self.pid() else { return Ok(()) };
         run(Command::new("kill").arg("-TERM").arg(&pid), "kill")?;
-        wait_until(&format!("mariadbd (pid {pid}) to stop"), Duration::from_secs(60), || {
-            Ok(!Path::new(&format!("/proc/{pid}")).exists() || !self.dir.join("mariadb.pid").exists())
+        wait_until(&format!("the server (pid {pid}) to stop"), Duration::from_secs(60), || {
+            Ok(!Path::new(&format!("/proc/{pid}")).exists() || !self.dir.join("server.pid").exists())
         })
     }
 
@@ -287,10 +242,10 @@ impl MariaDbServer {
     pub fn kill(&self) -> Result<()> {
         let Some(pid) = self.pid() else { return Ok(()) };
         run(Command::new("kill").arg("-KILL").arg(&pid), "kill")?;
-        wait_until(&format!("mariadbd (pid {pid}) to die of SIGKILL"), Duration::from_secs(30), || {
+        wait_until(&format!("the server (pid {pid}) to die of SIGKILL"), Duration::from_secs(30), || {
             Ok(fs::read_to_string(format!("/proc/{pid}/stat")).ok().is_none_or(|s| s.contains(") Z ")))
         })?;
-        let _ = fs::remove_file(self.dir.join("mariadb.pid"));
+        let _ = fs::remove_file(self.dir.join("server.pid"));
         Ok(())
     }
 
@@ -323,7 +278,7 @@ while sleep 1; do
   done
   if [ "$alive" = 1 ]; then idle=0; else idle=$((idle + 1)); fi
   if [ "$idle" -ge 3 ]; then
-    pid=$(cat "$dir/mariadb.pid" 2>/dev/null)
+    pid=$(cat "$dir/server.pid" 2>/dev/null)
     [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
     rm -rf "$dir"
     flock -u 9
@@ -336,7 +291,7 @@ done
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
             .arg(script)
-            .arg("jobs-mariadb-watchdog")
+            .arg("jobs-mysql-watchdog")
             .arg(&self.dir)
             .arg(lock_path)
             .stdin(Stdio::null())
@@ -349,12 +304,20 @@ done
     }
 }
 
-impl Drop for MariaDbServer {
+impl Drop for LocalServer {
     fn drop(&mut self) {
         if self.owned {
             let _ = self.kill();
             let _ = fs::remove_dir_all(&self.dir);
         }
+    }
+}
+
+/// The flavor's name in directory names.
+fn flavor_name(flavor: Flavor) -> &'static str {
+    match flavor {
+        Flavor::MariaDb => "mariadb",
+        Flavor::Mysql => "mysql",
     }
 }
 

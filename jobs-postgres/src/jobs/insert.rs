@@ -6,7 +6,7 @@ use diesel::QueryableByName;
 use diesel::pg::Pg;
 use diesel::sql_types::{Array, BigInt, Bool, Bytea, Int2, Int4, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl as AsyncRunQueryDsl};
-use jobs_driver::{DriverError, Inserted, JobState, NewJob, Result};
+use jobs_driver::{Deduplicated, DriverError, Inserted, JobState, NewJob, Result};
 
 use crate::cached::CachedQuery;
 use crate::channels::available_channel;
@@ -100,34 +100,6 @@ ORDER BY u.ord
 RETURNING id, false AS existing, state = 'available' AS wakes"
 );
 
-/// The batch after removing in-batch duplicates of a uniqueness key (which the upsert
-/// cannot take twice): `rows` go to the database, `slot[i]` says which of them input `i`
-/// maps to.
-struct Deduplicated<'a> {
-    rows: Vec<&'a NewJob>,
-    slot: Vec<usize>,
-}
-
-fn deduplicate(jobs: &[NewJob]) -> Deduplicated<'_> {
-    let mut rows = Vec::with_capacity(jobs.len());
-    let mut slot = Vec::with_capacity(jobs.len());
-    let mut first_with_key: std::collections::HashMap<&[u8], usize> = Default::default();
-    for job in jobs {
-        if let Some((key, _)) = &job.unique
-            && let Some(&row) = first_with_key.get(key.as_slice())
-        {
-            slot.push(row);
-            continue;
-        }
-        if let Some((key, _)) = &job.unique {
-            first_with_key.insert(key.as_slice(), rows.len());
-        }
-        slot.push(rows.len());
-        rows.push(job);
-    }
-    Deduplicated { rows, slot }
-}
-
 pub(crate) fn states_literal(states: &[JobState]) -> String {
     let names: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
     format!("{{{}}}", names.join(","))
@@ -202,25 +174,11 @@ fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>, notify: boo
 
 /// Maps the returned rows back to the inputs. The statement returns one row per row it
 /// was given (a held key returns the existing job), in the order given (`ORDER BY ord`
-/// feeds the insert, and `RETURNING` follows the insert). A later copy of a key already in
-/// the batch maps to the first copy's job, as existing.
+/// feeds the insert, and `RETURNING` follows the insert).
 fn match_inserted(dedup: &Deduplicated<'_>, returned: &[InsertedRow]) -> Result<Vec<Inserted>> {
-    if returned.len() != dedup.rows.len() {
-        return Err(DriverError::unexpected(format!(
-            "the insert returned {} rows for {} jobs",
-            returned.len(),
-            dedup.rows.len()
-        )));
-    }
-    let mut seen = vec![false; returned.len()];
-    Ok(dedup
-        .slot
-        .iter()
-        .map(|&row| {
-            let first_use = !std::mem::replace(&mut seen[row], true);
-            Inserted { id: returned[row].id, existing: returned[row].existing || !first_use }
-        })
-        .collect())
+    let per_row: Vec<Inserted> =
+        returned.iter().map(|r| Inserted { id: r.id, existing: r.existing }).collect();
+    dedup.results(&per_row)
 }
 
 /// Inserts jobs in one statement, inside whatever transaction `conn` is in.
@@ -262,7 +220,7 @@ where
     if jobs.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
-    let dedup = deduplicate(jobs);
+    let dedup = Deduplicated::new(jobs);
     let returned: Vec<InsertedRow> =
         AsyncRunQueryDsl::load(insert_query(&dedup.rows, now, notify), conn).await?;
     let inserted = match_inserted(&dedup, &returned)?;
@@ -297,7 +255,7 @@ where
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
-    let dedup = deduplicate(jobs);
+    let dedup = Deduplicated::new(jobs);
     let returned: Vec<InsertedRow> =
         diesel::RunQueryDsl::load(insert_query(&dedup.rows, now, true), conn).map_err(DriverError::from)?;
     match_inserted(&dedup, &returned)

@@ -13,7 +13,7 @@ use diesel::connection::LoadConnection;
 use diesel::sql_types::{BigInt, Binary, Integer, Nullable, SmallInt, Text};
 use diesel::sqlite::Sqlite;
 use diesel_async::AsyncConnectionCore;
-use jobs_driver::{Inserted, JobState, NewJob, Notification, Result};
+use jobs_driver::{Deduplicated, Inserted, JobState, NewJob, Notification, Result};
 
 use crate::cached::CachedQuery;
 use crate::notifications;
@@ -83,58 +83,38 @@ struct Planned<'a> {
     check_key: Option<&'a [u8]>,
 }
 
-/// The rows to insert (in-batch duplicates of a uniqueness key go once: `slot[i]` says
-/// which row input `i` maps to).
+/// The rows to insert, each uniqueness key once (`batch` maps every input to its row).
 pub(crate) struct Plan<'a> {
     rows: Vec<Planned<'a>>,
-    slot: Vec<usize>,
+    batch: Deduplicated<'a>,
 }
 
 /// Plans the insert of `jobs` at `now_ms`: due times, states, and the keys to check.
 pub(crate) fn plan(jobs: &[NewJob], now_ms: i64) -> Plan<'_> {
-    let mut rows: Vec<Planned<'_>> = Vec::with_capacity(jobs.len());
-    let mut slot = Vec::with_capacity(jobs.len());
-    let mut first_with_key: std::collections::HashMap<&[u8], usize> = Default::default();
-    for job in jobs {
-        if let Some((key, _)) = &job.unique {
-            if let Some(&first) = first_with_key.get(key.as_slice()) {
-                slot.push(first);
-                continue;
+    let batch = Deduplicated::new(jobs);
+    let rows = batch
+        .rows
+        .iter()
+        .map(|&job| {
+            let scheduled_at =
+                job.run_at.map(to_ms).unwrap_or(now_ms.saturating_add(job.delay_ms.unwrap_or(0)));
+            let state = if scheduled_at > now_ms { JobState::Scheduled } else { JobState::Available };
+            let check_key =
+                job.unique.as_ref().filter(|(_, states)| states.contains(&state)).map(|(k, _)| k.as_slice());
+            Planned {
+                job,
+                state,
+                scheduled_at,
+                tags: strings_json(&job.tags),
+                unique_states: job.unique.as_ref().map(|(_, states)| states_json(states)),
+                check_key,
             }
-            first_with_key.insert(key.as_slice(), rows.len());
-        }
-        let scheduled_at = job.run_at.map(to_ms).unwrap_or(now_ms.saturating_add(job.delay_ms.unwrap_or(0)));
-        let state = if scheduled_at > now_ms { JobState::Scheduled } else { JobState::Available };
-        let unique_states = job.unique.as_ref().map(|(_, states)| states_json(states));
-        let check_key =
-            job.unique.as_ref().filter(|(_, states)| states.contains(&state)).map(|(k, _)| k.as_slice());
-        slot.push(rows.len());
-        rows.push(Planned {
-            job,
-            state,
-            scheduled_at,
-            tags: strings_json(&job.tags),
-            unique_states,
-            check_key,
-        });
-    }
-    Plan { rows, slot }
+        })
+        .collect();
+    Plan { rows, batch }
 }
 
 impl Plan<'_> {
-    /// The inserts' results in input order, given each planned row's: a later copy of a
-    /// key in the batch maps to the first copy's job, as existing.
-    fn results(&self, per_row: &[Inserted]) -> Vec<Inserted> {
-        let mut used = vec![false; per_row.len()];
-        self.slot
-            .iter()
-            .map(|&row| {
-                let first_use = !std::mem::replace(&mut used[row], true);
-                Inserted { id: per_row[row].id, existing: per_row[row].existing || !first_use }
-            })
-            .collect()
-    }
-
     /// One wake-up per queue that received available jobs.
     fn wake_ups(&self, per_row: &[Inserted]) -> Vec<Notification> {
         let queues: std::collections::BTreeSet<&str> = self
@@ -273,7 +253,7 @@ where
     for wake_up in &wake_ups {
         notifications::add(conn, wake_up)?;
     }
-    Ok((plan.results(&per_row), wake_ups))
+    Ok((plan.batch.results(&per_row)?, wake_ups))
 }
 
 /// The job holding a key an insert found taken.
@@ -326,5 +306,5 @@ where
     for wake_up in &wake_ups {
         notifications::add_async(conn, wake_up).await?;
     }
-    Ok((plan.results(&per_row), wake_ups))
+    Ok((plan.batch.results(&per_row)?, wake_ups))
 }

@@ -1,0 +1,126 @@
+//! Enqueueing with `INSERT … RETURNING` switched off (`disable_insert_returning`), as every
+//! insert runs on MySQL, here on whichever server the tests use (MariaDB unless
+//! `JOBS_MYSQL_BIN` or `MYSQL_URL` says otherwise). The rows are read back by their token,
+//! in a savepoint inside the application's transaction or in a transaction of their own
+//! on a connection in autocommit mode; a key held by another job returns that job.
+
+use std::time::Duration;
+
+use diesel::sql_types::{BigInt, Nullable};
+use diesel_async::{AsyncConnection, AsyncMysqlConnection, RunQueryDsl};
+use jobs_core::testing::MysqlTestDatabase;
+use jobs_core::{EnqueueRequest, Enqueued, JobContext, enqueue_many, job};
+use jobs_tests::app::{AppError, Rollback, Welcome, welcome};
+use serde::{Deserialize, Serialize};
+
+/// Sends the welcome mail.
+#[job(queue = "mail")]
+async fn send_welcome(_ctx: JobContext, args: Welcome) -> Result<(), std::io::Error> {
+    let _ = args;
+    Ok(())
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Sync {
+    account: i64,
+}
+
+#[job(kind = "accounts.sync", unique(fields(account), states(available, scheduled, running, retryable)))]
+async fn sync_account(_ctx: JobContext, _args: Sync) -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+#[derive(diesel::QueryableByName)]
+struct Row {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    lock_token: Option<i64>,
+}
+
+async fn rows(conn: &mut AsyncMysqlConnection) -> Vec<Row> {
+    diesel::sql_query("SELECT id, lock_token FROM jobs ORDER BY id").load(conn).await.expect("rows")
+}
+
+/// More than one statement's worth (100) of jobs due now without a key.
+fn batch() -> Vec<EnqueueRequest<send_welcome>> {
+    (0..150).map(|i| send_welcome::build(welcome(i))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_returning_off_the_rows_are_read_back_in_the_callers_transaction_and_keys_return_their_holder() {
+    jobs_core::mysql::disable_insert_returning();
+    let db = MysqlTestDatabase::new().await.expect("test database");
+    let mut conn = db.connect().await.expect("connect");
+    let holder = sync_account::enqueue(&mut conn, Sync { account: 7 }).await.expect("the key's holder");
+    assert!(!holder.existing);
+
+    let rolled_back: Result<(), AppError> = conn
+        .transaction(async |tx| {
+            enqueue_many(&mut *tx, batch()).await?;
+            let again = sync_account::enqueue(&mut *tx, Sync { account: 7 }).await?;
+            assert_eq!((again.id, again.existing), (holder.id, true), "the holder, seen inside");
+            Err(Rollback.into())
+        })
+        .await;
+    assert!(matches!(rolled_back, Err(AppError::Rule(Rollback))), "{rolled_back:?}");
+    assert_eq!(rows(&mut conn).await.len(), 1, "only the holder is left");
+
+    let (plain, keyed, later): (Vec<Enqueued>, Vec<Enqueued>, Enqueued) = conn
+        .transaction::<_, AppError, _>(async |tx| {
+            let plain = enqueue_many(&mut *tx, batch()).await?;
+            let keyed = enqueue_many(
+                &mut *tx,
+                [8, 7, 8, 9].into_iter().map(|account| sync_account::build(Sync { account })),
+            )
+            .await?;
+            let later = send_welcome::build(welcome(1000))
+                .run_in(Duration::from_secs(3600))
+                .enqueue(&mut *tx)
+                .await?;
+            Ok((plain, keyed, later))
+        })
+        .await
+        .expect("commit");
+
+    let stored = rows(&mut conn).await;
+    let plain_ids: Vec<i64> = plain.iter().map(|e| e.id).collect();
+    let mut sorted = plain_ids.clone();
+    sorted.sort_unstable();
+    assert_eq!(plain_ids, sorted, "in input order");
+    assert!(plain.iter().all(|e| !e.existing));
+    assert!(
+        stored.iter().filter(|r| plain_ids.contains(&r.id)).all(|r| r.lock_token.is_some()),
+        "every plain row carries its batch's token: the rows were read back, not returned"
+    );
+    let keyed: Vec<(i64, bool)> = keyed.iter().map(|e| (e.id, e.existing)).collect();
+    assert_eq!(keyed[1], (holder.id, true), "a key held by a committed job returns that job");
+    assert_eq!(keyed[2], (keyed[0].0, true), "a key given twice is one job");
+    assert!(!keyed[0].1 && !keyed[3].1 && keyed[0].0 != keyed[3].0);
+    assert!(!later.existing);
+    assert_eq!(stored.len(), 1 + 150 + 2 + 1, "the holder, the batch, two new keys, the later job");
+    let later = jobs_core::get_job(&mut conn, later.id).await.expect("get").expect("the later job");
+    assert_eq!(later.state, jobs_core::JobState::Scheduled);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_returning_off_a_connection_in_autocommit_mode_commits_the_batch_by_itself() {
+    jobs_core::mysql::disable_insert_returning();
+    let db = MysqlTestDatabase::new().await.expect("test database");
+    let mut conn = db.connect().await.expect("connect");
+    let inserted = enqueue_many(&mut conn, batch()).await.expect("enqueue");
+    assert_eq!(inserted.len(), 150);
+
+    // Another connection sees them: the insert's own transaction committed, and left the
+    // connection as it found it (a transaction of the application's opens and rolls back).
+    let mut other = db.connect().await.expect("connect");
+    assert_eq!(rows(&mut other).await.len(), 150);
+    let rolled_back: Result<(), AppError> = conn
+        .transaction(async |tx| {
+            send_welcome::enqueue(&mut *tx, welcome(1)).await?;
+            Err(Rollback.into())
+        })
+        .await;
+    assert!(matches!(rolled_back, Err(AppError::Rule(Rollback))));
+    assert_eq!(rows(&mut other).await.len(), 150);
+}
