@@ -12,6 +12,8 @@
 //!
 //! MariaDB has no `UPDATE … RETURNING`: the token and its read-back are the least any
 //! queue on it does, so the driver's claim and the ceiling's are the same two statements.
+//! Rows to insert come from MariaDB's sequence engine (`seq_0_to_99`); MySQL, which has
+//! none, reads them from a table of numbers made once (`ceiling_numbers`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,14 +51,37 @@ CREATE TABLE ceiling_jobs (
   UNIQUE KEY ceiling_unique_idx (unique_key)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin";
 
-// `?` available jobs, all due, priorities 1..4 (MariaDB's sequence engine numbers them).
+// `?` available jobs, all due, priorities 1..4, numbered from 1 by `{numbers}`.
 const SEED: &str = "\
 INSERT INTO ceiling_jobs (queue, kind, args, priority, max_attempts, scheduled_at, created_at)
 SELECT 'default', 'send_email',
        JSON_OBJECT('user_id', seq, 'template', 'welcome_email', 'locale', 'en-US', 'attempt_hint', seq % 7),
        1 + seq % 4, 25, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR + INTERVAL seq MICROSECOND,
        UTC_TIMESTAMP(6) - INTERVAL 1 HOUR
-FROM seq_1_to_1000000 WHERE seq <= ?";
+FROM {numbers}";
+
+/// MySQL's numbers 0 to 999,999: six digits' cross product, made once per run.
+const NUMBERS: &str = "\
+DROP TABLE IF EXISTS ceiling_numbers;
+CREATE TABLE ceiling_numbers (seq INT NOT NULL PRIMARY KEY) ENGINE = InnoDB;
+INSERT INTO ceiling_numbers
+WITH d (n) AS (SELECT 0 UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+               UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)
+SELECT a.n + 10 * b.n + 100 * c.n + 1000 * e.n + 10000 * f.n + 100000 * g.n
+FROM d a, d b, d c, d e, d f, d g";
+
+/// Where the rows of [`SEED`] and [`ENQUEUE_100`] come from: MariaDB's sequence engine, or
+/// MySQL's `ceiling_numbers`.
+struct Numbers {
+    seed: &'static str,
+    hundred: &'static str,
+}
+
+const MARIADB_NUMBERS: Numbers = Numbers { seed: "seq_1_to_1000000 WHERE seq <= ?", hundred: "seq_0_to_99" };
+const MYSQL_NUMBERS: Numbers = Numbers {
+    seed: "(SELECT seq + 1 AS seq FROM ceiling_numbers WHERE seq < ?) AS s",
+    hundred: "ceiling_numbers WHERE seq < 100",
+};
 
 const ENQUEUE_1: &str = "\
 INSERT INTO ceiling_jobs (queue, kind, args, priority, max_attempts, scheduled_at, created_at)
@@ -67,7 +92,7 @@ const ENQUEUE_100: &str = "\
 INSERT INTO ceiling_jobs (queue, kind, args, priority, max_attempts, scheduled_at, created_at)
 SELECT 'default', 'send_email', JSON_OBJECT('user_id', ? + seq, 'template', 'welcome_email', 'locale', 'en-US'),
        1 + seq % 4, 25, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
-FROM seq_0_to_99";
+FROM {numbers}";
 
 const CLAIM: &str = "\
 UPDATE (SELECT id FROM ceiling_jobs
@@ -92,6 +117,7 @@ enum Script {
 async fn once(
     conn: &mut AsyncMysqlConnection,
     script: Script,
+    enqueue_100: &str,
     client: usize,
     n: i64,
 ) -> diesel::QueryResult<u64> {
@@ -100,7 +126,7 @@ async fn once(
             diesel::sql_query(ENQUEUE_1).bind::<BigInt, _>(n).execute(conn).await.map(|r| r as u64)
         }
         Script::Enqueue100 => {
-            diesel::sql_query(ENQUEUE_100).bind::<BigInt, _>(n * 100).execute(conn).await.map(|r| r as u64)
+            diesel::sql_query(enqueue_100).bind::<BigInt, _>(n * 100).execute(conn).await.map(|r| r as u64)
         }
         Script::Claim { size, delete } => {
             let token = rand::random::<i64>();
@@ -131,29 +157,37 @@ async fn once(
 }
 
 /// Empties the table, then seeds `rows` available jobs.
-async fn fresh(url: &str, rows: i64) -> BenchResult {
+async fn fresh(url: &str, rows: i64, numbers: &Numbers) -> BenchResult {
     let mut conn = jobs_core::mysql::connect(url).await?;
     conn.batch_execute("TRUNCATE TABLE ceiling_jobs").await?;
     if rows > 0 {
-        diesel::sql_query(SEED).bind::<BigInt, _>(rows).execute(&mut conn).await?;
+        let seed = SEED.replace("{numbers}", numbers.seed);
+        diesel::sql_query(seed).bind::<BigInt, _>(rows).execute(&mut conn).await?;
     }
     conn.batch_execute("ANALYZE TABLE ceiling_jobs").await?;
     Ok(())
 }
 
 /// Runs `script` from `clients` tasks for `seconds`; returns jobs per second.
-async fn run_script(url: &str, script: Script, clients: usize, seconds: u64) -> BenchResult<f64> {
+async fn run_script(
+    url: &str,
+    script: Script,
+    numbers: &Numbers,
+    clients: usize,
+    seconds: u64,
+) -> BenchResult<f64> {
+    let enqueue_100: Arc<str> = ENQUEUE_100.replace("{numbers}", numbers.hundred).into();
     let moved = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for client in 0..clients {
         let mut conn = jobs_core::mysql::connect(url).await?;
-        let (moved, stop) = (moved.clone(), stop.clone());
+        let (moved, stop, enqueue_100) = (moved.clone(), stop.clone(), enqueue_100.clone());
         tasks.push(tokio::spawn(async move {
             let mut n = (client as i64) << 40;
             while !AtomicBool::load(&stop, Ordering::Relaxed) {
                 // A deadlock or lock timeout is a failed transaction, as in pgbench.
-                if let Ok(jobs) = once(&mut conn, script, client, n).await {
+                if let Ok(jobs) = once(&mut conn, script, &enqueue_100, client, n).await {
                     moved.fetch_add(jobs, Ordering::Relaxed);
                 }
                 n += 1;
@@ -181,6 +215,12 @@ pub(crate) async fn run(url: &str, seconds: u64, figures: &mut Figures) -> Bench
     let mut conn = jobs_core::mysql::connect(url).await?;
     conn.batch_execute(SCHEMA).await?;
     let version: Version = diesel::sql_query("SELECT VERSION() AS v").get_result(&mut conn).await?;
+    let numbers = if version.v.contains("MariaDB") {
+        MARIADB_NUMBERS
+    } else {
+        conn.batch_execute(NUMBERS).await?;
+        MYSQL_NUMBERS
+    };
     let clients = 4;
     println!("ceiling # ceiling: MariaDB/MySQL {}, {clients} clients, {seconds}s each", version.v);
     let scenarios: [(&str, i64, i64, Script); 6] = [
@@ -192,11 +232,11 @@ pub(crate) async fn run(url: &str, seconds: u64, figures: &mut Figures) -> Bench
         ("claim_100_delete", 100, 1_000_000, Script::Claim { size: 100, delete: true }),
     ];
     for (name, per_txn, seed, script) in scenarios {
-        fresh(url, seed).await?;
-        let rate = run_script(url, script, clients, seconds).await?;
+        fresh(url, seed, &numbers).await?;
+        let rate = run_script(url, script, &numbers, clients, seconds).await?;
         println!("ceiling {name:<18} {per_txn:>4} jobs/txn  {rate:>9.0} jobs/s");
         record(figures, name, rate);
     }
-    conn.batch_execute("DROP TABLE ceiling_jobs").await?;
+    conn.batch_execute("DROP TABLE ceiling_jobs; DROP TABLE IF EXISTS ceiling_numbers").await?;
     Ok(())
 }

@@ -2,12 +2,14 @@
 //! insert runs on MySQL, here on whichever server the tests use (MariaDB unless
 //! `JOBS_MYSQL_BIN` or `MYSQL_URL` says otherwise). The rows are read back by their token,
 //! in a savepoint inside the application's transaction or in a transaction of their own
-//! on a connection in autocommit mode; a key held by another job returns that job.
+//! on a connection in autocommit mode; a key held by another job returns that job, even one
+//! committed after the application's snapshot (REPEATABLE READ).
 
 use std::time::Duration;
 
 use diesel::sql_types::{BigInt, Nullable};
-use diesel_async::{AsyncConnection, AsyncMysqlConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncMysqlConnection, RunQueryDsl, SimpleAsyncConnection};
+use jobs_core::driver::NewJob;
 use jobs_core::testing::MysqlTestDatabase;
 use jobs_core::{EnqueueRequest, Enqueued, JobContext, enqueue_many, job};
 use jobs_tests::app::{AppError, Rollback, Welcome, welcome};
@@ -123,4 +125,50 @@ async fn with_returning_off_a_connection_in_autocommit_mode_commits_the_batch_by
         .await;
     assert!(matches!(rolled_back, Err(AppError::Rule(Rollback))));
     assert_eq!(rows(&mut other).await.len(), 150);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_returning_off_a_key_committed_after_the_callers_snapshot_returns_its_holder() {
+    jobs_core::mysql::disable_insert_returning();
+    let db = MysqlTestDatabase::new().await.expect("test database");
+    let mut conn = db.connect().await.expect("connect");
+    // An application's connection as MySQL sets it up by default.
+    conn.batch_execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ").await.expect("isolation");
+    let mut other = db.connect().await.expect("connect");
+    let (holder, again) = conn
+        .transaction::<_, AppError, _>(async |tx| {
+            assert!(rows(tx).await.is_empty(), "the transaction's snapshot starts here, empty");
+            let holder = sync_account::enqueue(&mut other, Sync { account: 7 }).await?;
+            let again = sync_account::enqueue(&mut *tx, Sync { account: 7 }).await?;
+            Ok((holder, again))
+        })
+        .await
+        .expect("commit");
+    assert!(!holder.existing);
+    assert_eq!((again.id, again.existing), (holder.id, true), "the holder committed after the snapshot");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_returning_off_a_first_statement_that_inserts_nothing_does_not_lose_the_next_ones_rows() {
+    jobs_core::mysql::disable_insert_returning();
+    let db = MysqlTestDatabase::new().await.expect("test database");
+    let held: Vec<NewJob> =
+        (0..100).map(|account| sync_account::build(Sync { account }).to_new_job().expect("job")).collect();
+    enqueue_many(&mut db.connect().await.expect("connect"), held.clone()).await.expect("the keys' holders");
+
+    // The connection's last insert went to a table of the application's, with larger ids.
+    let mut conn = db.connect().await.expect("connect");
+    conn.batch_execute(
+        "CREATE TABLE orders (id BIGINT AUTO_INCREMENT PRIMARY KEY) AUTO_INCREMENT = 1000000000; \
+         INSERT INTO orders VALUES ()",
+    )
+    .await
+    .expect("an order");
+    // 100 jobs whose keys are all held (the first statement inserts nothing), then 50 new.
+    let batch =
+        held.into_iter().chain((0..50).map(|i| send_welcome::build(welcome(i)).to_new_job().expect("job")));
+    let inserted = enqueue_many(&mut conn, batch).await.expect("enqueue");
+    assert!(inserted[..100].iter().all(|e| e.existing), "the holders");
+    assert!(inserted[100..].iter().all(|e| !e.existing), "the new jobs");
+    assert_eq!(rows(&mut conn).await.len(), 150);
 }

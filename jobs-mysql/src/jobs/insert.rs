@@ -47,11 +47,7 @@ pub(crate) async fn insert_many<C>(
 where
     C: AsyncConnection<Backend = Mysql>,
 {
-    let (results, wake_ups) = insert_rows(conn, jobs, now).await?;
-    for wake_up in &wake_ups {
-        notifications::add(conn, wake_up).await?;
-    }
-    Ok((results, wake_ups))
+    insert(conn, jobs, now, true).await
 }
 
 /// [`insert_many`] without the wake-ups' rows: the caller sees to them (on MariaDB, a
@@ -64,21 +60,38 @@ pub(crate) async fn insert_rows<C>(
 where
     C: AsyncConnection<Backend = Mysql>,
 {
+    insert(conn, jobs, now, false).await
+}
+
+/// [`insert_many`], with the wake-ups' rows only when `wake_ups`.
+async fn insert<C>(
+    conn: &mut C,
+    jobs: &[NewJob],
+    now: Option<chrono::DateTime<chrono::Utc>>,
+    wake_ups: bool,
+) -> Result<(Vec<Inserted>, Vec<Notification>)>
+where
+    C: AsyncConnection<Backend = Mysql>,
+{
     if jobs.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
     let returning = returning::insert_returning(conn).await?;
     let prepared = prepare(jobs, now, returning);
-    let returned = if returning {
-        let mut returned = Vec::with_capacity(prepared.batch.rows.len());
-        for statement in &prepared.statements {
-            returned.extend(run(conn, &prepared, statement).await?);
+    if !returning {
+        return insert_read_back::insert(conn, &prepared, wake_ups).await;
+    }
+    let mut returned = Vec::with_capacity(prepared.batch.rows.len());
+    for statement in &prepared.statements {
+        returned.extend(run(conn, &prepared, statement).await?);
+    }
+    let (inserted, told) = results(&prepared, returned)?;
+    if wake_ups {
+        for wake_up in &told {
+            notifications::add(conn, wake_up).await?;
         }
-        returned
-    } else {
-        insert_read_back::insert(conn, &prepared).await?
-    };
-    results(&prepared, returned)
+    }
+    Ok((inserted, told))
 }
 
 /// [`insert_many`] on a synchronous diesel connection (`MysqlConnection`, pooled or not):
@@ -91,11 +104,5 @@ where
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
-    let prepared = prepare(jobs, None, false);
-    let returned = insert_read_back::insert_sync(conn, &prepared)?;
-    let (results, wake_ups) = results(&prepared, returned)?;
-    for wake_up in &wake_ups {
-        notifications::add_sync(conn, wake_up)?;
-    }
-    Ok(results)
+    insert_read_back::insert_sync(conn, &prepare(jobs, None, false))
 }
