@@ -25,7 +25,8 @@ pub(crate) use sealed::Sealed;
 pub trait JobsBackend: diesel::backend::Backend + Sealed + Sized {
     /// Inserts `jobs` in whatever transaction `conn` is in; their wake-up goes out when it
     /// commits. (`AsyncConnection`, not only `AsyncConnectionCore`: where the server cannot
-    /// return the rows it inserted, as on MySQL, the insert reads them back in a savepoint.)
+    /// return the rows it inserted, as on MySQL, the insert reads them back in a transaction,
+    /// its own when the connection is not in one.)
     fn insert<C>(conn: &mut C, jobs: &[NewJob]) -> impl Future<Output = Result<Vec<Inserted>>> + Send
     where
         C: AsyncConnection<Backend = Self>;

@@ -1,7 +1,7 @@
 //! Enqueueing with `INSERT … RETURNING` switched off (`disable_insert_returning`), as every
 //! insert runs on MySQL, here on whichever server the tests use (MariaDB unless
 //! `JOBS_MYSQL_BIN` or `MYSQL_URL` says otherwise). The rows are read back by their token,
-//! in a savepoint inside the application's transaction or in a transaction of their own
+//! in the application's transaction or in a transaction of their own
 //! on a connection in autocommit mode; a key held by another job returns that job, even one
 //! committed after the application's snapshot (REPEATABLE READ).
 
@@ -149,12 +149,13 @@ async fn with_returning_off_a_key_committed_after_the_callers_snapshot_returns_i
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_returning_off_a_first_statement_that_inserts_nothing_does_not_lose_the_next_ones_rows() {
+async fn with_returning_off_a_statement_that_inserts_nothing_reads_back_no_other_statements_rows() {
     jobs_core::mysql::disable_insert_returning();
     let db = MysqlTestDatabase::new().await.expect("test database");
     let held: Vec<NewJob> =
         (0..100).map(|account| sync_account::build(Sync { account }).to_new_job().expect("job")).collect();
-    enqueue_many(&mut db.connect().await.expect("connect"), held.clone()).await.expect("the keys' holders");
+    let holders =
+        enqueue_many(&mut db.connect().await.expect("connect"), held.clone()).await.expect("holders");
 
     // The connection's last insert went to a table of the application's, with larger ids.
     let mut conn = db.connect().await.expect("connect");
@@ -164,11 +165,23 @@ async fn with_returning_off_a_first_statement_that_inserts_nothing_does_not_lose
     )
     .await
     .expect("an order");
-    // 100 jobs whose keys are all held (the first statement inserts nothing), then 50 new.
-    let batch =
-        held.into_iter().chain((0..50).map(|i| send_welcome::build(welcome(i)).to_new_job().expect("job")));
+    // Three statements: 100 new jobs, 100 whose keys are all held (it inserts nothing, and
+    // leaves the connection's last insert id to the first), 50 new jobs.
+    let new = |from: i64, n: i64| {
+        (from..from + n).map(|i| send_welcome::build(welcome(i)).to_new_job().expect("job"))
+    };
+    let batch: Vec<NewJob> = new(0, 100).chain(held).chain(new(100, 50)).collect();
     let inserted = enqueue_many(&mut conn, batch).await.expect("enqueue");
-    assert!(inserted[..100].iter().all(|e| e.existing), "the holders");
-    assert!(inserted[100..].iter().all(|e| !e.existing), "the new jobs");
-    assert_eq!(rows(&mut conn).await.len(), 150);
+
+    let holder_ids: Vec<i64> = holders.iter().map(|e| e.id).collect();
+    let got: Vec<i64> = inserted[100..200].iter().map(|e| e.id).collect();
+    assert_eq!(got, holder_ids, "the holders, in order");
+    assert!(inserted[100..200].iter().all(|e| e.existing));
+    let mut new_ids: Vec<i64> = inserted[..100].iter().chain(&inserted[200..]).map(|e| e.id).collect();
+    assert!(inserted[..100].iter().chain(&inserted[200..]).all(|e| !e.existing));
+    assert!(new_ids.windows(2).all(|w| w[0] < w[1]), "150 new jobs, in input order: {new_ids:?}");
+    new_ids.sort_unstable();
+    let stored: Vec<i64> =
+        rows(&mut conn).await.iter().map(|r| r.id).filter(|id| !holder_ids.contains(id)).collect();
+    assert_eq!(new_ids, stored, "each new job's own row");
 }

@@ -2,21 +2,23 @@
 //! every sync connection (the C client cannot read `INSERT … RETURNING` through a prepared
 //! statement: it finds no result metadata).
 //!
-//! In a transaction of its own (a savepoint inside the caller's), it executes the batch's
-//! statements, takes the first id the first inserting one generated (`LAST_INSERT_ID()`),
-//! and reads back the rows from that id on that carry the batch's token: each new row, in
-//! insert order. A row whose key was held is the job that holds the key, read by the key
-//! with a locking read: the latest committed version, whatever snapshot the caller's
-//! transaction reads from (the insert's `ON DUPLICATE KEY UPDATE` has locked that row
-//! already, so the read never waits). Until the transaction ends, the new rows are locked
-//! too (a worker's claim skips them, so none can carry another statement's token yet).
-//! The wake-up rows, when asked for, are written in the same transaction.
+//! After each statement, it reads back the rows from the first id the statement generated
+//! (`LAST_INSERT_ID()`) that carry the batch's token: the statement's new rows, in insert
+//! order (ids only grow, so the rows of the batch's earlier statements lie below). A
+//! statement with uniqueness keys may insert nothing, which leaves `LAST_INSERT_ID()` as it
+//! was: so it starts from 0 and reads its rows back only when it generated an id. A row
+//! whose key was held is the job that holds the key, read by the key with a locking read:
+//! the latest committed version, whatever snapshot the caller's transaction reads from (the
+//! insert's `ON DUPLICATE KEY UPDATE` has locked that row already, so the read never waits).
+//! The wake-up rows, when asked for, are written after the rows.
 //!
-//! The savepoint is diesel's (`TransactionManager`): a transaction the caller opened
-//! with diesel's `transaction` nests, one opened with a raw `BEGIN` does not (MySQL's
-//! `BEGIN` commits it). A future dropped mid-way leaves the transaction open, as one of
-//! diesel-async's own `transaction` would; the driver's pooled connections are then
-//! closed (`pool::Lent`).
+//! All of it runs in a transaction, so that the new rows stay locked until they have been
+//! read back (a worker's claim skips them, so none can carry another statement's token
+//! yet): the caller's, when diesel's `TransactionManager` says the connection is in one,
+//! else one of its own. A transaction begun with a raw `BEGIN` is invisible to diesel
+//! (and MySQL's next `BEGIN` commits it). A future dropped mid-way leaves that transaction
+//! open, as one of diesel-async's own `transaction` would; the driver's pooled connections
+//! are then closed (`pool::Lent`).
 
 use std::collections::HashMap;
 
@@ -31,18 +33,17 @@ use crate::cached::CachedQuery;
 use crate::notifications;
 use crate::rows::Id;
 
-/// The first id the connection's last inserting statement generated. Ids only grow, so
-/// every new row of the batch has at least the one the first inserting statement
-/// generated. A statement that inserts nothing (every key held) leaves the value as it
-/// was: so a batch whose first statement holds keys starts from [`NO_ID`].
-const FIRST_ID: &str = "SELECT CAST(LAST_INSERT_ID() AS SIGNED) AS id";
+/// The rows the connection's last inserting statement added, in insert order (a range of
+/// the primary key from the first id it generated).
+const LAST_STATEMENTS_ROWS: &str = "SELECT id, lock_token, state, unique_key FROM jobs \
+     WHERE id >= LAST_INSERT_ID() AND lock_token = $1 ORDER BY id";
 
-/// Sets the connection's last insert id to 0: "none of this batch's yet".
+/// Sets the connection's last insert id to 0, before a statement that may insert nothing.
 const NO_ID: &str = "SELECT CAST(LAST_INSERT_ID(0) AS SIGNED) AS id";
 
-/// The batch's new rows, from the first id on, in insert order (a range of the primary key).
-const NEW_ROWS: &str =
-    "SELECT id, lock_token, state, unique_key FROM jobs WHERE id >= $1 AND lock_token = $2 ORDER BY id";
+/// The first id the connection's last inserting statement generated (0: none since
+/// [`NO_ID`]).
+const FIRST_ID: &str = "SELECT CAST(LAST_INSERT_ID() AS SIGNED) AS id";
 
 /// The job that holds a uniqueness key, as committed now (a locking read).
 const HOLDER: &str = "SELECT id, lock_token, state, unique_key FROM jobs WHERE unique_held = $1 FOR UPDATE";
@@ -98,24 +99,22 @@ fn not_read_back() -> DriverError {
 /// nothing).
 macro_rules! insert_and_read_back {
     ($tx:ident, $prepared:ident, $wake_ups:ident, $dsl:ident, $add:path; $($wait:tt)*) => {{
-        if $prepared.statements.first().is_some_and(|s| s.shape == (RowShape::Full { unique: true })) {
-            $dsl::RunQueryDsl::get_result::<Id>(CachedQuery::new(NO_ID), $tx) $($wait)* ?;
-        }
-        let mut from = 0;
+        let mut new_rows = Vec::with_capacity($prepared.batch.rows.len());
         for statement in &$prepared.statements {
-            $dsl::RunQueryDsl::execute(query($prepared, statement), $tx) $($wait)* ?;
-            if from == 0 {
-                let first: Id = $dsl::RunQueryDsl::get_result(CachedQuery::new(FIRST_ID), $tx) $($wait)* ?;
-                from = first.id;
+            let may_insert_nothing = statement.shape == (RowShape::Full { unique: true });
+            if may_insert_nothing {
+                $dsl::RunQueryDsl::get_result::<Id>(CachedQuery::new(NO_ID), $tx) $($wait)* ?;
             }
+            $dsl::RunQueryDsl::execute(query($prepared, statement), $tx) $($wait)* ?;
+            if may_insert_nothing {
+                let first: Id = $dsl::RunQueryDsl::get_result(CachedQuery::new(FIRST_ID), $tx) $($wait)* ?;
+                if first.id == 0 {
+                    continue;
+                }
+            }
+            let rows = CachedQuery::new(LAST_STATEMENTS_ROWS).bind::<BigInt, _>($prepared.token);
+            new_rows.extend($dsl::RunQueryDsl::load::<InsertedRow>(rows, $tx) $($wait)* ?);
         }
-        let new_rows = if from == 0 {
-            Vec::new()
-        } else {
-            let new_rows =
-                CachedQuery::new(NEW_ROWS).bind::<BigInt, _>(from).bind::<BigInt, _>($prepared.token);
-            $dsl::RunQueryDsl::load::<InsertedRow>(new_rows, $tx) $($wait)* ?
-        };
         let mut found = NewRows::new(new_rows);
         let mut outcomes = Vec::with_capacity($prepared.batch.rows.len());
         for job in &$prepared.batch.rows {
@@ -141,9 +140,8 @@ macro_rules! insert_and_read_back {
 }
 
 /// The failed read-back's own error, once its transaction has been rolled back. Where
-/// the rollback fails too (a deadlock has rolled back the caller's whole transaction,
-/// and the savepoint with it), the first error says what happened, and `is_transient`
-/// can still tell the caller to retry.
+/// the rollback fails too (the connection broke, say), the first error still says what
+/// happened, and `is_transient` can still tell the caller to retry.
 fn rolled_back(error: DriverError, rollback: diesel::QueryResult<()>) -> DriverError {
     if let Err(rollback) = rollback {
         tracing::debug!(%rollback, %error, "the read-back insert's rollback failed after its error");
@@ -151,13 +149,13 @@ fn rolled_back(error: DriverError, rollback: diesel::QueryResult<()>) -> DriverE
     error
 }
 
-/// Inserts `prepared` (built without `RETURNING`) on `conn` and reads its rows back, in a
-/// transaction of its own; with `wake_ups`, writes their rows in it too. Returns each
-/// input's result and the wake-ups.
+/// Inserts `prepared` (built without `RETURNING`) on `conn` and reads its rows back, in
+/// the connection's transaction or one of its own; with `wake_ups`, writes their rows too.
+/// Returns each input's result and the wake-ups.
 ///
-/// The transaction is opened and closed by hand, as `AsyncConnection::transaction` does:
-/// its callback's future, nested in another transaction's (the scheduler's, the driver's),
-/// would have to be `Send` for every lifetime, which the compiler cannot prove here.
+/// A transaction of its own is opened and closed by hand, as `AsyncConnection::transaction`
+/// does: its callback's future, nested in another transaction's (the scheduler's, the
+/// driver's), would have to be `Send` for every lifetime, which the compiler cannot prove.
 pub(crate) async fn insert<C>(
     conn: &mut C,
     prepared: &Prepared<'_>,
@@ -167,6 +165,11 @@ where
     C: AsyncConnection<Backend = Mysql>,
 {
     use diesel_async::TransactionManager;
+    if matches!(C::TransactionManager::transaction_manager_status_mut(conn).transaction_depth(), Ok(Some(_)))
+    {
+        let tx = &mut *conn;
+        return insert_and_read_back!(tx, prepared, wake_ups, diesel_async, notifications::add; .await);
+    }
     C::TransactionManager::begin_transaction(conn).await?;
     let outcome: Result<(Vec<Inserted>, Vec<Notification>)> = async {
         let tx = &mut *conn;
@@ -189,13 +192,16 @@ where
     C: diesel::connection::LoadConnection<Backend = Mysql>,
 {
     use diesel::connection::TransactionManager;
-    C::TransactionManager::begin_transaction(conn)?;
-    let outcome: Result<(Vec<Inserted>, Vec<Notification>)> = (|| {
-        let tx = &mut *conn;
-        let wake_ups = true;
+    let wake_ups = true;
+    let run = |tx: &mut C| -> Result<(Vec<Inserted>, Vec<Notification>)> {
         insert_and_read_back!(tx, prepared, wake_ups, diesel, notifications::add_sync;)
-    })();
-    match outcome {
+    };
+    if matches!(C::TransactionManager::transaction_manager_status_mut(conn).transaction_depth(), Ok(Some(_)))
+    {
+        return run(conn).map(|(inserted, _)| inserted);
+    }
+    C::TransactionManager::begin_transaction(conn)?;
+    match run(conn) {
         Ok((inserted, _)) => {
             C::TransactionManager::commit_transaction(conn)?;
             Ok(inserted)
