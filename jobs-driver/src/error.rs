@@ -100,6 +100,9 @@ pub fn is_transient(e: &diesel::result::Error) -> bool {
                     "shutdown in progress",
                     "lock wait timeout",
                     "deadlock found",
+                    // MariaDB 11.6+'s snapshot isolation (REPEATABLE READ) on a row
+                    // changed since the transaction's snapshot: its transaction is rolled back.
+                    "record has changed since last read",
                     "unexpected eof",
                 ]
                 .iter()

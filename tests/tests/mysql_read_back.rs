@@ -105,18 +105,47 @@ async fn with_returning_off_the_rows_are_read_back_in_the_callers_transaction_an
     assert_eq!(later.state, jobs_core::JobState::Scheduled);
 }
 
+/// Fails the insert of any job of kind `boom`, as a server-side error in mid-batch would.
+const BOOM: &str = "CREATE TRIGGER boom BEFORE INSERT ON jobs FOR EACH ROW \
+     IF NEW.kind = 'boom' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'boom'; END IF";
+
+/// One statement's worth of jobs, then a job whose statement fails.
+fn failing_batch() -> Vec<NewJob> {
+    let batch = (0..100).map(|i| send_welcome::build(welcome(i)).to_new_job().expect("job"));
+    batch.chain([NewJob::new("boom", "mail", "{}")]).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_returning_off_a_connection_in_autocommit_mode_commits_the_batch_by_itself() {
     jobs_core::mysql::disable_insert_returning();
     let db = MysqlTestDatabase::new().await.expect("test database");
     let mut conn = db.connect().await.expect("connect");
+    conn.batch_execute(BOOM).await.expect("trigger");
+    let mut other = db.connect().await.expect("connect");
+
+    // All or nothing: the second statement fails, and the first one's rows go with it.
+    assert!(enqueue_many(&mut conn, failing_batch()).await.is_err());
+    assert!(rows(&mut other).await.is_empty(), "the batch's own transaction rolled back");
     let inserted = enqueue_many(&mut conn, batch()).await.expect("enqueue");
     assert_eq!(inserted.len(), 150);
+    assert_eq!(rows(&mut other).await.len(), 150, "committed");
 
-    // Another connection sees them: the insert's own transaction committed, and left the
-    // connection as it found it (a transaction of the application's opens and rolls back).
-    let mut other = db.connect().await.expect("connect");
-    assert_eq!(rows(&mut other).await.len(), 150);
+    // The same on a sync connection.
+    let url = db.url().to_owned();
+    let (failed, inserted) = tokio::task::spawn_blocking(move || {
+        let mut sync =
+            <diesel::MysqlConnection as diesel::Connection>::establish(&url).expect("sync connect");
+        let failed = jobs_core::enqueue_many_sync(&mut sync, failing_batch()).is_err();
+        (failed, jobs_core::enqueue_many_sync(&mut sync, batch()).expect("enqueue").len())
+    })
+    .await
+    .expect("blocking task");
+    assert!(failed);
+    assert_eq!(inserted, 150);
+    assert_eq!(rows(&mut other).await.len(), 300, "only the whole batch");
+
+    // The connection is left as it was found: a transaction of the application's still
+    // opens and rolls back.
     let rolled_back: Result<(), AppError> = conn
         .transaction(async |tx| {
             send_welcome::enqueue(&mut *tx, welcome(1)).await?;
@@ -124,7 +153,7 @@ async fn with_returning_off_a_connection_in_autocommit_mode_commits_the_batch_by
         })
         .await;
     assert!(matches!(rolled_back, Err(AppError::Rule(Rollback))));
-    assert_eq!(rows(&mut other).await.len(), 150);
+    assert_eq!(rows(&mut other).await.len(), 300);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,14 +186,7 @@ async fn with_returning_off_a_statement_that_inserts_nothing_reads_back_no_other
     let holders =
         enqueue_many(&mut db.connect().await.expect("connect"), held.clone()).await.expect("holders");
 
-    // The connection's last insert went to a table of the application's, with larger ids.
     let mut conn = db.connect().await.expect("connect");
-    conn.batch_execute(
-        "CREATE TABLE orders (id BIGINT AUTO_INCREMENT PRIMARY KEY) AUTO_INCREMENT = 1000000000; \
-         INSERT INTO orders VALUES ()",
-    )
-    .await
-    .expect("an order");
     // Three statements: 100 new jobs, 100 whose keys are all held (it inserts nothing, and
     // leaves the connection's last insert id to the first), 50 new jobs.
     let new = |from: i64, n: i64| {

@@ -1,5 +1,6 @@
 //! Inserting jobs: one multi-row `INSERT … VALUES` per [`ROWS_PER_STATEMENT`] jobs, in
-//! input order, in whatever transaction the connection is in; then one
+//! input order, in whatever transaction the connection is in (where the rows are read
+//! back, in one of their own if it is in none); then one
 //! `job_notifications` row per queue that received available jobs (see `notifications`).
 //! The batch and its statements are built in `insert_batch` (their text, one per shape of
 //! rows, in `insert_sql`). On MariaDB the statements return their rows; on MySQL, and on

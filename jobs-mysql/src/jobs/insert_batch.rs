@@ -57,7 +57,7 @@ pub(crate) struct Prepared<'a> {
 /// One statement of a batch: its rows `first..first + rows`, their shape and its text.
 pub(crate) struct Statement {
     first: usize,
-    rows: usize,
+    pub(crate) rows: usize,
     pub(crate) shape: RowShape,
     sql: &'static str,
 }

@@ -13,12 +13,16 @@
 //! The wake-up rows, when asked for, are written after the rows.
 //!
 //! All of it runs in a transaction, so that the new rows stay locked until they have been
-//! read back (a worker's claim skips them, so none can carry another statement's token
-//! yet): the caller's, when diesel's `TransactionManager` says the connection is in one,
-//! else one of its own. A transaction begun with a raw `BEGIN` is invisible to diesel
-//! (and MySQL's next `BEGIN` commits it). A future dropped mid-way leaves that transaction
-//! open, as one of diesel-async's own `transaction` would; the driver's pooled connections
-//! are then closed (`pool::Lent`).
+//! read back (a worker's claim skips them, so none can carry a claim's token yet): the
+//! caller's, when diesel's `TransactionManager` says the connection is in one, else one of
+//! its own. A transaction diesel does not know of (a raw `BEGIN`, `autocommit = 0`) is
+//! committed by that `BEGIN`; one the server ended behind diesel's back (a DDL statement
+//! commits implicitly) leaves each statement to commit alone, and a claim between a
+//! statement and its read-back then fails the call: it reads back rows one for one, or
+//! errs. A future dropped mid-way leaves its own transaction open, as one of diesel-async's
+//! own `transaction` would; the driver's pooled connections are then closed (`pool::Lent`).
+//! The connection's `LAST_INSERT_ID()` afterwards is the batch's (0 when its last
+//! statement with keys inserted nothing).
 
 use std::collections::HashMap;
 
@@ -34,9 +38,10 @@ use crate::notifications;
 use crate::rows::Id;
 
 /// The rows the connection's last inserting statement added, in insert order (a range of
-/// the primary key from the first id it generated).
+/// the primary key from the first id it generated, which stops at the statement's row
+/// count rather than run on through the rows other connections inserted since).
 const LAST_STATEMENTS_ROWS: &str = "SELECT id, lock_token, state, unique_key FROM jobs \
-     WHERE id >= LAST_INSERT_ID() AND lock_token = $1 ORDER BY id";
+     WHERE id >= LAST_INSERT_ID() AND lock_token = $1 ORDER BY id LIMIT $2";
 
 /// Sets the connection's last insert id to 0, before a statement that may insert nothing.
 const NO_ID: &str = "SELECT CAST(LAST_INSERT_ID(0) AS SIGNED) AS id";
@@ -77,6 +82,12 @@ impl NewRows {
         NewRows { keyed, plain: plain.into_iter() }
     }
 
+    /// Whether every row read back has gone to a job (one left over would be a row of
+    /// another statement, its neighbours' ids shifted onto the wrong jobs).
+    fn is_used_up(&mut self) -> bool {
+        self.keyed.is_empty() && self.plain.next().is_none()
+    }
+
     /// The row of `job`, the next of the batch.
     fn take<'j>(&mut self, job: &'j NewJob) -> Result<Found<'j>> {
         match &job.unique {
@@ -90,7 +101,7 @@ impl NewRows {
 }
 
 fn not_read_back() -> DriverError {
-    DriverError::unexpected("an inserted job could not be read back")
+    DriverError::unexpected("the inserted jobs could not be read back one for one")
 }
 
 /// The body of [`insert`] and [`insert_sync`], on `$tx` in a transaction: `$dsl` is the
@@ -112,8 +123,15 @@ macro_rules! insert_and_read_back {
                     continue;
                 }
             }
-            let rows = CachedQuery::new(LAST_STATEMENTS_ROWS).bind::<BigInt, _>($prepared.token);
-            new_rows.extend($dsl::RunQueryDsl::load::<InsertedRow>(rows, $tx) $($wait)* ?);
+            let rows = CachedQuery::new(LAST_STATEMENTS_ROWS)
+                .bind::<BigInt, _>($prepared.token)
+                .bind::<BigInt, _>(statement.rows as i64);
+            let rows = $dsl::RunQueryDsl::load::<InsertedRow>(rows, $tx) $($wait)* ?;
+            // Every row of a statement without keys is new; one with keys adds at most its rows.
+            if rows.len() > statement.rows || (!may_insert_nothing && rows.len() < statement.rows) {
+                return Err(not_read_back());
+            }
+            new_rows.extend(rows);
         }
         let mut found = NewRows::new(new_rows);
         let mut outcomes = Vec::with_capacity($prepared.batch.rows.len());
@@ -128,6 +146,9 @@ macro_rules! insert_and_read_back {
                 }
             };
             outcomes.push(Outcome::of(row, $prepared.token));
+        }
+        if !found.is_used_up() {
+            return Err(not_read_back());
         }
         let (inserted, wake_ups) = results($prepared, outcomes)?;
         if $wake_ups {
@@ -165,8 +186,7 @@ where
     C: AsyncConnection<Backend = Mysql>,
 {
     use diesel_async::TransactionManager;
-    if matches!(C::TransactionManager::transaction_manager_status_mut(conn).transaction_depth(), Ok(Some(_)))
-    {
+    if C::TransactionManager::transaction_manager_status_mut(conn).transaction_depth()?.is_some() {
         let tx = &mut *conn;
         return insert_and_read_back!(tx, prepared, wake_ups, diesel_async, notifications::add; .await);
     }
@@ -196,8 +216,7 @@ where
     let run = |tx: &mut C| -> Result<(Vec<Inserted>, Vec<Notification>)> {
         insert_and_read_back!(tx, prepared, wake_ups, diesel, notifications::add_sync;)
     };
-    if matches!(C::TransactionManager::transaction_manager_status_mut(conn).transaction_depth(), Ok(Some(_)))
-    {
+    if C::TransactionManager::transaction_manager_status_mut(conn).transaction_depth()?.is_some() {
         return run(conn).map(|(inserted, _)| inserted);
     }
     C::TransactionManager::begin_transaction(conn)?;
