@@ -16,7 +16,7 @@ SELECT c.bucket, c.kind, c.metric, c.idx, c.n
 FROM JSON_TABLE($1, '$[*]' COLUMNS (bucket DATETIME(6) PATH '$[0]', kind VARCHAR(255) PATH '$[1]',
                                     metric VARCHAR(16) PATH '$[2]', idx SMALLINT PATH '$[3]',
                                     n BIGINT PATH '$[4]')) AS c
-ON DUPLICATE KEY UPDATE count = job_kind_stats.count + VALUES(count)";
+ON DUPLICATE KEY UPDATE count = job_kind_stats.count + c.n";
 
 /// Adds `counts` to the counters, in one statement.
 pub(crate) async fn record(conn: &mut AsyncMysqlConnection, counts: &[KindStatsCount<'_>]) -> Result<()> {
@@ -54,7 +54,7 @@ pub(crate) async fn compact(
                 "INSERT INTO {table} (bucket, {key}, count)
                  SELECT * FROM (SELECT DATE_FORMAT(bucket, '%Y-%m-%d %H:00:00') AS hour, {key}, SUM(count) AS n
                                 FROM {table} WHERE {old} GROUP BY hour, {key}) AS rolled
-                 ON DUPLICATE KEY UPDATE count = {table}.count + VALUES(count)"
+                 ON DUPLICATE KEY UPDATE count = {table}.count + rolled.n"
             ))
             .bind::<Nullable<Datetime>, _>(naive_opt(params.now))
             .bind::<BigInt, _>(micros(params.older_than))

@@ -14,7 +14,7 @@ use crate::time::{micros, naive_opt, utc};
 const HEARTBEAT: &str = "\
 INSERT INTO job_nodes (name, host, pid, started_at, heartbeat_at, queues, kinds)
 VALUES ($1, $2, $3, COALESCE($5, UTC_TIMESTAMP(6)), COALESCE($5, UTC_TIMESTAMP(6)), $4, $6)
-ON DUPLICATE KEY UPDATE heartbeat_at = VALUES(heartbeat_at), queues = VALUES(queues), kinds = VALUES(kinds)";
+ON DUPLICATE KEY UPDATE heartbeat_at = COALESCE($5, UTC_TIMESTAMP(6)), queues = $4, kinds = $6";
 
 /// See [`NodeHeartbeatParams`].
 pub(crate) async fn heartbeat(

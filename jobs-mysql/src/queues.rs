@@ -13,7 +13,7 @@ use crate::rows::{Flag, Name};
 const SET_PAUSED: &str = "\
 INSERT INTO job_queues (name, paused, paused_at, settings, created_at, updated_at)
 VALUES ($1, $2, IF($2, UTC_TIMESTAMP(6), NULL), '{}', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
-ON DUPLICATE KEY UPDATE paused = VALUES(paused), paused_at = VALUES(paused_at), updated_at = VALUES(updated_at)";
+ON DUPLICATE KEY UPDATE paused = $2, paused_at = IF($2, UTC_TIMESTAMP(6), NULL), updated_at = UTC_TIMESTAMP(6)";
 
 /// Pauses (`true`) or resumes (`false`) `queue` on every node: the flag is stored, and the
 /// nodes are told through `job_notifications` when the transaction commits. Returns the

@@ -75,12 +75,12 @@ macro_rules! columns {
     };
 }
 
-/// Whether the stored definition differs from the one being written (`VALUES(…)`).
+/// Whether the stored definition differs from the one being written (`$2` to `$7`; not
+/// `VALUES(…)`, which MySQL deprecates).
 macro_rules! changed {
     () => {
-        "NOT (expression <=> VALUES(expression) AND timezone <=> VALUES(timezone) AND kind <=> VALUES(kind)
-              AND args <=> VALUES(args) AND options <=> VALUES(options)
-              AND missed_policy <=> VALUES(missed_policy) AND active)"
+        "NOT (expression <=> $2 AND timezone <=> $3 AND kind <=> $4 AND args <=> $5 AND options <=> $6
+              AND missed_policy <=> $7 AND active)"
     };
 }
 
@@ -95,10 +95,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, TRUE, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
 ON DUPLICATE KEY UPDATE
     updated_at = IF(",
     changed!(),
-    ", VALUES(updated_at), updated_at),
-    next_run_at = IF(expression <=> VALUES(expression) AND timezone <=> VALUES(timezone), next_run_at, NULL),
-    expression = VALUES(expression), timezone = VALUES(timezone), kind = VALUES(kind), args = VALUES(args),
-    options = VALUES(options), missed_policy = VALUES(missed_policy), active = TRUE"
+    ", UTC_TIMESTAMP(6), updated_at),
+    next_run_at = IF(expression <=> $2 AND timezone <=> $3, next_run_at, NULL),
+    expression = $2, timezone = $3, kind = $4, args = $5, options = $6, missed_policy = $7, active = TRUE"
 );
 
 /// See [`ScheduleSyncParams`], in one transaction.

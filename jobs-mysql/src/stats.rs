@@ -15,7 +15,7 @@ INSERT INTO job_stats (bucket, queue, state, count)
 SELECT c.bucket, c.queue, c.state, c.n
 FROM JSON_TABLE($1, '$[*]' COLUMNS (bucket DATETIME(6) PATH '$[0]', queue VARCHAR(255) PATH '$[1]',
                                     state VARCHAR(16) PATH '$[2]', n BIGINT PATH '$[3]')) AS c
-ON DUPLICATE KEY UPDATE count = job_stats.count + VALUES(count)";
+ON DUPLICATE KEY UPDATE count = job_stats.count + c.n";
 
 /// A minute as `job_stats.bucket` holds it.
 fn minute(t: DateTime<Utc>) -> DateTime<Utc> {
