@@ -5,6 +5,7 @@ use diesel::sql_types::{BigInt, Datetime, Integer, Nullable, SmallInt, Text, Var
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::{JobInsertFull, Result};
 
+use super::insert_sql::LAST_INSERT_ID;
 use super::read::states_list;
 use crate::cached::CachedQuery;
 use crate::returning;
@@ -25,11 +26,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11, UTC_TIMESTAMP(6))
 /// The insert where the server returns the id (MariaDB).
 const RETURNING_ID: &str = concat!(insert_full!(), "\nRETURNING id");
 
-/// The insert where it does not (MySQL), followed by [`LAST_ID`] on the same connection.
+/// The insert where it does not (MySQL), followed by [`LAST_INSERT_ID`] on the same
+/// connection.
 const INSERT: &str = insert_full!();
-
-/// The id the connection's last single-row insert generated.
-const LAST_ID: &str = "SELECT CAST(LAST_INSERT_ID() AS SIGNED) AS id";
 
 /// Inserts `jobs` as given, in input order. Returns their ids.
 pub(crate) async fn insert_full_many<C>(conn: &mut C, jobs: &[JobInsertFull]) -> Result<Vec<i64>>
@@ -65,7 +64,7 @@ where
             insert.get_result(conn).await?
         } else {
             insert.execute(conn).await?;
-            CachedQuery::new(LAST_ID).get_result(conn).await?
+            CachedQuery::new(LAST_INSERT_ID).get_result(conn).await?
         };
         ids.push(row.id);
     }

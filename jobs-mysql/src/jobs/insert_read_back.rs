@@ -32,7 +32,7 @@ use diesel_async::AsyncConnection;
 use jobs_driver::{DriverError, Inserted, NewJob, Notification, Result};
 
 use super::insert_batch::{InsertedRow, Outcome, Prepared, query, results};
-use super::insert_sql::RowShape;
+use super::insert_sql::{LAST_INSERT_ID, RowShape};
 use crate::cached::CachedQuery;
 use crate::notifications;
 use crate::rows::Id;
@@ -45,10 +45,6 @@ const LAST_STATEMENTS_ROWS: &str = "SELECT id, lock_token, state, unique_key FRO
 
 /// Sets the connection's last insert id to 0, before a statement that may insert nothing.
 const NO_ID: &str = "SELECT CAST(LAST_INSERT_ID(0) AS SIGNED) AS id";
-
-/// The first id the connection's last inserting statement generated (0: none since
-/// [`NO_ID`]).
-const FIRST_ID: &str = "SELECT CAST(LAST_INSERT_ID() AS SIGNED) AS id";
 
 /// The job that holds a uniqueness key, as committed now (a locking read).
 const HOLDER: &str = "SELECT id, lock_token, state, unique_key FROM jobs WHERE unique_held = $1 FOR UPDATE";
@@ -71,8 +67,8 @@ impl NewRows {
     fn new(rows: Vec<InsertedRow>) -> NewRows {
         let mut keyed = HashMap::new();
         let mut plain = Vec::with_capacity(rows.len());
-        for row in rows {
-            match row.unique_key.clone() {
+        for mut row in rows {
+            match row.unique_key.take() {
                 Some(key) => {
                     keyed.insert(key, row);
                 }
@@ -118,7 +114,7 @@ macro_rules! insert_and_read_back {
             }
             $dsl::RunQueryDsl::execute(query($prepared, statement), $tx) $($wait)* ?;
             if may_insert_nothing {
-                let first: Id = $dsl::RunQueryDsl::get_result(CachedQuery::new(FIRST_ID), $tx) $($wait)* ?;
+                let first: Id = $dsl::RunQueryDsl::get_result(CachedQuery::new(LAST_INSERT_ID), $tx) $($wait)* ?;
                 if first.id == 0 {
                     continue;
                 }
@@ -186,16 +182,18 @@ where
     C: AsyncConnection<Backend = Mysql>,
 {
     use diesel_async::TransactionManager;
-    if C::TransactionManager::transaction_manager_status_mut(conn).transaction_depth()?.is_some() {
-        let tx = &mut *conn;
-        return insert_and_read_back!(tx, prepared, wake_ups, diesel_async, notifications::add; .await);
+    let own = C::TransactionManager::transaction_manager_status_mut(conn).transaction_depth()?.is_none();
+    if own {
+        C::TransactionManager::begin_transaction(conn).await?;
     }
-    C::TransactionManager::begin_transaction(conn).await?;
     let outcome: Result<(Vec<Inserted>, Vec<Notification>)> = async {
         let tx = &mut *conn;
         insert_and_read_back!(tx, prepared, wake_ups, diesel_async, notifications::add; .await)
     }
     .await;
+    if !own {
+        return outcome;
+    }
     match outcome {
         Ok(done) => {
             C::TransactionManager::commit_transaction(conn).await?;
@@ -212,15 +210,18 @@ where
     C: diesel::connection::LoadConnection<Backend = Mysql>,
 {
     use diesel::connection::TransactionManager;
-    let wake_ups = true;
-    let run = |tx: &mut C| -> Result<(Vec<Inserted>, Vec<Notification>)> {
-        insert_and_read_back!(tx, prepared, wake_ups, diesel, notifications::add_sync;)
-    };
-    if C::TransactionManager::transaction_manager_status_mut(conn).transaction_depth()?.is_some() {
-        return run(conn).map(|(inserted, _)| inserted);
+    let own = C::TransactionManager::transaction_manager_status_mut(conn).transaction_depth()?.is_none();
+    if own {
+        C::TransactionManager::begin_transaction(conn)?;
     }
-    C::TransactionManager::begin_transaction(conn)?;
-    match run(conn) {
+    let outcome: Result<(Vec<Inserted>, Vec<Notification>)> = (|| {
+        let (tx, wake_ups) = (&mut *conn, true);
+        insert_and_read_back!(tx, prepared, wake_ups, diesel, notifications::add_sync;)
+    })();
+    if !own {
+        return outcome.map(|(inserted, _)| inserted);
+    }
+    match outcome {
         Ok((inserted, _)) => {
             C::TransactionManager::commit_transaction(conn)?;
             Ok(inserted)

@@ -18,6 +18,11 @@ use std::sync::{LazyLock, OnceLock};
 
 use jobs_driver::NewJob;
 
+/// The first id the connection's last inserting statement generated (0 after
+/// `LAST_INSERT_ID(0)` when none has since); a statement that inserts nothing leaves it as
+/// it was.
+pub(crate) const LAST_INSERT_ID: &str = "SELECT CAST(LAST_INSERT_ID() AS SIGNED) AS id";
+
 /// The most rows one statement inserts; a larger batch takes several, in one transaction.
 pub(crate) const ROWS_PER_STATEMENT: usize = 100;
 
