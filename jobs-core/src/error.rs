@@ -92,6 +92,19 @@ pub enum Error {
         registered: String,
     },
 
+    /// A worker was started with a node name that a live process already uses. Two
+    /// processes with one name would take each other's running jobs for orphans.
+    #[error(
+        "the node name `{node}` is in use by a live process ({holder}); give this worker another \
+         name (`.node_name(...)`), or leave the name to the default, which is unique per process start"
+    )]
+    NodeNameTaken {
+        /// The name.
+        node: String,
+        /// Who holds it, as its node row says (host, process id, last heartbeat).
+        holder: String,
+    },
+
     /// A job kind is not registered in this binary.
     #[error("no job is registered with the kind `{0}`")]
     UnknownKind(String),

@@ -35,6 +35,7 @@ async fn live_node(pool: &jobs_core::Pool) {
         queues: &queues,
         kinds: &["operator.invoice", "mail"],
         now: None,
+        lock: None,
     };
     test_app::driver(pool).node_heartbeat(beat).await.expect("heartbeat");
 }

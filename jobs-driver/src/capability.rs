@@ -35,6 +35,14 @@ pub enum Capability {
     /// which moves the jobs that finished outside a completion statement; without it the
     /// engine runs no archiver. (SQLite and MariaDB keep finished jobs in the jobs table.)
     Archive,
+    /// A lock per node that its process holds for as long as it lives ([`node_hold`]:
+    /// a session advisory lock, a named lock, a file lock), so that a killed node is known
+    /// dead in seconds. Without it, a node is dead when its heartbeat is `node_stale_after`
+    /// old, and a second process with a node's name is refused only while the first one's
+    /// heartbeat is fresh.
+    ///
+    /// [`node_hold`]: crate::Driver::node_hold
+    LivenessLocks,
 }
 
 /// The states whose jobs' arguments and metadata an [`Capability::IndexedSearch`] index
@@ -50,7 +58,7 @@ pub const INDEXED_SEARCH_STATES: [crate::state::JobState; 4] = [
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 7] = [
+    pub const ALL: [Capability; 8] = [
         Capability::ListenNotify,
         Capability::SkipLocked,
         Capability::CountEstimates,
@@ -58,6 +66,7 @@ impl Capability {
         Capability::Returning,
         Capability::IndexedSearch,
         Capability::Archive,
+        Capability::LivenessLocks,
     ];
 
     /// A short human name, used in skip reasons and error messages.
@@ -70,6 +79,7 @@ impl Capability {
             Capability::Returning => "RETURNING",
             Capability::IndexedSearch => "an index for searches",
             Capability::Archive => "an archive table for finished jobs",
+            Capability::LivenessLocks => "liveness locks held by each node's process",
         }
     }
 

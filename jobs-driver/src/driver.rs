@@ -113,6 +113,8 @@ pub trait Driver: Send + Sync + std::fmt::Debug + 'static {
 
     // --- nodes ---
 
+    /// See [`NodeHoldParams`].
+    async fn node_hold(&self, params: NodeHoldParams<'_>) -> Result<NodeHold>;
     /// See [`NodeHeartbeatParams`].
     async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()>;
     /// See [`NodeDeleteParams`].

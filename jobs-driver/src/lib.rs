@@ -58,7 +58,10 @@ pub use driver::{Driver, Listener};
 pub use error::{DriverError, Result, is_transient};
 pub use job::*;
 pub use leader::{LeaderGetParams, LeaderReleaseParams, LeaderTryAcquireParams};
-pub use node::{NodeDeleteParams, NodeDeleteStaleParams, NodeHeartbeatParams, NodeListParams, NodeRow};
+pub use node::{
+    NodeDeleteParams, NodeDeleteStaleParams, NodeHeartbeatParams, NodeHold, NodeHoldParams, NodeListParams,
+    NodeLock, NodeRow, node_lock_hash,
+};
 pub use notification::{AVAILABLE_CHANNEL, CONTROL_CHANNEL, Notification};
 pub use queue::{
     QueueDepth, QueueIsPausedParams, QueueListDepthsParams, QueueListPausedParams, QueueSetConcurrencyParams,

@@ -45,6 +45,50 @@ pub struct NodeHeartbeatParams<'a> {
     pub kinds: &'a [&'a str],
     /// The heartbeat's time.
     pub now: Option<DateTime<Utc>>,
+    /// The node's liveness lock, as [`NodeLock::key`] names it for the rescuer and the
+    /// leader election (`None`: the node holds none, and only its heartbeats tell that it
+    /// lives).
+    pub lock: Option<&'a str>,
+}
+
+/// `node_hold`: take `node`'s liveness lock, held for as long as the returned
+/// [`NodeLock`] lives, on a connection (or a file) of its own. A process that dies loses
+/// its connections and files at once, and with them the lock: the rescuer and the leader
+/// election read a free lock as the node gone (once its heartbeat is a little old: see
+/// [`JobRescueStuckParams::lock_lost_grace`](crate::JobRescueStuckParams::lock_lost_grace)),
+/// in seconds instead of after `node_stale_after` of silence. The lock is keyed by the
+/// node's name, so a second live process with the same name cannot take it.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeHoldParams<'a> {
+    /// Node name.
+    pub node: &'a str,
+}
+
+/// What [`node_hold`](crate::Driver::node_hold) got.
+#[derive(Debug)]
+pub enum NodeHold {
+    /// The lock is this process's until the value is dropped.
+    Held(Box<dyn NodeLock>),
+    /// Another live process holds it: the name is taken.
+    Taken,
+    /// The driver can hold no lock here (why): the node's liveness is its heartbeats
+    /// alone. Behind a pooler in transaction mode, for one: a session lock would stay
+    /// with whichever server connection the pooler lent.
+    Unsupported(&'static str),
+}
+
+/// A node's liveness lock, held until dropped.
+#[async_trait::async_trait]
+pub trait NodeLock: Send + std::fmt::Debug {
+    /// What the node's heartbeat records so that others find the lock (an advisory lock's
+    /// key, a named lock, a file's path).
+    fn key(&self) -> &str;
+
+    /// Makes sure the lock is still held, and says so where others read it: takes it again
+    /// (on a new connection) when its connection was lost. Returns `false` when another
+    /// process took it meanwhile (the name is no longer this node's). Called with every
+    /// heartbeat.
+    async fn keep(&mut self) -> crate::Result<bool>;
 }
 
 /// `node_delete`: remove a node's row (clean shutdown, after its jobs were written back).
@@ -67,3 +111,17 @@ pub struct NodeDeleteStaleParams {
 /// `node_list`: every registered node, most recently seen first.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeListParams {}
+
+/// A stable 64-bit hash of a node's name (FNV-1a), from which drivers derive the name of
+/// its liveness lock: the same name gives the same lock in every process, on every
+/// platform and version.
+///
+/// ```
+/// assert_eq!(jobs_driver::node_lock_hash("a"), 0xaf63dc4c8601ec8c);
+/// assert_ne!(jobs_driver::node_lock_hash("worker-1"), jobs_driver::node_lock_hash("worker-2"));
+/// ```
+pub fn node_lock_hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}

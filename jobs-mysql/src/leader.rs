@@ -22,15 +22,18 @@ const CLAIM_FREE: &str = "\
 INSERT IGNORE INTO job_leaders (name, leader_id, elected_at, expires_at)
 VALUES ($1, $2, COALESCE($3, UTC_TIMESTAMP(6)), COALESCE($3, UTC_TIMESTAMP(6)) + INTERVAL $4 MICROSECOND)";
 
-// The lease is free once expired, or when its holder's node has not heartbeated for
-// `holder_stale_after` ($3 now, $4 staleness in µs).
-const READ_LEASE: &str = "\
+// The lease is free once expired, or when its holder's node is gone ($2 now, $3 its
+// staleness and $4 the lock-lost grace, in µs).
+const READ_LEASE: &str = concat!(
+    "\
 SELECT l.leader_id,
        (l.expires_at < COALESCE($2, UTC_TIMESTAMP(6))
-        OR EXISTS (SELECT 1 FROM job_nodes n WHERE n.name = l.leader_id
-                   AND n.heartbeat_at < COALESCE($2, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND)) AS free
+        OR EXISTS (SELECT 1 FROM job_nodes n WHERE n.name = l.leader_id AND ",
+    crate::liveness::node_gone!("n", "COALESCE($2, UTC_TIMESTAMP(6))", "$3", "$4"),
+    ")) AS free
 FROM job_leaders l WHERE l.name = $1
-FOR UPDATE";
+FOR UPDATE"
+);
 
 // $1 name, $2 node, $3 now, $4 ttl (µs), $5 whether the node is newly elected.
 const TAKE: &str = "\
@@ -63,6 +66,7 @@ pub(crate) async fn try_acquire(
             .bind::<Text, _>(params.name)
             .bind::<Nullable<Datetime>, _>(now)
             .bind::<BigInt, _>(micros(params.holder_stale_after))
+            .bind::<BigInt, _>(micros(params.lock_lost_grace))
             .load(tx)
             .await?
             .pop();

@@ -38,6 +38,7 @@ mod jobs;
 mod kind_stats;
 mod leader;
 mod listener;
+mod liveness;
 pub mod migrate;
 mod nodes;
 mod notifications;

@@ -189,6 +189,10 @@ impl Driver for MysqlDriver {
         on_connection!(self, |c| queue_settings::settings(c, params).await)
     }
 
+    async fn node_hold(&self, params: NodeHoldParams<'_>) -> Result<NodeHold> {
+        crate::liveness::hold(&self.pool, params.node).await
+    }
+
     async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()> {
         on_connection!(self, |c| nodes::heartbeat(c, params).await)
     }

@@ -9,8 +9,8 @@ use jobs_driver::*;
 use crate::op_conn::on_conn;
 use crate::pool::{self, Pool};
 use crate::{
-    jobs, kind_stats, leader, listener, migrate, nodes, queue_limits, queue_settings, queues, schedules,
-    server, stats, wakeups,
+    jobs, kind_stats, leader, listener, liveness, migrate, nodes, queue_limits, queue_settings, queues,
+    schedules, server, stats, wakeups,
 };
 
 /// The Postgres driver: every [`Capability`], unless told to do without one ([`without`](Self::without)).
@@ -57,11 +57,16 @@ impl PgDriver {
     /// and cron keep their state in tables, never in a session. LISTEN cannot pass such a
     /// pooler: the driver lacks [`ListenNotify`](Capability::ListenNotify) and workers poll,
     /// unless [`listen_directly`](Self::listen_directly) gives them a direct connection.
+    /// Nor can a session's advisory lock: the driver lacks
+    /// [`LivenessLocks`](Capability::LivenessLocks) (a node is dead when its heartbeat is
+    /// `node_stale_after` old) unless it has that direct connection too.
     /// Enqueues still notify (NOTIFY is part of the transaction, which a pooler passes).
     pub fn through_pooler(pool: Pool) -> PgDriver {
         PgDriver {
             pool,
-            capabilities: Capabilities::ALL.without(Capability::ListenNotify),
+            capabilities: Capabilities::ALL
+                .without(Capability::ListenNotify)
+                .without(Capability::LivenessLocks),
             through_pooler: true,
             listen_url: None,
         }
@@ -70,10 +75,12 @@ impl PgDriver {
     /// LISTEN on a connection of its own to `database_url` (the database itself, not the
     /// pooler), while every other operation goes through the pool: gives a
     /// [`through_pooler`](Self::through_pooler) driver [`ListenNotify`](Capability::ListenNotify)
-    /// back, at one direct connection per worker process.
+    /// back, at one direct connection per worker process; and
+    /// [`LivenessLocks`](Capability::LivenessLocks), whose lock each node holds on a second
+    /// direct connection.
     pub fn listen_directly(mut self, database_url: impl Into<String>) -> PgDriver {
         self.listen_url = Some(database_url.into());
-        self.capabilities = self.capabilities.with(Capability::ListenNotify);
+        self.capabilities = self.capabilities.with(Capability::ListenNotify).with(Capability::LivenessLocks);
         self
     }
 
@@ -268,6 +275,20 @@ impl Driver for PgDriver {
 
     async fn queue_settings(&self, params: QueueSettingsParams<'_>) -> Result<Vec<QueueSettings>> {
         on_conn!(self, c => queue_settings::settings(c, params))
+    }
+
+    async fn node_hold(&self, params: NodeHoldParams<'_>) -> Result<NodeHold> {
+        let source = match (&self.listen_url, self.through_pooler) {
+            (Some(url), true) => liveness::Source::Direct(url.clone()),
+            (None, true) => {
+                return Ok(NodeHold::Unsupported(
+                    "behind a pooler in transaction mode a session lock would stay with the server connection \
+                     the pooler lent; give the driver a direct connection with `listen_directly`",
+                ));
+            }
+            (_, false) => liveness::Source::Pool(self.pool.clone()),
+        };
+        liveness::hold(source, params.node).await
     }
 
     async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()> {

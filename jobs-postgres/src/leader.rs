@@ -14,7 +14,8 @@ struct Holder {
     leader_id: String,
 }
 
-const ACQUIRE: &str = "\
+const ACQUIRE: &str = concat!(
+    "\
 INSERT INTO job_leaders AS l (name, leader_id, elected_at, expires_at)
 SELECT $1, $2, clock.now, clock.now + $3 * interval '1 millisecond'
 FROM (SELECT COALESCE($4::timestamptz, now()) AS now) AS clock
@@ -24,8 +25,11 @@ SET leader_id = EXCLUDED.leader_id,
     expires_at = EXCLUDED.expires_at
 WHERE l.leader_id = EXCLUDED.leader_id OR l.expires_at < EXCLUDED.elected_at
    OR EXISTS (SELECT 1 FROM job_nodes n
-              WHERE n.name = l.leader_id AND n.heartbeat_at < EXCLUDED.elected_at - $5 * interval '1 millisecond')
-RETURNING l.leader_id";
+              WHERE n.name = l.leader_id AND ",
+    crate::liveness::node_gone!("n", "EXCLUDED.elected_at", "$5", "$6"),
+    ")
+RETURNING l.leader_id"
+);
 
 /// See [`LeaderTryAcquireParams`].
 pub(crate) async fn try_acquire<C>(conn: &mut C, params: LeaderTryAcquireParams<'_>) -> Result<bool>
@@ -38,6 +42,7 @@ where
         .bind::<BigInt, _>(millis(params.ttl))
         .bind::<Nullable<Timestamptz>, _>(params.now)
         .bind::<BigInt, _>(millis(params.holder_stale_after))
+        .bind::<BigInt, _>(millis(params.lock_lost_grace))
         .load(conn)
         .await?;
     Ok(rows.iter().any(|r| r.leader_id == params.node))

@@ -34,6 +34,7 @@ mod jobs;
 mod kind_stats;
 mod leader;
 mod listener;
+mod liveness;
 pub mod migrate;
 mod migration_lock;
 mod nodes;

@@ -11,11 +11,15 @@ use jobs_driver::{NodeDeleteStaleParams, NodeHeartbeatParams, NodeRow, Result};
 use crate::rows::millis;
 
 const HEARTBEAT: &str = "\
-INSERT INTO job_nodes AS n (name, host, pid, started_at, heartbeat_at, queues, kinds)
-SELECT $1, $2, $3, clock.now, clock.now, $4, $6
+INSERT INTO job_nodes AS n (name, host, pid, started_at, heartbeat_at, queues, kinds, lock_key)
+SELECT $1, $2, $3, clock.now, clock.now, $4, $6, $7
 FROM (SELECT COALESCE($5::timestamptz, now()) AS now) AS clock
 ON CONFLICT (name) DO UPDATE
-SET heartbeat_at = EXCLUDED.heartbeat_at, queues = EXCLUDED.queues, kinds = EXCLUDED.kinds";
+SET heartbeat_at = EXCLUDED.heartbeat_at, queues = EXCLUDED.queues, kinds = EXCLUDED.kinds,
+    lock_key = EXCLUDED.lock_key, host = EXCLUDED.host, pid = EXCLUDED.pid,
+    -- A name taken over by a new process (a restart with a fixed name) starts afresh.
+    started_at = CASE WHEN (n.host, n.pid) = (EXCLUDED.host, EXCLUDED.pid) THEN n.started_at
+                      ELSE EXCLUDED.started_at END";
 
 /// See [`NodeHeartbeatParams`].
 pub(crate) async fn heartbeat<C>(conn: &mut C, params: NodeHeartbeatParams<'_>) -> Result<()>
@@ -29,9 +33,20 @@ where
         .bind::<Jsonb, _>(params.queues)
         .bind::<Nullable<Timestamptz>, _>(params.now)
         .bind::<Jsonb, _>(serde_json::Value::from(params.kinds))
+        .bind::<Nullable<BigInt>, _>(lock_key(params.lock)?)
         .execute(conn)
         .await?;
     Ok(())
+}
+
+/// The advisory lock key a heartbeat records (see `liveness`).
+fn lock_key(lock: Option<&str>) -> Result<Option<i64>> {
+    lock.map(|key| {
+        key.parse::<i64>().map_err(|_| {
+            jobs_driver::DriverError::unexpected(format!("`{key}` is not a Postgres node lock key"))
+        })
+    })
+    .transpose()
 }
 
 /// See [`NodeDeleteStaleParams`].

@@ -88,6 +88,8 @@ diesel::table! {
         started_at -> Timestamptz,
         heartbeat_at -> Timestamptz,
         queues -> Jsonb,
+        kinds -> Jsonb,
+        lock_key -> Nullable<Int8>,
     }
 }
 

@@ -14,12 +14,14 @@ use crate::pool::{self, ConnectionSettings, Pool, PooledConnection};
 
 /// What SQLite can do: notifications (through `job_notifications`, read every
 /// [`notification_poll`](SqliteDriver::notification_poll)), JSON containment search (an
-/// SQL function on each connection), and `RETURNING`. It has no `SKIP LOCKED` (one writer
+/// SQL function on each connection), `RETURNING`, and liveness locks (a file lock beside
+/// the database per node). It has no `SKIP LOCKED` (one writer
 /// at a time: claims take turns) and no statistics to estimate counts from.
 pub const CAPABILITIES: Capabilities = Capabilities::NONE
     .with(Capability::ListenNotify)
     .with(Capability::JsonContainment)
-    .with(Capability::Returning);
+    .with(Capability::Returning)
+    .with(Capability::LivenessLocks);
 
 /// The default of [`SqliteDriver::notification_poll`].
 pub const DEFAULT_NOTIFICATION_POLL: Duration = Duration::from_millis(25);

@@ -1,10 +1,12 @@
-//! The leader lease: one row per election name, held by one node until it expires.
+//! The leader lease: one row per election name, held by one node until it expires or its
+//! node is gone (see `liveness`).
 
 use diesel::sql_types::{BigInt, Text};
 use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
 use jobs_driver::{LeaderGetParams, LeaderReleaseParams, LeaderTryAcquireParams, Result};
 
 use crate::cached::CachedQuery;
+use crate::liveness::Liveness;
 use crate::time::{millis, now_ms};
 
 #[derive(QueryableByName)]
@@ -21,18 +23,20 @@ SET leader_id = excluded.leader_id,
                       ELSE excluded.elected_at END,
     expires_at = excluded.expires_at
 WHERE job_leaders.leader_id = excluded.leader_id OR job_leaders.expires_at < excluded.elected_at
-   OR EXISTS (SELECT 1 FROM job_nodes n
-              WHERE n.name = job_leaders.leader_id AND n.heartbeat_at < excluded.elected_at - $5)
+   OR job_leaders.leader_id IN (SELECT value FROM json_each($5))
 RETURNING leader_id";
 
-/// See [`LeaderTryAcquireParams`].
+/// See [`LeaderTryAcquireParams`]. The holder's node is gone when `liveness` says so
+/// (`$5`: the registered nodes that are gone).
 pub(crate) fn try_acquire(conn: &mut SqliteConnection, params: &LeaderTryAcquireParams<'_>) -> Result<bool> {
+    let now = now_ms(params.now);
+    let gone = Liveness::read(conn, now, millis(params.holder_stale_after), millis(params.lock_lost_grace))?;
     let rows: Vec<Holder> = CachedQuery::new(ACQUIRE)
         .bind::<Text, _>(params.name)
         .bind::<Text, _>(params.node)
-        .bind::<BigInt, _>(now_ms(params.now))
+        .bind::<BigInt, _>(now)
         .bind::<BigInt, _>(millis(params.ttl))
-        .bind::<BigInt, _>(millis(params.holder_stale_after))
+        .bind::<Text, _>(gone.gone_json())
         .load(conn)?;
     Ok(rows.iter().any(|r| r.leader_id == params.node))
 }

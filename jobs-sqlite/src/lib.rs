@@ -39,6 +39,7 @@ mod jobs;
 mod kind_stats;
 mod leader;
 mod listener;
+mod liveness;
 mod local;
 pub mod migrate;
 mod nodes;

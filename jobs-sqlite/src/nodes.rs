@@ -1,7 +1,7 @@
 //! Node heartbeats: each running worker node keeps its row fresh; the rescuer treats the
 //! jobs of nodes with stale (or missing) rows as abandoned.
 
-use diesel::sql_types::{BigInt, Integer, Text};
+use diesel::sql_types::{BigInt, Integer, Nullable, Text};
 use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
 use jobs_driver::{NodeHeartbeatParams, NodeRow, Result};
 
@@ -10,8 +10,15 @@ use crate::rows::json;
 use crate::time::{from_ms, now_ms};
 
 const HEARTBEAT: &str = "\
-INSERT INTO job_nodes (name, host, pid, started_at, heartbeat_at, queues, kinds) VALUES ($1, $2, $3, $5, $5, $4, $6)
-ON CONFLICT (name) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, queues = excluded.queues, kinds = excluded.kinds";
+INSERT INTO job_nodes (name, host, pid, started_at, heartbeat_at, queues, kinds, lock_path)
+VALUES ($1, $2, $3, $5, $5, $4, $6, $7)
+ON CONFLICT (name) DO UPDATE
+SET heartbeat_at = excluded.heartbeat_at, queues = excluded.queues, kinds = excluded.kinds,
+    lock_path = excluded.lock_path,
+    -- A name taken over by a new process (a restart with a fixed name) starts afresh.
+    started_at = CASE WHEN (job_nodes.host, job_nodes.pid) = (excluded.host, excluded.pid)
+                      THEN job_nodes.started_at ELSE excluded.started_at END,
+    host = excluded.host, pid = excluded.pid";
 
 /// See [`NodeHeartbeatParams`].
 pub(crate) fn heartbeat(conn: &mut SqliteConnection, params: &NodeHeartbeatParams<'_>) -> Result<()> {
@@ -22,6 +29,7 @@ pub(crate) fn heartbeat(conn: &mut SqliteConnection, params: &NodeHeartbeatParam
         .bind::<Text, _>(params.queues.to_string())
         .bind::<BigInt, _>(now_ms(params.now))
         .bind::<Text, _>(serde_json::Value::from(params.kinds).to_string())
+        .bind::<Nullable<Text>, _>(params.lock)
         .execute(conn)?;
     Ok(())
 }

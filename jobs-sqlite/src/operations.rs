@@ -65,30 +65,43 @@ impl Driver for SqliteDriver {
 
     async fn job_claim(&self, params: JobClaimParams<'_>) -> Result<Vec<ClaimedJob>> {
         let (queue, node) = (params.queue.to_owned(), params.node.to_owned());
-        let (limit, now, limited) = (params.limit, now_ms(params.now), params.limited);
-        write(&self.local, move |c| queue_limits::claim(c, &queue, limit, &node, now, limited)).await
+        let (limit, now, limited) = (params.limit, params.now, params.limited);
+        // The claim's time is read once the write lock is this process's: read before, it
+        // would date the claim early by however long the lock took, and the rescuer's
+        // timeout would count from then.
+        write(&self.local, move |c| queue_limits::claim(c, &queue, limit, &node, now_ms(now), limited)).await
     }
 
     async fn job_complete_many(&self, params: JobCompleteManyParams<'_>) -> Result<Vec<i64>> {
         let completions = params.completions.to_vec();
-        let now = now_ms(params.now);
-        write(&self.local, move |c| complete::complete_many(c, &completions, now)).await
+        let now = params.now;
+        write(&self.local, move |c| complete::complete_many(c, &completions, now_ms(now))).await
     }
 
     async fn job_schedule_due(&self, params: JobScheduleDueParams) -> Result<i64> {
-        let now = now_ms(params.now);
-        self.write_notifying(move |c| maintenance::schedule_due(c, params.limit, now)).await
+        let now = params.now;
+        self.write_notifying(move |c| maintenance::schedule_due(c, params.limit, now_ms(now))).await
     }
 
     async fn job_rescue_stuck(&self, params: JobRescueStuckParams<'_>) -> Result<Vec<i64>> {
-        let JobRescueStuckParams { node_stale_after, timeout_grace, lost_nodes, limit, rescuer, now } =
-            params;
+        let JobRescueStuckParams {
+            node_stale_after,
+            lock_lost_grace,
+            timeout_grace,
+            lost_nodes,
+            max_node_losses,
+            limit,
+            rescuer,
+            now,
+        } = params;
         let rescuer = rescuer.to_owned();
         self.write_notifying(move |c| {
             let params = JobRescueStuckParams {
                 node_stale_after,
+                lock_lost_grace,
                 timeout_grace,
                 lost_nodes,
+                max_node_losses,
                 limit,
                 rescuer: &rescuer,
                 now,
@@ -207,17 +220,31 @@ impl Driver for SqliteDriver {
     }
 
     async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()> {
-        let NodeHeartbeatParams { node, host, pid, queues, kinds, now } = params;
+        let NodeHeartbeatParams { node, host, pid, queues, kinds, now, lock } = params;
         let (node, host, queues) = (node.to_owned(), host.to_owned(), queues.clone());
         let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
+        let lock = lock.map(str::to_owned);
         write(&self.local, move |c| {
             let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
-            nodes::heartbeat(
-                c,
-                &NodeHeartbeatParams { node: &node, host: &host, pid, queues: &queues, kinds: &kinds, now },
-            )
+            let params = NodeHeartbeatParams {
+                node: &node,
+                host: &host,
+                pid,
+                queues: &queues,
+                kinds: &kinds,
+                now,
+                lock: lock.as_deref(),
+            };
+            nodes::heartbeat(c, &params)
         })
         .await
+    }
+
+    async fn node_hold(&self, params: NodeHoldParams<'_>) -> Result<NodeHold> {
+        let (path, node) = (self.path().to_path_buf(), params.node.to_owned());
+        tokio::task::spawn_blocking(move || crate::liveness::hold(&path, &node))
+            .await
+            .map_err(|e| DriverError::Runtime(format!("taking the node's lock file: {e}")))?
     }
 
     async fn node_delete(&self, params: NodeDeleteParams<'_>) -> Result<()> {
@@ -235,13 +262,18 @@ impl Driver for SqliteDriver {
     }
 
     async fn leader_try_acquire(&self, params: LeaderTryAcquireParams<'_>) -> Result<bool> {
-        let LeaderTryAcquireParams { name, node, ttl, holder_stale_after, now } = params;
+        let LeaderTryAcquireParams { name, node, ttl, holder_stale_after, lock_lost_grace, now } = params;
         let (name, node) = (name.to_owned(), node.to_owned());
         write(&self.local, move |c| {
-            leader::try_acquire(
-                c,
-                &LeaderTryAcquireParams { name: &name, node: &node, ttl, holder_stale_after, now },
-            )
+            let params = LeaderTryAcquireParams {
+                name: &name,
+                node: &node,
+                ttl,
+                holder_stale_after,
+                lock_lost_grace,
+                now,
+            };
+            leader::try_acquire(c, &params)
         })
         .await
     }

@@ -62,6 +62,7 @@ async fn walk(chromedriver: &jobs_tests::browser::Driver, size: (u32, u32), them
         queues: &queues,
         kinds: &["walk.report"],
         now: None,
+        lock: None,
     };
     driver.node_heartbeat(beat).await.expect("heartbeat");
     let def = ScheduleDef {

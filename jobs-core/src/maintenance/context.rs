@@ -23,6 +23,9 @@ pub struct ServiceContext {
     /// This node's name.
     pub node: Arc<str>,
     leader: Arc<watch::Sender<bool>>,
+    /// Until when this node may act as leader: the start of its last successful renewal
+    /// plus the lease's length. Past it, a renewal that hangs cannot keep it leading.
+    lease_until: Arc<Mutex<Option<Instant>>>,
     last_failure: Arc<Mutex<Option<Instant>>>,
 }
 
@@ -35,6 +38,7 @@ impl ServiceContext {
             clock: Arc::new(SystemClock),
             node: node.into(),
             leader: Arc::new(watch::Sender::new(false)),
+            lease_until: Arc::new(Mutex::new(None)),
             last_failure: Arc::new(Mutex::new(None)),
         }
     }
@@ -45,12 +49,24 @@ impl ServiceContext {
         self
     }
 
-    /// Whether this node holds the leader lease.
+    /// Whether this node holds the leader lease: its last renewal succeeded, and the
+    /// lease it renewed has not run out since that renewal started (by this process's own
+    /// clock: a renewal that hangs does not keep a node leading past its lease, which
+    /// another node may take meanwhile).
     pub fn is_leader(&self) -> bool {
         *self.leader.borrow()
+            && self
+                .lease_until
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some_and(|until| Instant::now() < until)
     }
 
-    pub(crate) fn set_leader(&self, leader: bool) {
+    /// Records whether this node leads, and until when its lease lets it (`None`: it does
+    /// not).
+    pub(crate) fn set_leader(&self, until: Option<Instant>) {
+        let leader = until.is_some();
+        *self.lease_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
         self.leader.send_if_modified(|held| std::mem::replace(held, leader) != leader);
     }
 

@@ -25,6 +25,10 @@ pub struct LeaderConfig {
     /// the lease at its next try, before the lease runs out. Longer than the heartbeat
     /// interval.
     pub holder_stale_after: Duration,
+    /// A leader whose liveness lock is free (its process died) is gone once its node's
+    /// heartbeat is this old: another node takes the lease at its next try. Longer than
+    /// the heartbeat interval (see [`RescuerConfig::lock_lost_grace`](super::RescuerConfig::lock_lost_grace)).
+    pub lock_lost_grace: Duration,
 }
 
 impl Default for LeaderConfig {
@@ -34,6 +38,7 @@ impl Default for LeaderConfig {
             ttl: Duration::from_secs(15),
             interval: Duration::from_secs(1),
             holder_stale_after: Duration::from_secs(6),
+            lock_lost_grace: Duration::from_secs(3),
         }
     }
 }
@@ -48,6 +53,7 @@ impl LeaderConfig {
         settings::period("leader.interval", self.interval)?;
         settings::period("leader.ttl", self.ttl)?;
         settings::period("leader.holder_stale_after", self.holder_stale_after)?;
+        settings::period("leader.lock_lost_grace", self.lock_lost_grace)?;
         settings::longer_than("leader.ttl", self.ttl, "leader.interval", self.interval)
     }
 }
@@ -65,13 +71,17 @@ impl LeaderElector {
     }
 
     /// Tries to take or renew the lease once; records and returns whether this node leads.
+    /// A lease taken or renewed lets the node lead until the lease's length after the
+    /// attempt started (see [`ServiceContext::is_leader`]), whatever the next attempt does.
     pub async fn run_once(&self, ctx: &ServiceContext) -> Result<bool> {
         self.config.validate()?;
+        let started = tokio::time::Instant::now();
         let params = LeaderTryAcquireParams {
             name: &self.config.name,
             node: &ctx.node,
             ttl: self.config.ttl,
             holder_stale_after: self.config.holder_stale_after,
+            lock_lost_grace: self.config.lock_lost_grace,
             now: ctx.clock.db_now(),
         };
         let leader = match ctx.driver.leader_try_acquire(params).await {
@@ -81,11 +91,13 @@ impl LeaderElector {
                 return Err(e.into());
             }
         };
-        if leader != ctx.is_leader() {
-            tracing::info!(node = %ctx.node, leader, "leadership changed");
+        let until =
+            leader.then(|| started + self.config.ttl).filter(|until| tokio::time::Instant::now() < *until);
+        if until.is_some() != ctx.is_leader() {
+            tracing::info!(node = %ctx.node, leader = until.is_some(), "leadership changed");
         }
-        ctx.set_leader(leader);
-        Ok(leader)
+        ctx.set_leader(until);
+        Ok(until.is_some())
     }
 
     /// Renews every interval until `stop` fires, then releases the lease.
@@ -102,14 +114,14 @@ impl LeaderElector {
                 _ = ticker.tick() => {
                     if let Err(e) = self.run_once(&ctx).await {
                         // Without a renewal we cannot be sure we still lead.
-                        ctx.set_leader(false);
+                        ctx.set_leader(None);
                         tracing::warn!(error = %e, "leader election failed");
                     }
                 }
             }
         }
         if ctx.is_leader() {
-            ctx.set_leader(false);
+            ctx.set_leader(None);
             let params = LeaderReleaseParams { name: &self.config.name, node: &ctx.node };
             if let Err(e) = ctx.driver.leader_release(params).await {
                 tracing::warn!(error = %e, "releasing the leader lease failed; it will expire");

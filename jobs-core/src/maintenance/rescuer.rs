@@ -1,7 +1,8 @@
-//! The rescuer: returns `running` jobs that nobody runs any more — their node stopped
-//! heartbeating, or they overran their timeout — to the queue in their place in line (or
-//! discards them when out of attempts), and forgets nodes long dead. Fenced on the
-//! attempt, so the original worker's late outcome is ignored.
+//! The rescuer: takes back `running` jobs that nobody runs any more — their node is gone
+//! (its liveness lock free, or its heartbeat stale), or they overran their timeout — and
+//! gives each the fate of [`jobs_driver::RescueFate::decide`]: back in line in its place
+//! (a lost node's attempt not counted), or discarded or cancelled; and forgets nodes long
+//! dead. Fenced on the attempt, so the original worker's late outcome is ignored.
 
 use std::time::Duration;
 
@@ -19,9 +20,19 @@ pub struct RescuerConfig {
     /// How often to look for stuck jobs.
     pub interval: Duration,
     /// A node whose heartbeat is older than this is considered gone and its jobs are
-    /// rescued (only once this node's own database calls have succeeded for as long: after
-    /// a database outage every node is silent for a while).
+    /// rescued, even if its liveness lock is held (a frozen process; a node behind a
+    /// pooler, which holds no lock). Only once this node's own database calls have
+    /// succeeded for as long: after a database outage every node is silent for a while.
     pub node_stale_after: Duration,
+    /// A node whose liveness lock is free (its process died: its connection or file
+    /// closed) is gone once its heartbeat is this old. Longer than every node's heartbeat
+    /// interval: a live node whose lock connection broke takes its lock again at its next
+    /// heartbeat. Default 3 s (heartbeats every 2 s by default).
+    pub lock_lost_grace: Duration,
+    /// A job lost with its node this many times is discarded instead of handed back (a
+    /// job that kills its process would otherwise take down node after node). Lost
+    /// attempts do not count against the job's `max_attempts`. Default 5.
+    pub max_node_losses: i32,
     /// A node silent this long is forgotten (its row deleted; its name stays on its jobs'
     /// attempts). At least `node_stale_after`.
     pub forget_nodes_after: Duration,
@@ -37,6 +48,8 @@ impl Default for RescuerConfig {
         RescuerConfig {
             interval: Duration::from_secs(1),
             node_stale_after: Duration::from_secs(8),
+            lock_lost_grace: Duration::from_secs(3),
+            max_node_losses: jobs_driver::DEFAULT_MAX_NODE_LOSSES,
             forget_nodes_after: Duration::from_secs(300),
             timeout_grace: Duration::from_secs(5),
             batch: 1_000,
@@ -50,6 +63,8 @@ impl RescuerConfig {
     pub fn validate(&self) -> Result<()> {
         settings::period("rescuer.interval", self.interval)?;
         settings::period("rescuer.node_stale_after", self.node_stale_after)?;
+        settings::period("rescuer.lock_lost_grace", self.lock_lost_grace)?;
+        settings::count("rescuer.max_node_losses", i64::from(self.max_node_losses), 1_000)?;
         settings::period("rescuer.forget_nodes_after", self.forget_nodes_after)?;
         if self.forget_nodes_after < self.node_stale_after {
             return Err(crate::error::Error::InvalidOption {
@@ -94,8 +109,10 @@ impl Rescuer {
         loop {
             let params = JobRescueStuckParams {
                 node_stale_after: self.config.node_stale_after,
+                lock_lost_grace: self.config.lock_lost_grace,
                 timeout_grace: self.config.timeout_grace,
                 lost_nodes,
+                max_node_losses: self.config.max_node_losses,
                 limit: self.config.batch,
                 rescuer: &ctx.node,
                 now: ctx.clock.db_now(),

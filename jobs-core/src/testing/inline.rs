@@ -218,6 +218,9 @@ impl Driver for InlineDriver {
     async fn queue_settings(&self, _: QueueSettingsParams<'_>) -> Result<Vec<QueueSettings>> {
         Ok(Vec::new())
     }
+    async fn node_hold(&self, _: NodeHoldParams<'_>) -> Result<NodeHold> {
+        self.unsupported("hold node locks")
+    }
     async fn node_heartbeat(&self, _: NodeHeartbeatParams<'_>) -> Result<()> {
         self.unsupported("record nodes")
     }

@@ -71,7 +71,7 @@ async fn write_alone(shared: &Shared, completion: &Completion, give_up: &Cancell
 fn forget(shared: &Shared, batch: &[Completion]) {
     let mut held = shared.held.lock().unwrap_or_else(|e| e.into_inner());
     for c in batch {
-        held.remove(&c.id);
+        held.remove(&(c.id, c.attempt));
     }
 }
 

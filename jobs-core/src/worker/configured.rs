@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jobs_driver::{Completion, QueueSettingsParams, ServerStatusParams};
+use jobs_driver::{Completion, NodeHold, NodeHoldParams, NodeLock, QueueSettingsParams, ServerStatusParams};
 use tokio_util::sync::CancellationToken;
 
 use super::completions::CompleterConfig;
@@ -54,31 +54,101 @@ async fn check_server(shared: &Shared) -> Result<()> {
     Ok(())
 }
 
+/// How long a starting node waits for its name's liveness lock (a process that has just
+/// died under the same name may not have let go of it yet).
+const NAME_WAIT: Duration = Duration::from_secs(5);
+
+/// Who holds the node's name, as its row says: host, process id, last heartbeat.
+async fn holder_of(shared: &Shared) -> Option<jobs_driver::NodeRow> {
+    let nodes = shared.driver.node_list(jobs_driver::NodeListParams {}).await.ok()?;
+    nodes.into_iter().find(|n| n.name == *shared.node)
+}
+
+fn describe(holder: Option<&jobs_driver::NodeRow>) -> String {
+    match holder {
+        Some(n) => format!("host {}, process {}, last heartbeat {}", n.host, n.pid, n.heartbeat_at),
+        None => "a process whose node row is gone".to_owned(),
+    }
+}
+
+/// Takes the node's liveness lock, keyed by its name: a live process with the same name
+/// holds it, and this node refuses to start ([`Error::NodeNameTaken`]). Where the driver
+/// holds no lock, a heartbeat under the name from another process younger than
+/// `node_stale_after` stands for a live holder: the node waits for it to go stale, and
+/// refuses if it does not.
+///
+/// [`Error::NodeNameTaken`]: crate::Error::NodeNameTaken
+async fn hold_name(shared: &Shared) -> Result<Option<Box<dyn NodeLock>>> {
+    let deadline = tokio::time::Instant::now() + NAME_WAIT;
+    loop {
+        match shared.driver.node_hold(NodeHoldParams { node: &shared.node }).await? {
+            NodeHold::Held(lock) => {
+                *shared.lock_key.lock().unwrap_or_else(|e| e.into_inner()) = Some(lock.key().to_owned());
+                return Ok(Some(lock));
+            }
+            NodeHold::Taken if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            NodeHold::Taken => {
+                let holder = holder_of(shared).await;
+                return Err(crate::error::Error::NodeNameTaken {
+                    node: shared.node.to_string(),
+                    holder: describe(holder.as_ref()),
+                });
+            }
+            NodeHold::Unsupported(why) => {
+                tracing::debug!(node = %shared.node, why, "no liveness lock: the node's heartbeats alone tell it lives");
+                let deadline = tokio::time::Instant::now() + shared.config.node_stale_after;
+                loop {
+                    let holder = holder_of(shared).await;
+                    let live_elsewhere = holder.as_ref().is_some_and(|n| {
+                        (n.host.as_str(), n.pid) != (shared.host.as_str(), shared.pid)
+                            && shared.clock.now() - n.heartbeat_at
+                                < chrono::TimeDelta::from_std(shared.config.node_stale_after)
+                                    .unwrap_or(chrono::TimeDelta::MAX)
+                    });
+                    if !live_elsewhere {
+                        return Ok(None);
+                    }
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(crate::error::Error::NodeNameTaken {
+                            node: shared.node.to_string(),
+                            holder: describe(holder.as_ref()),
+                        });
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    }
+}
+
 /// Registers the node before it claims anything (so the rescuer never mistakes its jobs
 /// for orphans) and reads the queues' stored settings: pause flags (so a paused queue is
 /// not fetched even once), limits, and the concurrency set for the cluster (so neither is
 /// exceeded, even at start).
-/// A transient error is retried for [`START_RETRY_FOR`].
-async fn register(shared: &Shared) -> Result<()> {
+/// A transient error is retried for [`START_RETRY_FOR`]. Returns the node's liveness lock,
+/// if the driver holds one (see [`hold_name`]).
+async fn register(shared: &Shared) -> Result<Option<Box<dyn NodeLock>>> {
     let deadline = tokio::time::Instant::now() + START_RETRY_FOR;
     let mut pause = RetryPause::new(Duration::from_millis(50), Duration::from_secs(2));
     loop {
         let registered = async {
             check_server(shared).await?;
+            let lock = hold_name(shared).await?;
             heartbeat::beat(shared).await?;
-            Ok::<_, crate::error::Error>(
-                shared.driver.queue_settings(QueueSettingsParams { queue: None }).await?,
-            )
+            let stored = shared.driver.queue_settings(QueueSettingsParams { queue: None }).await?;
+            Ok::<_, crate::error::Error>((lock, stored))
         }
         .await;
         match registered {
-            Ok(stored) => {
+            Ok((lock, stored)) => {
                 for settings in stored {
                     if let Some(q) = shared.queues.get(&settings.queue) {
                         q.apply_settings(Some(&settings), &shared.config);
                     }
                 }
-                return Ok(());
+                return Ok(lock);
             }
             Err(e) if e.is_connection_error() && tokio::time::Instant::now() < deadline => {
                 tracing::warn!(error = %e, "registering the node failed; retrying");
@@ -101,7 +171,7 @@ impl Worker {
     pub async fn start(self) -> Result<WorkerHandle> {
         panic_capture::install_hook();
         let shared = self.shared;
-        register(&shared).await?;
+        let lock = register(&shared).await?;
         let stop_fetch = CancellationToken::new();
         let stop_completer = CancellationToken::new();
         let give_up = CancellationToken::new();
@@ -115,8 +185,12 @@ impl Worker {
         ));
         let service_ctx =
             ServiceContext::new(shared.driver.clone(), shared.node.clone()).with_clock(shared.clock.clone());
-        let mut services =
-            vec![tokio::spawn(heartbeat::run(shared.clone(), service_ctx.clone(), stop_services.clone()))];
+        let mut services = vec![tokio::spawn(heartbeat::run(
+            shared.clone(),
+            service_ctx.clone(),
+            stop_services.clone(),
+            lock,
+        ))];
         if self.listen {
             services.push(tokio::spawn(listener::run(shared.clone(), stop_services.clone())));
         }

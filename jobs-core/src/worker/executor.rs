@@ -170,15 +170,16 @@ fn humantime_ms(ms: Option<i64>) -> String {
 /// through here before it is buffered or started.
 pub(crate) fn hold(shared: &Shared, job: ClaimedJob) -> Buffered {
     let running = RunningJob::new();
-    shared.running.lock().unwrap_or_else(|e| e.into_inner()).insert(job.id, running.clone());
-    shared.held.lock().unwrap_or_else(|e| e.into_inner()).insert(job.id);
+    let run = (job.id, job.attempt);
+    shared.running.lock().unwrap_or_else(|e| e.into_inner()).insert(run, running.clone());
+    shared.held.lock().unwrap_or_else(|e| e.into_inner()).insert(run);
     Buffered { job, running, since: std::time::Instant::now() }
 }
 
 /// Gives a buffered job back to the queue (see [`Buffered::hand_back`]): it is no longer
 /// this node's.
 pub(crate) async fn give_back(shared: &Shared, b: Buffered) {
-    shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&b.job.id);
+    shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove((b.job.id, b.job.attempt));
     shared.completions.submit(b.hand_back()).await;
 }
 
@@ -204,7 +205,7 @@ pub(crate) fn spawn(
             }
             let span = tracing::info_span!("job", job.id = job.id, job.kind = %job.kind, job.attempt = job.attempt, job.queue = %job.queue);
             let completion = execute(&shared, &queue, &job, &running).instrument(span).await;
-            shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&job.id);
+            shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove((job.id, job.attempt));
             shared.completions.submit(completion).await;
             next = queue.next_or_free(permit);
         }

@@ -88,8 +88,7 @@ impl WorkerHandle {
         self.shared.tracker.close();
         let mut handed_back = 0;
         if tokio::time::timeout(self.shutdown_timeout, self.shared.tracker.wait()).await.is_err() {
-            let running: Vec<_> =
-                self.shared.running.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+            let running = self.shared.running.lock().unwrap_or_else(|e| e.into_inner()).handles();
             handed_back = running.len();
             tracing::warn!(jobs = handed_back, "shutdown deadline passed; handing running jobs back");
             for job in running {
@@ -126,8 +125,7 @@ impl WorkerHandle {
         for task in self.producers.iter().chain(&self.services) {
             task.abort();
         }
-        let running: Vec<_> =
-            self.shared.running.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        let running = self.shared.running.lock().unwrap_or_else(|e| e.into_inner()).handles();
         for job in running {
             job.stop(StopReason::Shutdown);
         }

@@ -76,10 +76,10 @@ fn dispatch(shared: &Shared, notification: Notification) {
     }
 }
 
-/// Stops job `id` if this node runs it, on someone's request.
+/// Stops job `id` if this node runs it (every run of it), on someone's request.
 pub(crate) fn cancel_running(shared: &Shared, id: i64) {
-    let running = shared.running.lock().unwrap_or_else(|e| e.into_inner()).get(&id).cloned();
-    if let Some(job) = running {
+    let runs = shared.running.lock().unwrap_or_else(|e| e.into_inner()).of_job(id);
+    for job in runs {
         tracing::info!(job.id = id, "cancelling running job on request");
         job.stop(StopReason::Cancelled);
     }

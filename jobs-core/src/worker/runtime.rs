@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
 
@@ -16,7 +16,7 @@ use super::completions::CompletionSender;
 use super::config::{QueueConfig, UnknownKindPolicy};
 use super::limit::Limit;
 use super::prefetch::{Prefetch, RunTime};
-use super::running::RunningJob;
+use super::running::{Run, Runs};
 use crate::clock::Clock;
 use crate::registry::Registry;
 
@@ -38,6 +38,9 @@ pub(crate) struct RuntimeConfig {
     pub(crate) prefetch_max_wait: Duration,
     pub(crate) orphan_grace: Duration,
     pub(crate) unknown_kinds: UnknownKindPolicy,
+    /// A node silent this long is gone (the rescuer's setting): how long a starting node
+    /// waits for a heartbeat under its name to go stale where it holds no liveness lock.
+    pub(crate) node_stale_after: Duration,
 }
 
 /// One queue as this node runs it.
@@ -167,19 +170,22 @@ pub(crate) struct Shared {
     pub(crate) pid: i32,
     pub(crate) config: RuntimeConfig,
     pub(crate) queues: HashMap<String, Arc<QueueRuntime>>,
-    /// The jobs this node holds in memory, running or buffered, with their cancellation
-    /// handles. Keyed by job id; hashed with `FxHash`, as every job is inserted and removed once
-    /// (SipHash was 5 % of a worker's CPU in the burn-down).
-    pub(crate) running: Mutex<FxHashMap<i64, RunningJob>>,
-    /// Jobs this node claimed and has not yet reported: running, or with an outcome
-    /// waiting to be written. A `running` row of this node outside this set is orphaned
-    /// (its claim's reply was lost with the connection).
-    pub(crate) held: Mutex<FxHashSet<i64>>,
+    /// The runs this node holds in memory, running or buffered, with their cancellation
+    /// handles, by (job, attempt) (hashed with `FxHash`, as every run is inserted and
+    /// removed once: SipHash was 5 % of a worker's CPU in the burn-down).
+    pub(crate) running: Mutex<Runs>,
+    /// Runs this node claimed and has not yet reported: running, or with an outcome
+    /// waiting to be written. A `running` row of this node at a (job, attempt) outside this
+    /// set is orphaned (its claim's reply was lost with the connection).
+    pub(crate) held: Mutex<FxHashSet<Run>>,
     pub(crate) tracker: TaskTracker,
     pub(crate) completions: CompletionSender,
     /// Whether notifications arrive (the driver's listener is connected). While they do
     /// not, the heartbeat asks for cancellations of the jobs this node runs.
     pub(crate) listening: AtomicBool,
+    /// The key of the node's liveness lock, which its heartbeats record (`None`: the
+    /// driver holds none, or the node lost it to another process).
+    pub(crate) lock_key: Mutex<Option<String>>,
 }
 
 #[cfg(test)]

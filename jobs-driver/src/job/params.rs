@@ -127,24 +127,33 @@ pub struct JobScheduleDueParams {
     pub now: Option<DateTime<Utc>>,
 }
 
-/// `job_rescue_stuck`: return to the queue the `running` jobs that nobody runs any more —
-/// their node has not heartbeated within `node_stale_after` (or has no row), or they are
-/// still running `timeout_grace` past their timeout. They become `available` in their
-/// place in line (priority and `scheduled_at` unchanged, so they run before work enqueued
-/// after them) and their queues are woken; discarded when out of attempts, cancelled when a
-/// cancel was requested; each with an error entry `rescued_node_lost` or
-/// `rescued_timeout`. The attempt is unchanged (fencing out a late outcome). Returns the
-/// rescued ids.
+/// `job_rescue_stuck`: take back the `running` jobs that nobody runs any more — their node
+/// is gone (its liveness lock is free and its heartbeat older than `lock_lost_grace`, or
+/// it has not heartbeated within `node_stale_after`, or it has no row), or they are still
+/// running `timeout_grace` past their timeout — and give each the fate
+/// [`RescueFate::decide`](crate::RescueFate::decide) says: back `available` in its place
+/// in line (priority and `scheduled_at` unchanged, its queue woken), a lost node's attempt
+/// not counted; `discarded` or `cancelled` otherwise; each with an error entry
+/// `rescued_node_lost` or `rescued_timeout`. The attempt number is unchanged (fencing out
+/// a late outcome). Returns the rescued ids.
 #[derive(Debug, Clone, Copy)]
 pub struct JobRescueStuckParams<'a> {
-    /// A node silent this long is gone.
+    /// A node silent this long is gone, even if its liveness lock is held (a frozen
+    /// process, a pooler between it and the database).
     pub node_stale_after: Duration,
+    /// A node whose liveness lock is free (its process is gone: its connection closed or
+    /// its file lock released) is gone once its heartbeat is this old. A live node whose
+    /// lock connection broke takes the lock again at its next heartbeat, so this is longer
+    /// than the heartbeat interval.
+    pub lock_lost_grace: Duration,
     /// How long past its timeout a job may run before it is rescued.
     pub timeout_grace: Duration,
     /// Rescue the jobs of lost nodes (`false`: only overrun timeouts; the rescuer's own
     /// database connection was failing lately, so other nodes' silence may be the
     /// database's, not theirs).
     pub lost_nodes: bool,
+    /// A job lost with its node this many times is discarded, not handed back.
+    pub max_node_losses: i32,
     /// The most jobs to rescue.
     pub limit: i64,
     /// The rescuing node (named in the error entry).
@@ -153,15 +162,19 @@ pub struct JobRescueStuckParams<'a> {
     pub now: Option<DateTime<Utc>>,
 }
 
-/// `job_release_orphans`: return to the queue in place, as a rescue would (`rescued_orphaned`),
-/// the `running` jobs attributed to `node` that it does not hold and that were claimed
-/// more than `grace` ago: claims whose reply never reached the node. Returns their ids.
+/// `job_release_orphans`: take back, as a rescue would (`rescued_orphaned`: the attempt
+/// does not count, see [`RescueFate::decide`](crate::RescueFate::decide)), the `running`
+/// jobs attributed to `node` at an attempt it does not hold, claimed more than `grace`
+/// ago: claims whose reply never reached the node. A run is identified by its job and
+/// attempt: a job the node ran before (rescued from it, then claimed by it again) is held
+/// only at the attempt it runs now. Returns their ids.
 #[derive(Debug, Clone, Copy)]
 pub struct JobReleaseOrphansParams<'a> {
     /// The node.
     pub node: &'a str,
-    /// The jobs the node holds (running, or with an outcome not yet written).
-    pub held: &'a [i64],
+    /// The runs the node holds, (job, attempt): running, buffered, or with an outcome not
+    /// yet written.
+    pub held: &'a [(i64, i32)],
     /// Claims younger than this are left alone (they may still be in flight).
     pub grace: Duration,
     /// Now.

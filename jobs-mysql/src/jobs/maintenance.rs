@@ -12,11 +12,11 @@ use std::collections::{BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 use diesel::QueryableByName;
-use diesel::sql_types::{BigInt, Bool, Datetime, Nullable, SmallInt, Text, Varbinary};
+use diesel::sql_types::{BigInt, Bool, Datetime, Integer, Nullable, SmallInt, Text, Varbinary};
 use diesel_async::{AsyncConnection, AsyncMysqlConnection, RunQueryDsl};
 use jobs_driver::{
     DriverError, JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams, JobScheduleDueParams,
-    JobState, Notification, Result,
+    JobState, Notification, RescueFate, RescueReason, Result, Stuck,
 };
 
 use super::read::ids_json;
@@ -146,41 +146,68 @@ pub(crate) async fn schedule_due(
     .await
 }
 
-/// A running job picked for rescue, with what decides its fate.
+/// A running job picked for rescue, with what decides its fate (see
+/// [`jobs_driver::Stuck`]).
 #[derive(QueryableByName)]
-struct Stuck {
+struct StuckRow {
     #[diesel(sql_type = BigInt)]
     id: i64,
     #[diesel(sql_type = Text)]
     queue: String,
+    #[diesel(sql_type = Integer)]
+    attempt: i32,
+    #[diesel(sql_type = Integer)]
+    max_attempts: i32,
     #[diesel(sql_type = Bool)]
     timed_out: bool,
     #[diesel(sql_type = Bool)]
     cancel_requested: bool,
     #[diesel(sql_type = Bool)]
-    spent: bool,
-    #[diesel(sql_type = Bool)]
     held: bool,
+    #[diesel(sql_type = BigInt)]
+    node_losses: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    node: Option<String>,
 }
 
-/// The columns of a [`Stuck`] row, with `$1` the time and `$2` the timeout grace in
-/// microseconds (a macro, for `concat!`).
+impl StuckRow {
+    fn stuck(self, lost: RescueReason) -> Stuck {
+        Stuck {
+            id: self.id,
+            queue: self.queue,
+            reason: if self.timed_out { RescueReason::Timeout } else { lost },
+            attempt: self.attempt,
+            max_attempts: self.max_attempts,
+            cancel_requested: self.cancel_requested,
+            key_held_by_another: self.held,
+            node_losses: i32::try_from(self.node_losses).unwrap_or(i32::MAX),
+            node: self.node,
+        }
+    }
+}
+
+/// The columns of a [`StuckRow`], with `$1` the time and `$2` the timeout grace in
+/// microseconds (a macro, for `concat!`). The node losses are counted, not tested with
+/// `EXISTS`: MySQL runs an `EXISTS` over a `JSON_TABLE` as a semi-join that reads the
+/// table function once.
 macro_rules! stuck_columns {
     () => {
         concat!(
-            "j.id, j.queue,
+            "j.id, j.queue, j.attempt, j.max_attempts,
        (j.timeout_ms IS NOT NULL
         AND j.attempted_at + INTERVAL ((j.timeout_ms * 1000) + $2) MICROSECOND < COALESCE($1, UTC_TIMESTAMP(6))) AS timed_out,
-       (j.cancel_requested_at IS NOT NULL) AS cancel_requested,
-       (j.attempt >= j.max_attempts) AS spent, ",
+       (j.cancel_requested_at IS NOT NULL) AS cancel_requested, ",
             key_held_by_another!(),
-            " AS held"
+            " AS held,
+       (SELECT COUNT(*) FROM JSON_TABLE(j.errors, '$[*]' COLUMNS (t VARCHAR(64) PATH '$.error_type')) AS e
+        WHERE e.t = 'rescued_node_lost') AS node_losses,
+       j.attempted_node AS node"
         )
     };
 }
 
 // $1 now, $2 timeout grace (µs), $3 node staleness (µs), $4 whether to rescue the jobs of
-// lost nodes, $5 limit.
+// lost nodes, $5 limit, $6 the lock-lost grace (µs).
 const PICK_STUCK: &str = concat!(
     "SELECT ",
     stuck_columns!(),
@@ -190,13 +217,14 @@ WHERE j.state = 'running'
   AND ((j.timeout_ms IS NOT NULL
         AND j.attempted_at + INTERVAL ((j.timeout_ms * 1000) + $2) MICROSECOND < COALESCE($1, UTC_TIMESTAMP(6)))
     OR ($4 AND NOT EXISTS (SELECT 1 FROM job_nodes n
-                           WHERE n.name = j.attempted_node
-                             AND n.heartbeat_at > COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND)))
+                           WHERE n.name = j.attempted_node AND NOT ",
+    crate::liveness::node_gone!("n", "COALESCE($1, UTC_TIMESTAMP(6))", "$3", "$6"),
+    ")))
 LIMIT $5
 FOR UPDATE SKIP LOCKED"
 );
 
-// $1 now, $2 unused (0), $3 the node, $4 grace (µs), $5 the ids it holds.
+// $1 now, $2 unused (0), $3 the node, $4 grace (µs), $5 the [job, attempt] runs it holds.
 const PICK_ORPHANS: &str = concat!(
     "SELECT ",
     stuck_columns!(),
@@ -204,54 +232,54 @@ const PICK_ORPHANS: &str = concat!(
 FROM jobs j
 WHERE j.state = 'running' AND j.attempted_node = $3
   AND j.state_at < COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $4 MICROSECOND
-  AND j.id NOT IN (SELECT t.id FROM JSON_TABLE($5, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t)
+  AND (j.id, j.attempt) NOT IN (SELECT t.id, t.attempt FROM JSON_TABLE($5, '$[*]'
+           COLUMNS (id BIGINT PATH '$[0]', attempt INT PATH '$[1]')) AS t)
 LIMIT 1000
 FOR UPDATE SKIP LOCKED"
 );
 
-// `$1` is `[[id, state, why, message], …]`.
+// `$1` is `[[id, state, max_attempts, entry], …]`; the entries are JSON objects as text.
 const RESCUE: &str = "\
 UPDATE JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$[0]', state VARCHAR(16) PATH '$[1]',
-                                      why VARCHAR(32) PATH '$[2]', message TEXT PATH '$[3]')) AS c
+                                      max_attempts INT PATH '$[2]', entry TEXT PATH '$[3]')) AS c
 STRAIGHT_JOIN jobs j ON j.id = c.id
 SET j.state = c.state,
+    j.max_attempts = c.max_attempts,
     j.finalized_at = IF(c.state = 'available', NULL, COALESCE($2, UTC_TIMESTAMP(6))),
-    j.errors = JSON_ARRAY_APPEND(j.errors, '$', JSON_OBJECT(
-        'attempt', j.attempt, 'at', $3, 'node', j.attempted_node,
-        'error_type', CONCAT('rescued_', c.why), 'message', c.message))";
+    -- Appended as MariaDB and MySQL both can (MariaDB has no CAST … AS JSON).
+    j.errors = JSON_MERGE_PRESERVE(j.errors, CONCAT('[', c.entry, ']'))
+WHERE j.state = 'running'";
 
-/// Returns `stuck` to the queue in their place in line: `available` with their priority
-/// and `scheduled_at` unchanged, or discarded when out of attempts or when another job
-/// holds their uniqueness key (a duplicate enqueued while they ran), cancelled when a
-/// cancel was requested; each with an error entry `rescued_<why>`. The attempt is
-/// unchanged, so a late outcome is fenced out. Returns the ids and the wake-ups added.
+/// Gives each of `stuck` its fate ([`RescueFate::decide`]) in one statement. Returns the
+/// ids and the wake-ups added.
 async fn rescue(
     tx: &mut AsyncMysqlConnection,
-    stuck: &[Stuck],
-    why: impl Fn(&Stuck) -> (&'static str, String),
+    stuck: Vec<Stuck>,
+    rescuer: &str,
+    max_node_losses: i32,
     now: Option<DateTime<Utc>>,
 ) -> Result<(Vec<i64>, Vec<Notification>)> {
     if stuck.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
+    let at = now.unwrap_or_else(Utc::now);
     let mut rows = Vec::with_capacity(stuck.len());
     let mut available = Vec::new();
-    for job in stuck {
-        let state = if job.cancel_requested {
-            JobState::Cancelled
-        } else if job.spent || job.held {
-            JobState::Discarded
-        } else {
+    for job in &stuck {
+        let fate = RescueFate::decide(job, rescuer, max_node_losses, at);
+        if fate.state == JobState::Available {
             available.push(job.queue.as_str());
-            JobState::Available
-        };
-        let (why, message) = why(job);
-        rows.push(serde_json::json!([job.id, state.as_str(), why, message]));
+        }
+        rows.push(serde_json::json!([
+            fate.id,
+            fate.state.as_str(),
+            fate.max_attempts,
+            fate.entry.to_string()
+        ]));
     }
     CachedQuery::new(RESCUE)
         .bind::<Text, _>(serde_json::Value::Array(rows).to_string())
         .bind::<Nullable<Datetime>, _>(naive_opt(now))
-        .bind::<Text, _>(at_text(now))
         .execute(tx)
         .await?;
     let woken = wake_ups(available);
@@ -267,25 +295,18 @@ pub(crate) async fn rescue_stuck(
     params: JobRescueStuckParams<'_>,
 ) -> Result<(Vec<i64>, Vec<Notification>)> {
     let now = naive_opt(params.now);
-    let grace_ms = params.timeout_grace.as_millis();
-    let rescuer = params.rescuer;
     conn.transaction::<_, DriverError, _>(async |tx| {
-        let stuck: Vec<Stuck> = CachedQuery::new(PICK_STUCK)
+        let picked: Vec<StuckRow> = CachedQuery::new(PICK_STUCK)
             .bind::<Nullable<Datetime>, _>(now)
             .bind::<BigInt, _>(micros(params.timeout_grace))
             .bind::<BigInt, _>(micros(params.node_stale_after))
             .bind::<Bool, _>(params.lost_nodes)
             .bind::<BigInt, _>(params.limit)
+            .bind::<BigInt, _>(micros(params.lock_lost_grace))
             .load(tx)
             .await?;
-        let why = |job: &Stuck| {
-            if job.timed_out {
-                ("timeout", format!("still running {grace_ms} ms past its timeout; rescued by {rescuer}"))
-            } else {
-                ("node_lost", format!("its node stopped heartbeating; rescued by {rescuer}"))
-            }
-        };
-        rescue(tx, &stuck, why, params.now).await
+        let stuck = picked.into_iter().map(|r| r.stuck(RescueReason::NodeLost)).collect();
+        rescue(tx, stuck, params.rescuer, params.max_node_losses, params.now).await
     })
     .await
 }
@@ -296,27 +317,20 @@ pub(crate) async fn release_orphans(
     params: JobReleaseOrphansParams<'_>,
 ) -> Result<(Vec<i64>, Vec<Notification>)> {
     let now = naive_opt(params.now);
-    let node = params.node;
+    let held: Vec<[i64; 2]> = params.held.iter().map(|&(id, attempt)| [id, i64::from(attempt)]).collect();
+    let held = serde_json::to_string(&held).unwrap_or_else(|_| "[]".into());
     conn.transaction::<_, DriverError, _>(async |tx| {
-        {
-            let stuck: Vec<Stuck> = CachedQuery::new(PICK_ORPHANS)
-                .bind::<Nullable<Datetime>, _>(now)
-                .bind::<BigInt, _>(0)
-                .bind::<Text, _>(node)
-                .bind::<BigInt, _>(micros(params.grace))
-                .bind::<Text, _>(ids_json(params.held))
-                .load(tx)
-                .await?;
-            let why = |_: &Stuck| {
-                (
-                    "orphaned",
-                    format!(
-                        "claimed by {node}, which never received the claim (its connection was lost); released by the same node"
-                    ),
-                )
-            };
-            rescue(tx, &stuck, why, params.now).await
-        }
+        let picked: Vec<StuckRow> = CachedQuery::new(PICK_ORPHANS)
+            .bind::<Nullable<Datetime>, _>(now)
+            .bind::<BigInt, _>(0)
+            .bind::<Text, _>(params.node)
+            .bind::<BigInt, _>(micros(params.grace))
+            .bind::<Text, _>(&held)
+            .load(tx)
+            .await?;
+        let stuck = picked.into_iter().map(|r| r.stuck(RescueReason::Orphaned)).collect();
+        // An orphan never ran: it is never discarded for its node losses.
+        rescue(tx, stuck, params.node, i32::MAX, params.now).await
     })
     .await
 }

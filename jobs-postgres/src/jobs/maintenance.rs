@@ -1,11 +1,14 @@
 //! The leader's queries: promote due jobs, rescue stuck ones, prune finished ones; and
 //! the node's own: hand back claims whose reply it never received.
 
+use chrono::{DateTime, Utc};
+use diesel::QueryableByName;
 use diesel::pg::Pg;
-use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text, Timestamptz};
-use diesel_async::{AsyncConnectionCore, RunQueryDsl};
+use diesel::sql_types::{Array, BigInt, Bool, Int4, Nullable, Text, Timestamptz};
+use diesel_async::{AsyncConnection, AsyncConnectionCore, AsyncPgConnection, RunQueryDsl};
 use jobs_driver::{
-    JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams, JobScheduleDueParams, Result,
+    DriverError, JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams, JobScheduleDueParams,
+    RescueFate, RescueReason, Result, Stuck,
 };
 
 use crate::channels::available_channel;
@@ -84,111 +87,194 @@ where
     Ok(row.n)
 }
 
-/// Returns the jobs selected by `stuck` (a query over `jobs` and `clock` giving `id`,
-/// `why` and `message`, locking what it picks) to the queue in their place in line:
-/// `available` with their priority and `scheduled_at` unchanged (their queues woken), or
-/// discarded when out of attempts or when another job holds their uniqueness key (a
-/// duplicate enqueued while they ran), cancelled when a cancel was requested; each with an
-/// error entry `rescued_<why>`. The attempt is unchanged, so a late outcome is fenced out.
-macro_rules! rescue_sql {
-    ($stuck:literal) => {
+/// The columns of a [`Stuck`] row for the picked job `jobs` (a macro, for `concat!`).
+macro_rules! stuck_columns {
+    () => {
         concat!(
-            "WITH clock AS (SELECT COALESCE($1::timestamptz, now()) AS now),\nstuck AS (",
-            $stuck,
-            "), rescued AS (
-UPDATE jobs
-SET state = CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'::job_state
-                 WHEN jobs.attempt >= jobs.max_attempts OR ",
+            "jobs.id, jobs.queue, jobs.attempt, jobs.max_attempts,
+       jobs.cancel_requested_at IS NOT NULL AS cancel_requested, ",
             key_held_by_another!("jobs"),
-            " THEN 'discarded'::job_state
-                 ELSE 'available'::job_state END,
-    finalized_at = CASE WHEN jobs.cancel_requested_at IS NOT NULL OR jobs.attempt >= jobs.max_attempts OR ",
-            key_held_by_another!("jobs"),
-            " THEN clock.now END,
-    errors = jobs.errors || jsonb_build_array(jsonb_build_object(
-        'attempt', jobs.attempt,
-        'at', clock.now,
-        'node', jobs.attempted_by[cardinality(jobs.attempted_by)],
-        'error_type', 'rescued_' || stuck.why,
-        'message', stuck.message))
-FROM stuck, clock
-WHERE jobs.id = stuck.id
-RETURNING jobs.id, jobs.queue, jobs.state
-), woken AS (
-    SELECT pg_notify('",
-            available_channel!(),
-            "', queue) FROM (SELECT DISTINCT queue FROM rescued WHERE state = 'available') AS q
-)
-SELECT id FROM rescued, (SELECT count(*) FROM woken) AS w"
+            " AS held,
+       (SELECT count(*) FROM jsonb_array_elements(jobs.errors) e
+        WHERE e->>'error_type' = '",
+            "rescued_node_lost",
+            "')::int4 AS node_losses,
+       jobs.attempted_by[cardinality(jobs.attempted_by)] AS node"
         )
     };
 }
 
-const RESCUE_STUCK: &str = rescue_sql!(
-    "
-    SELECT jobs.id, t.why,
-           CASE WHEN t.why = 'timeout'
-                THEN 'still running ' || $3 || ' ms past its timeout; rescued by ' || $5
-                ELSE 'its node stopped heartbeating; rescued by ' || $5 END AS message
-    FROM jobs, clock,
-         LATERAL (SELECT CASE WHEN jobs.timeout_ms IS NOT NULL
-                    AND jobs.attempted_at + (jobs.timeout_ms + $3) * interval '1 millisecond' < clock.now
-                   THEN 'timeout' ELSE 'node_lost' END AS why) AS t
-    WHERE jobs.state = 'running'
-      AND ((jobs.timeout_ms IS NOT NULL
-            AND jobs.attempted_at + (jobs.timeout_ms + $3) * interval '1 millisecond' < clock.now)
-        OR ($6 AND NOT EXISTS (SELECT 1 FROM job_nodes n
-                               WHERE n.name = jobs.attempted_by[cardinality(jobs.attempted_by)]
-                                 AND n.heartbeat_at > clock.now - $2 * interval '1 millisecond')))
-    LIMIT $4
-    FOR UPDATE OF jobs SKIP LOCKED
-"
+// $1 now, $2 node staleness (ms), $3 timeout grace (ms), $4 limit, $5 whether to rescue the
+// jobs of lost nodes, $6 the lock-lost grace (ms).
+const PICK_STUCK: &str = concat!(
+    "WITH clock AS (SELECT COALESCE($1::timestamptz, now()) AS now)
+SELECT ",
+    stuck_columns!(),
+    ",
+       (jobs.timeout_ms IS NOT NULL
+        AND jobs.attempted_at + (jobs.timeout_ms + $3) * interval '1 millisecond' < clock.now) AS timed_out
+FROM jobs, clock
+WHERE jobs.state = 'running'
+  AND ((jobs.timeout_ms IS NOT NULL
+        AND jobs.attempted_at + (jobs.timeout_ms + $3) * interval '1 millisecond' < clock.now)
+    OR ($5 AND NOT EXISTS (SELECT 1 FROM job_nodes n
+                           WHERE n.name = jobs.attempted_by[cardinality(jobs.attempted_by)]
+                             AND NOT ",
+    crate::liveness::node_gone!("n", "clock.now", "$2", "$6"),
+    ")))
+LIMIT $4
+FOR UPDATE OF jobs SKIP LOCKED"
 );
 
-const RELEASE_ORPHANS: &str = rescue_sql!(
-    "
-    SELECT jobs.id, 'orphaned' AS why,
-           'claimed by ' || $2 || ', which never received the claim (its connection was lost); released by the same node' AS message
-    FROM jobs, clock
-    WHERE jobs.state = 'running'
-      AND jobs.attempted_by[cardinality(jobs.attempted_by)] = $2
-      AND jobs.attempted_at < clock.now - $3 * interval '1 millisecond'
-      AND NOT (jobs.id = ANY($4))
-    LIMIT 1000
-    FOR UPDATE OF jobs SKIP LOCKED
-"
+// $1 now, $2 the node, $3 grace (ms), $4 and $5 the (job, attempt) runs it holds.
+const PICK_ORPHANS: &str = concat!(
+    "WITH clock AS (SELECT COALESCE($1::timestamptz, now()) AS now)
+SELECT ",
+    stuck_columns!(),
+    ", false AS timed_out
+FROM jobs, clock
+WHERE jobs.state = 'running'
+  AND jobs.attempted_by[cardinality(jobs.attempted_by)] = $2
+  AND jobs.attempted_at < clock.now - $3 * interval '1 millisecond'
+  AND (jobs.id, jobs.attempt) NOT IN (SELECT * FROM unnest($4::int8[], $5::int4[]))
+LIMIT 1000
+FOR UPDATE OF jobs SKIP LOCKED"
 );
 
-/// See [`JobReleaseOrphansParams`].
-pub(crate) async fn release_orphans<C>(conn: &mut C, params: JobReleaseOrphansParams<'_>) -> Result<Vec<i64>>
+/// A picked job with what decides its fate (see [`jobs_driver::Stuck`]).
+#[derive(QueryableByName)]
+struct StuckRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Int4)]
+    attempt: i32,
+    #[diesel(sql_type = Int4)]
+    max_attempts: i32,
+    #[diesel(sql_type = Bool)]
+    cancel_requested: bool,
+    #[diesel(sql_type = Bool)]
+    held: bool,
+    #[diesel(sql_type = Int4)]
+    node_losses: i32,
+    #[diesel(sql_type = Nullable<Text>)]
+    node: Option<String>,
+    #[diesel(sql_type = Bool)]
+    timed_out: bool,
+}
+
+impl StuckRow {
+    fn stuck(self, lost: RescueReason) -> Stuck {
+        Stuck {
+            id: self.id,
+            queue: self.queue,
+            reason: if self.timed_out { RescueReason::Timeout } else { lost },
+            attempt: self.attempt,
+            max_attempts: self.max_attempts,
+            cancel_requested: self.cancel_requested,
+            key_held_by_another: self.held,
+            node_losses: self.node_losses,
+            node: self.node,
+        }
+    }
+}
+
+// Writes each fate ($1 ids, $2 states, $3 attempts allowed, $4 error entries) to a job
+// still running, its entry's time the database's, and wakes the queues that got jobs back.
+const WRITE_FATES: &str = concat!(
+    "WITH clock AS (SELECT COALESCE($5::timestamptz, now()) AS now),
+rescued AS (
+    UPDATE jobs
+    SET state = f.state::job_state,
+        max_attempts = f.max_attempts,
+        finalized_at = CASE WHEN f.state <> 'available' THEN clock.now END,
+        errors = jobs.errors || jsonb_build_array(f.entry::jsonb || jsonb_build_object('at', clock.now))
+    FROM unnest($1::int8[], $2::text[], $3::int4[], $4::text[]) AS f(id, state, max_attempts, entry), clock
+    WHERE jobs.id = f.id AND jobs.state = 'running'
+    RETURNING jobs.id, jobs.queue, jobs.state
+), woken AS (
+    SELECT pg_notify('",
+    available_channel!(),
+    "', queue) FROM (SELECT DISTINCT queue FROM rescued WHERE state = 'available') AS q
+)
+SELECT id FROM rescued, (SELECT count(*) FROM woken) AS w"
+);
+
+/// Gives each of `stuck` its fate ([`RescueFate::decide`]) in one statement; returns the
+/// ids written.
+async fn write_fates<C>(
+    conn: &mut C,
+    stuck: Vec<Stuck>,
+    rescuer: &str,
+    max_node_losses: i32,
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<i64>>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    let rows: Vec<Id> = diesel::sql_query(RELEASE_ORPHANS)
-        .bind::<Nullable<Timestamptz>, _>(params.now)
-        .bind::<Text, _>(params.node)
-        .bind::<BigInt, _>(millis(params.grace))
-        .bind::<Array<BigInt>, _>(params.held)
+    if stuck.is_empty() {
+        return Ok(Vec::new());
+    }
+    let at = now.unwrap_or_else(Utc::now);
+    let fates: Vec<RescueFate> =
+        stuck.iter().map(|job| RescueFate::decide(job, rescuer, max_node_losses, at)).collect();
+    let ids: Vec<i64> = fates.iter().map(|f| f.id).collect();
+    let states: Vec<&str> = fates.iter().map(|f| f.state.as_str()).collect();
+    let allowed: Vec<i32> = fates.iter().map(|f| f.max_attempts).collect();
+    let entries: Vec<String> = fates.iter().map(|f| f.entry.to_string()).collect();
+    let rows: Vec<Id> = diesel::sql_query(WRITE_FATES)
+        .bind::<Array<BigInt>, _>(ids)
+        .bind::<Array<Text>, _>(states)
+        .bind::<Array<Int4>, _>(allowed)
+        .bind::<Array<Text>, _>(entries)
+        .bind::<Nullable<Timestamptz>, _>(now)
         .load(conn)
         .await?;
     Ok(rows.into_iter().map(|r| r.id).collect())
 }
 
+/// See [`JobReleaseOrphansParams`].
+pub(crate) async fn release_orphans(
+    conn: &mut AsyncPgConnection,
+    params: JobReleaseOrphansParams<'_>,
+) -> Result<Vec<i64>> {
+    let (ids, attempts): (Vec<i64>, Vec<i32>) = params.held.iter().copied().unzip();
+    conn.transaction::<_, DriverError, _>(async |tx| {
+        let picked: Vec<StuckRow> = diesel::sql_query(PICK_ORPHANS)
+            .bind::<Nullable<Timestamptz>, _>(params.now)
+            .bind::<Text, _>(params.node)
+            .bind::<BigInt, _>(millis(params.grace))
+            .bind::<Array<BigInt>, _>(&ids)
+            .bind::<Array<Int4>, _>(&attempts)
+            .load(tx)
+            .await?;
+        let stuck = picked.into_iter().map(|r| r.stuck(RescueReason::Orphaned)).collect();
+        // An orphan never ran: it is never discarded for its node losses.
+        write_fates(tx, stuck, params.node, i32::MAX, params.now).await
+    })
+    .await
+}
+
 /// See [`JobRescueStuckParams`].
-pub(crate) async fn rescue_stuck<C>(conn: &mut C, params: JobRescueStuckParams<'_>) -> Result<Vec<i64>>
-where
-    C: AsyncConnectionCore<Backend = Pg> + Send,
-{
-    let rows: Vec<Id> = diesel::sql_query(RESCUE_STUCK)
-        .bind::<Nullable<Timestamptz>, _>(params.now)
-        .bind::<BigInt, _>(millis(params.node_stale_after))
-        .bind::<BigInt, _>(millis(params.timeout_grace))
-        .bind::<BigInt, _>(params.limit)
-        .bind::<Text, _>(params.rescuer)
-        .bind::<Bool, _>(params.lost_nodes)
-        .load(conn)
-        .await?;
-    Ok(rows.into_iter().map(|r| r.id).collect())
+pub(crate) async fn rescue_stuck(
+    conn: &mut AsyncPgConnection,
+    params: JobRescueStuckParams<'_>,
+) -> Result<Vec<i64>> {
+    conn.transaction::<_, DriverError, _>(async |tx| {
+        let picked: Vec<StuckRow> = diesel::sql_query(PICK_STUCK)
+            .bind::<Nullable<Timestamptz>, _>(params.now)
+            .bind::<BigInt, _>(millis(params.node_stale_after))
+            .bind::<BigInt, _>(millis(params.timeout_grace))
+            .bind::<BigInt, _>(params.limit)
+            .bind::<Bool, _>(params.lost_nodes)
+            .bind::<BigInt, _>(millis(params.lock_lost_grace))
+            .load(tx)
+            .await?;
+        let stuck = picked.into_iter().map(|r| r.stuck(RescueReason::NodeLost)).collect();
+        write_fates(tx, stuck, params.rescuer, params.max_node_losses, params.now).await
+    })
+    .await
 }
 
 // Oldest first, in the archive and among the finished jobs still in `jobs` (those that

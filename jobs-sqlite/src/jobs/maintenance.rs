@@ -1,14 +1,15 @@
 //! The leader's statements: promote due jobs, rescue stuck ones, prune finished ones; and
 //! the node's own: hand back claims whose reply it never received.
 
-use diesel::sql_types::{BigInt, Bool, Text};
+use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
 use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
 use jobs_driver::{
-    JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams, JobState, Notification, Result,
+    JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams, JobState, Notification, RescueFate,
+    RescueReason, Result, Stuck,
 };
 
-use super::read::ids_json;
 use crate::cached::CachedQuery;
+use crate::liveness::Liveness;
 use crate::time::{millis, now_ms};
 
 /// Whether job `$j` (a row with `id`, `unique_key`, `unique_states`) would break its
@@ -92,6 +93,11 @@ pub(crate) fn schedule_due(
     Ok((moved, wake_ups))
 }
 
+/// The operation's time as the JSON an error entry's `at` holds (as the engine writes it).
+fn at_json(now_ms: i64) -> String {
+    serde_json::to_string(&crate::time::from_ms(now_ms)).unwrap_or_else(|_| "null".into())
+}
+
 /// One wake-up per distinct queue of `queues`.
 fn wake_ups(mut queues: Vec<&str>) -> Vec<Notification> {
     queues.sort_unstable();
@@ -99,100 +105,130 @@ fn wake_ups(mut queues: Vec<&str>) -> Vec<Notification> {
     queues.into_iter().map(|queue| Notification::JobsAvailable { queue: queue.to_owned() }).collect()
 }
 
-/// Returns the jobs selected by `stuck` (a query over `jobs` giving `id`, `why` and
-/// `message`, with `$1` the time in milliseconds and `$2` the same time as JSON) to the
-/// queue in their place in line: `available` with their priority and `scheduled_at`
-/// unchanged, or discarded when out of attempts or when another job holds their uniqueness
-/// key (a duplicate enqueued while they ran), cancelled when a cancel was requested;
-/// each with an error entry `rescued_<why>`. The attempt is unchanged, so a late outcome is
-/// fenced out. Returns each rescued job's id, queue and new state.
-macro_rules! rescue_sql {
-    ($stuck:literal) => {
+/// The columns of a [`StuckRow`] for job `jobs` (a macro, for `concat!`).
+macro_rules! stuck_columns {
+    () => {
         concat!(
-            "\
-UPDATE jobs
-SET state = CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'
-                 WHEN jobs.attempt >= jobs.max_attempts OR ",
+            "jobs.id, jobs.queue, jobs.attempt, jobs.max_attempts,
+       jobs.cancel_requested_at IS NOT NULL AS cancel_requested, ",
             key_held_by_another!("jobs"),
-            " THEN 'discarded'
-                 ELSE 'available' END,
-    finalized_at = CASE WHEN jobs.cancel_requested_at IS NOT NULL OR jobs.attempt >= jobs.max_attempts OR ",
-            key_held_by_another!("jobs"),
-            " THEN $1 END,
-    errors = json_insert(jobs.errors, '$[#]', json_object(
-        'attempt', jobs.attempt,
-        'at', json($2),
-        'node', jobs.attempted_by ->> '$[#-1]',
-        'error_type', 'rescued_' || stuck.why,
-        'message', stuck.message))
-FROM (",
-            $stuck,
-            ") AS stuck
-WHERE jobs.id = stuck.id
-RETURNING jobs.id, jobs.queue, jobs.state"
+            " AS held,
+       (SELECT count(*) FROM json_each(jobs.errors) e
+        WHERE e.value ->> '$.error_type' = 'rescued_node_lost') AS node_losses,
+       jobs.attempted_by ->> '$[#-1]' AS node"
         )
     };
 }
 
+// $1 now (ms), $2 timeout grace (ms), $3 limit, $4 whether to rescue the jobs of lost
+// nodes, $5 the nodes alive (a JSON array).
+const PICK_STUCK: &str = concat!(
+    "SELECT ",
+    stuck_columns!(),
+    ",
+       (jobs.timeout_ms IS NOT NULL AND jobs.attempted_at + jobs.timeout_ms + $2 < $1) AS timed_out
+FROM jobs
+WHERE jobs.state = 'running'
+  AND ((jobs.timeout_ms IS NOT NULL AND jobs.attempted_at + jobs.timeout_ms + $2 < $1)
+    OR ($4 AND coalesce(jobs.attempted_by ->> '$[#-1]', '') NOT IN (SELECT value FROM json_each($5))))
+LIMIT $3"
+);
+
+// $1 now (ms), $2 the node, $3 grace (ms), $4 the [job, attempt] runs it holds.
+const PICK_ORPHANS: &str = concat!(
+    "SELECT ",
+    stuck_columns!(),
+    ", false AS timed_out
+FROM jobs
+WHERE jobs.state = 'running'
+  AND jobs.attempted_by ->> '$[#-1]' = $2
+  AND jobs.attempted_at < $1 - $3
+  AND NOT EXISTS (SELECT 1 FROM json_each($4) h
+                  WHERE h.value ->> '$[0]' = jobs.id AND h.value ->> '$[1]' = jobs.attempt)
+LIMIT 1000"
+);
+
+/// A picked job with what decides its fate (see [`jobs_driver::Stuck`]).
 #[derive(QueryableByName)]
-struct Rescued {
+struct StuckRow {
     #[diesel(sql_type = BigInt)]
     id: i64,
     #[diesel(sql_type = Text)]
     queue: String,
-    #[diesel(sql_type = Text)]
-    state: String,
+    #[diesel(sql_type = Integer)]
+    attempt: i32,
+    #[diesel(sql_type = Integer)]
+    max_attempts: i32,
+    #[diesel(sql_type = Bool)]
+    cancel_requested: bool,
+    #[diesel(sql_type = Bool)]
+    held: bool,
+    #[diesel(sql_type = Integer)]
+    node_losses: i32,
+    #[diesel(sql_type = Nullable<Text>)]
+    node: Option<String>,
+    #[diesel(sql_type = Bool)]
+    timed_out: bool,
 }
 
-/// The ids of `rescued`, after adding a wake-up for each queue that got available jobs
-/// back. Returns the ids and the wake-ups.
-fn wake_rescued(conn: &mut SqliteConnection, rescued: Vec<Rescued>) -> Result<(Vec<i64>, Vec<Notification>)> {
-    let available: Vec<&str> = rescued
-        .iter()
-        .filter(|r| r.state == JobState::Available.as_str())
-        .map(|r| r.queue.as_str())
-        .collect();
+impl StuckRow {
+    fn stuck(self, lost: RescueReason) -> Stuck {
+        Stuck {
+            id: self.id,
+            queue: self.queue,
+            reason: if self.timed_out { RescueReason::Timeout } else { lost },
+            attempt: self.attempt,
+            max_attempts: self.max_attempts,
+            cancel_requested: self.cancel_requested,
+            key_held_by_another: self.held,
+            node_losses: self.node_losses,
+            node: self.node,
+        }
+    }
+}
+
+// One job's fate: $1 id, $2 state, $3 attempts allowed, $4 error entry, $5 now (ms).
+const WRITE_FATE: &str = "\
+UPDATE jobs
+SET state = $2,
+    max_attempts = $3,
+    finalized_at = CASE WHEN $2 <> 'available' THEN $5 END,
+    errors = json_insert(errors, '$[#]', json($4))
+WHERE id = $1 AND state = 'running'";
+
+/// Gives each of `stuck` its fate ([`RescueFate::decide`]); returns the ids and the
+/// wake-ups added.
+fn write_fates(
+    conn: &mut SqliteConnection,
+    stuck: Vec<Stuck>,
+    rescuer: &str,
+    max_node_losses: i32,
+    now_ms: i64,
+) -> Result<(Vec<i64>, Vec<Notification>)> {
+    let at = crate::time::from_ms(now_ms);
+    let mut ids = Vec::with_capacity(stuck.len());
+    let mut available = Vec::new();
+    for job in &stuck {
+        let fate = RescueFate::decide(job, rescuer, max_node_losses, at);
+        let written = CachedQuery::new(WRITE_FATE)
+            .bind::<BigInt, _>(fate.id)
+            .bind::<Text, _>(fate.state.as_str())
+            .bind::<Integer, _>(fate.max_attempts)
+            .bind::<Text, _>(fate.entry.to_string())
+            .bind::<BigInt, _>(now_ms)
+            .execute(conn)?;
+        if written == 1 {
+            ids.push(fate.id);
+            if fate.state == JobState::Available {
+                available.push(job.queue.as_str());
+            }
+        }
+    }
     let wake_ups = wake_ups(available);
     for wake_up in &wake_ups {
         crate::notifications::add(conn, wake_up)?;
     }
-    Ok((rescued.into_iter().map(|r| r.id).collect(), wake_ups))
-}
-
-// $3 node staleness (ms), $4 timeout grace (ms), $5 limit, $6 the rescuer, $7 whether to
-// rescue the jobs of lost nodes.
-const RESCUE_STUCK: &str = rescue_sql!(
-    "
-    SELECT id,
-           CASE WHEN timed_out THEN 'timeout' ELSE 'node_lost' END AS why,
-           CASE WHEN timed_out THEN 'still running ' || $4 || ' ms past its timeout; rescued by ' || $6
-                ELSE 'its node stopped heartbeating; rescued by ' || $6 END AS message
-    FROM (SELECT id, (timeout_ms IS NOT NULL AND attempted_at + timeout_ms + $4 < $1) AS timed_out,
-                 attempted_by ->> '$[#-1]' AS node
-          FROM jobs WHERE state = 'running') AS running
-    WHERE timed_out
-       OR ($7 AND NOT EXISTS (SELECT 1 FROM job_nodes n WHERE n.name = running.node AND n.heartbeat_at > $1 - $3))
-    LIMIT $5
-"
-);
-
-// $3 the node, $4 grace (ms), $5 the ids it holds (a JSON array).
-const RELEASE_ORPHANS: &str = rescue_sql!(
-    "
-    SELECT id, 'orphaned' AS why,
-           'claimed by ' || $3 || ', which never received the claim (its connection was lost); released by the same node' AS message
-    FROM jobs
-    WHERE state = 'running'
-      AND attempted_by ->> '$[#-1]' = $3
-      AND attempted_at < $1 - $4
-      AND id NOT IN (SELECT value FROM json_each($5))
-    LIMIT 1000
-"
-);
-
-/// The operation's time as the JSON an error entry's `at` holds (as the engine writes it).
-fn at_json(now_ms: i64) -> String {
-    serde_json::to_string(&crate::time::from_ms(now_ms)).unwrap_or_else(|_| "null".into())
+    Ok((ids, wake_ups))
 }
 
 /// See [`JobRescueStuckParams`]. Returns the rescued ids and the wake-ups added.
@@ -201,16 +237,21 @@ pub(crate) fn rescue_stuck(
     params: &JobRescueStuckParams<'_>,
 ) -> Result<(Vec<i64>, Vec<Notification>)> {
     let now = now_ms(params.now);
-    let rows: Vec<Rescued> = CachedQuery::new(RESCUE_STUCK)
+    let alive = if params.lost_nodes {
+        Liveness::read(conn, now, millis(params.node_stale_after), millis(params.lock_lost_grace))?
+            .alive_json()
+    } else {
+        "[]".to_owned()
+    };
+    let picked: Vec<StuckRow> = CachedQuery::new(PICK_STUCK)
         .bind::<BigInt, _>(now)
-        .bind::<Text, _>(at_json(now))
-        .bind::<BigInt, _>(millis(params.node_stale_after))
         .bind::<BigInt, _>(millis(params.timeout_grace))
         .bind::<BigInt, _>(params.limit)
-        .bind::<Text, _>(params.rescuer)
         .bind::<Bool, _>(params.lost_nodes)
+        .bind::<Text, _>(alive)
         .load(conn)?;
-    wake_rescued(conn, rows)
+    let stuck = picked.into_iter().map(|r| r.stuck(RescueReason::NodeLost)).collect();
+    write_fates(conn, stuck, params.rescuer, params.max_node_losses, now)
 }
 
 /// See [`JobReleaseOrphansParams`]. Returns the released ids and the wake-ups added.
@@ -219,14 +260,16 @@ pub(crate) fn release_orphans(
     params: &JobReleaseOrphansParams<'_>,
 ) -> Result<(Vec<i64>, Vec<Notification>)> {
     let now = now_ms(params.now);
-    let rows: Vec<Rescued> = CachedQuery::new(RELEASE_ORPHANS)
+    let held = serde_json::to_string(params.held).unwrap_or_else(|_| "[]".into());
+    let picked: Vec<StuckRow> = CachedQuery::new(PICK_ORPHANS)
         .bind::<BigInt, _>(now)
-        .bind::<Text, _>(at_json(now))
         .bind::<Text, _>(params.node)
         .bind::<BigInt, _>(millis(params.grace))
-        .bind::<Text, _>(ids_json(params.held))
+        .bind::<Text, _>(held)
         .load(conn)?;
-    wake_rescued(conn, rows)
+    let stuck = picked.into_iter().map(|r| r.stuck(RescueReason::Orphaned)).collect();
+    // An orphan never ran: it is never discarded for its node losses.
+    write_fates(conn, stuck, params.node, i32::MAX, now)
 }
 
 const PRUNE: &str = "\

@@ -68,6 +68,20 @@ impl WorkerBuilder {
                 "heartbeat_interval",
                 self.heartbeat_interval,
             )?;
+            // A live node whose lock connection broke takes the lock again at its next
+            // heartbeat: until then its lock is free, and only its heartbeat vouches for it.
+            settings::longer_than(
+                "rescuer.lock_lost_grace",
+                self.rescuer.lock_lost_grace,
+                "heartbeat_interval",
+                self.heartbeat_interval,
+            )?;
+            settings::longer_than(
+                "leader.lock_lost_grace",
+                self.leader.lock_lost_grace,
+                "heartbeat_interval",
+                self.heartbeat_interval,
+            )?;
             // A buffered job's row says it was claimed when it was buffered; the rescuer
             // must not take it for an overrun timeout while it waits for a slot.
             settings::longer_than(

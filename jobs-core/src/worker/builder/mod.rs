@@ -2,7 +2,7 @@
 //! worker's and its services') and wires the shared state.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -68,14 +68,13 @@ pub struct WorkerBuilder {
     schedules: Vec<Periodic>,
 }
 
+/// `host-pid-xxxxxx`: unique per process start, even where every container's host name
+/// and process id are alike (PID 1 in a fixed-name container), by a random suffix.
 fn default_node_name() -> String {
-    static STARTED: AtomicUsize = AtomicUsize::new(0);
     let host = gethostname::gethostname().to_string_lossy().into_owned();
     let pid = std::process::id();
-    match STARTED.fetch_add(1, Ordering::Relaxed) {
-        0 => format!("{host}-{pid}"),
-        n => format!("{host}-{pid}-{n}"),
-    }
+    let suffix: u32 = rand::random::<u32>() & 0x00ff_ffff;
+    format!("{host}-{pid}-{suffix:06x}")
 }
 
 impl WorkerBuilder {
@@ -322,6 +321,7 @@ impl WorkerBuilder {
                 prefetch_max_wait: self.prefetch_max_wait,
                 orphan_grace: self.orphan_grace,
                 unknown_kinds: self.unknown_kinds,
+                node_stale_after: self.rescuer.node_stale_after,
             },
             queues,
             running: Mutex::new(Default::default()),
@@ -329,6 +329,7 @@ impl WorkerBuilder {
             tracker: TaskTracker::new(),
             completions: sender,
             listening: AtomicBool::new(false),
+            lock_key: Mutex::new(None),
         });
         let maintenance = self.maintenance.then_some(Maintenance {
             leader: self.leader,

@@ -272,6 +272,7 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
             queues: &queues,
             kinds: &[],
             now: Some(at(hours)),
+            lock: None,
         };
         db.driver.node_heartbeat(beat).await.expect("heartbeat");
     }

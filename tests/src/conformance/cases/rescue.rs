@@ -22,8 +22,15 @@ use crate::wait_for;
 /// Records a heartbeat of `node` at `at`, as a live worker would.
 pub(crate) async fn heartbeat(db: &TestDb, node: &str, at: DateTime<Utc>) {
     let queues = serde_json::json!({});
-    let params =
-        NodeHeartbeatParams { node, host: "host", pid: 1, queues: &queues, kinds: &[], now: Some(at) };
+    let params = NodeHeartbeatParams {
+        node,
+        host: "host",
+        pid: 1,
+        queues: &queues,
+        kinds: &[],
+        now: Some(at),
+        lock: None,
+    };
     db.driver.node_heartbeat(params).await.expect("heartbeat");
 }
 
