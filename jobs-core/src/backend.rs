@@ -42,7 +42,7 @@ pub trait JobsBackend: diesel::backend::Backend + Sealed + Sized {
         C: AsyncConnectionCore<Backend = Self> + Send;
 
     /// Retries `ids` (see `jobs_driver::JobRetryManyParams`).
-    fn retry<C>(conn: &mut C, ids: &[i64]) -> impl Future<Output = Result<i64>> + Send
+    fn retry<C>(conn: &mut C, ids: &[i64]) -> impl Future<Output = Result<jobs_driver::Retried>> + Send
     where
         C: AsyncConnectionCore<Backend = Self> + Send;
 

@@ -27,13 +27,18 @@ where
 
 /// Makes job `id` available to run now (from any state but running), in the caller's
 /// transaction, granting one more attempt if it had used them all. Returns whether it was
-/// found and not running.
+/// found and not running; [`Error::UniqueKeyHeld`](crate::Error::UniqueKeyHeld) when
+/// another job holds its uniqueness key (the job is left as it is).
 pub async fn retry_job<C>(conn: &mut C, id: i64) -> Result<bool>
 where
     C: AsyncConnectionCore + Send,
     C::Backend: JobsBackend,
 {
-    Ok(<C::Backend as JobsBackend>::retry(conn, &[id]).await? > 0)
+    let retried = <C::Backend as JobsBackend>::retry(conn, &[id]).await?;
+    if retried.key_held.contains(&id) {
+        return Err(crate::error::Error::UniqueKeyHeld { id });
+    }
+    Ok(retried.retried > 0)
 }
 
 /// Deletes job `id` unless it is running (cancel it first), in the caller's transaction.
@@ -105,6 +110,33 @@ pub async fn set_queue_limits(driver: impl IntoDriver, queue: &str, limits: Queu
     Ok(driver.queue_set_limits(QueueSetLimitsParams { queue, global_limit, rate }).await?)
 }
 
+/// What an [`Action`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// How many jobs it changed.
+    pub changed: i64,
+    /// The jobs a retry left as they were because another job holds their uniqueness key
+    /// (a newer copy waits or runs): retrying them would break the key's uniqueness.
+    pub key_held: Vec<i64>,
+}
+
+impl Applied {
+    /// What a report of the action adds for the jobs it left (empty when none):
+    /// `; 2 not retried: another job holds their uniqueness key (jobs 4, 9)`.
+    pub fn held_note(&self) -> String {
+        if self.key_held.is_empty() {
+            return String::new();
+        }
+        let shown: Vec<String> = self.key_held.iter().take(10).map(i64::to_string).collect();
+        let more = if self.key_held.len() > 10 { ", …" } else { "" };
+        format!(
+            "; {} not retried: another job holds their uniqueness key (jobs {}{more})",
+            self.key_held.len(),
+            shown.join(", ")
+        )
+    }
+}
+
 /// What an operator can do to jobs (dashboard buttons, CLI commands).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -145,19 +177,35 @@ impl Action {
         }
     }
 
-    /// Applies the action to `ids` in one statement. Returns how many jobs it changed.
-    pub async fn apply(self, driver: &dyn Driver, ids: &[i64]) -> Result<i64> {
+    /// Applies the action to `ids` in one statement. Returns how many jobs it changed, and
+    /// those a retry left because their uniqueness key is held.
+    pub async fn apply(self, driver: &dyn Driver, ids: &[i64]) -> Result<Applied> {
         Ok(match self {
-            Action::Retry => driver.job_retry_many(JobRetryManyParams { ids }).await?,
-            Action::Cancel => driver.job_cancel_many(JobCancelManyParams { ids }).await?.len() as i64,
-            Action::Delete => driver.job_delete_many(JobDeleteManyParams { ids }).await?,
+            Action::Retry => {
+                let retried = driver.job_retry_many(JobRetryManyParams { ids }).await?;
+                Applied { changed: retried.retried, key_held: retried.key_held }
+            }
+            Action::Cancel => Applied {
+                changed: driver.job_cancel_many(JobCancelManyParams { ids }).await?.len() as i64,
+                key_held: Vec::new(),
+            },
+            Action::Delete => Applied {
+                changed: driver.job_delete_many(JobDeleteManyParams { ids }).await?,
+                key_held: Vec::new(),
+            },
         })
     }
 
     /// Applies the action to every job matching `filter`, newest first, `batch` jobs per
     /// statement (each its own transaction, so a large filter never holds long locks).
-    /// Returns how many jobs it changed.
-    pub async fn apply_to_matching(self, driver: &dyn Driver, filter: &JobFilter, batch: i64) -> Result<i64> {
+    /// Returns how many jobs it changed, and those a retry left (see [`Applied`]): a job
+    /// whose key is held never stops the others.
+    pub async fn apply_to_matching(
+        self,
+        driver: &dyn Driver,
+        filter: &JobFilter,
+        batch: i64,
+    ) -> Result<Applied> {
         self.apply_to_matching_through(driver, filter, None, batch).await
     }
 
@@ -171,9 +219,9 @@ impl Action {
         filter: &JobFilter,
         through: Option<i64>,
         batch: i64,
-    ) -> Result<i64> {
+    ) -> Result<Applied> {
         let batch = batch.max(1);
-        let mut total = 0;
+        let mut total = Applied::default();
         // Walked newest first whatever order the filter was listed in: the pin is an
         // upper bound.
         let newest_first = JobFilter { order: jobs_driver::JobOrder::NewestFirst, ..filter.clone() };
@@ -182,7 +230,9 @@ impl Action {
         loop {
             let ids = driver.job_list_ids(JobListParams { filter, before, limit: batch }).await?;
             let Some(&last) = ids.last() else { break };
-            total += self.apply(driver, &ids).await?;
+            let applied = self.apply(driver, &ids).await?;
+            total.changed += applied.changed;
+            total.key_held.extend(applied.key_held);
             if (ids.len() as i64) < batch {
                 break;
             }

@@ -105,6 +105,16 @@ pub enum Error {
         holder: String,
     },
 
+    /// A retry was refused: another job holds the job's uniqueness key (a newer copy waits
+    /// or runs), and the retried job would break the key's uniqueness.
+    #[error(
+        "job {id} was not retried: another job holds its uniqueness key (retry it once that job has finished)"
+    )]
+    UniqueKeyHeld {
+        /// The job.
+        id: i64,
+    },
+
     /// A job kind is not registered in this binary.
     #[error("no job is registered with the kind `{0}`")]
     UnknownKind(String),

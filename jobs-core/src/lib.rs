@@ -102,7 +102,7 @@ pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::{ContextParts, JobContext};
 pub use control::{
-    Action, QueueLimits, cancel_job, delete_job, retry_job, set_queue_limits, set_queue_paused,
+    Action, Applied, QueueLimits, cancel_job, delete_job, retry_job, set_queue_limits, set_queue_paused,
 };
 pub use enqueue::{
     EnqueueRequest, Enqueued, Enqueuer, IntoNewJob, JobExt, enqueue_many, enqueue_many_sync, validate_queue,

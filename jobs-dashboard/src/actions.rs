@@ -99,10 +99,15 @@ pub(crate) async fn one(
     if driver.job_get(JobGetParams { id }).await?.is_none() {
         return Err(DashboardError::NotFound(format!("job {id}")));
     }
-    let n = action.apply(driver, &[id]).await?;
+    let applied = action.apply(driver, &[id]).await?;
+    let n = applied.changed;
     audit(&req, &d, audit_name(action, false), format!("job {id}"), n);
     let notice = if n == 1 {
         format!("job {id} {}", action.past())
+    } else if !applied.key_held.is_empty() {
+        format!(
+            "job {id} was not retried: another job holds its uniqueness key (retry it once that one has finished)"
+        )
     } else {
         format!("job {id} was not {} (it is running or already finished)", action.past())
     };
@@ -155,9 +160,11 @@ pub(crate) async fn bulk(
                 let what = format!("{} selected jobs", view::thousands(ids.len() as i64));
                 return confirm(&req, &d, action, what, back_to, fields);
             }
-            let n = action.apply(driver, &ids).await?;
+            let applied = action.apply(driver, &ids).await?;
+            let n = applied.changed;
             audit(&req, &d, audit_name(action, true), format!("{} selected jobs", ids.len()), n);
-            let notice = format!("{n} of {} selected jobs {}", ids.len(), action.past());
+            let notice =
+                format!("{n} of {} selected jobs {}{}", ids.len(), action.past(), applied.held_note());
             Ok(back(&d, &fields, format!("{}/jobs", d.base), &notice))
         }
         "all" => {
@@ -177,11 +184,13 @@ pub(crate) async fn bulk(
                 let notice = format!("no job matched, so none was {}", action.past());
                 return Ok(back(&d, &fields, list, &notice));
             }
-            let total = action.apply_to_matching_through(driver, &filter, through, BULK_BATCH).await?;
+            let applied = action.apply_to_matching_through(driver, &filter, through, BULK_BATCH).await?;
+            let total = applied.changed;
             let target =
                 format!("jobs matching {} up to id {}", params::query_string(&filter), through.unwrap_or(0));
             audit(&req, &d, audit_name(action, true), target, total);
-            let notice = format!("{} matching jobs {}", view::thousands(total), action.past());
+            let notice =
+                format!("{} matching jobs {}{}", view::thousands(total), action.past(), applied.held_note());
             Ok(back(&d, &fields, list, &notice))
         }
         other => Err(DashboardError::BadRequest(format!("unknown scope `{other}`"))),

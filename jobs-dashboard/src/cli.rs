@@ -242,8 +242,15 @@ async fn act(url: &str, action: Action, selection: Selection, out: &mut impl Wri
             writeln!(out, "would {verb} up to {} jobs by id; pass --yes to do it", selection.ids.len())?;
             return Ok(());
         }
-        let n = action.apply(&*driver, &selection.ids).await?;
-        writeln!(out, "{n} of {} jobs {}", selection.ids.len(), action.past())?;
+        let applied = action.apply(&*driver, &selection.ids).await?;
+        writeln!(
+            out,
+            "{} of {} jobs {}{}",
+            applied.changed,
+            selection.ids.len(),
+            action.past(),
+            applied.held_note()
+        )?;
         return Ok(());
     }
     if !selection.yes {
@@ -262,8 +269,8 @@ async fn act(url: &str, action: Action, selection: Selection, out: &mut impl Wri
         )?;
         return Ok(());
     }
-    let n = action.apply_to_matching(&*driver, &filter, BATCH).await?;
-    writeln!(out, "{n} jobs {}", action.past())?;
+    let applied = action.apply_to_matching(&*driver, &filter, BATCH).await?;
+    writeln!(out, "{} jobs {}{}", applied.changed, action.past(), applied.held_note())?;
     Ok(())
 }
 

@@ -70,7 +70,7 @@ pub trait Driver: Send + Sync + std::fmt::Debug + 'static {
     /// See [`JobCancelManyParams`].
     async fn job_cancel_many(&self, params: JobCancelManyParams<'_>) -> Result<Vec<JobState>>;
     /// See [`JobRetryManyParams`].
-    async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<i64>;
+    async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<Retried>;
     /// See [`JobDeleteManyParams`].
     async fn job_delete_many(&self, params: JobDeleteManyParams<'_>) -> Result<i64>;
 

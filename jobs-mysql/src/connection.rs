@@ -45,8 +45,9 @@ where
     Ok(control::cancel_many(conn, ids).await?.0)
 }
 
-/// Makes the jobs of `ids` that are not running available now.
-pub async fn retry_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+/// Makes the jobs of `ids` that are not running available now, but those whose uniqueness
+/// key another job holds (see `jobs_driver::Retried`).
+pub async fn retry_many<C>(conn: &mut C, ids: &[i64]) -> Result<jobs_driver::Retried>
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {

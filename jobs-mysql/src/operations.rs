@@ -117,7 +117,7 @@ impl Driver for MysqlDriver {
         in_transaction!(self, |tx| control::cancel_many(tx, ids).await)
     }
 
-    async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<i64> {
+    async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<Retried> {
         let ids = params.ids;
         in_transaction!(self, |tx| control::retry_many(tx, ids).await)
     }

@@ -200,7 +200,7 @@ impl Driver for PgDriver {
         on_conn!(self, c => jobs::control::cancel_many(c, params.ids))
     }
 
-    async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<i64> {
+    async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<Retried> {
         on_conn!(self, c => jobs::control::retry_many(c, params.ids))
     }
 
@@ -278,13 +278,18 @@ impl Driver for PgDriver {
     }
 
     async fn node_hold(&self, params: NodeHoldParams<'_>) -> Result<NodeHold> {
+        if !self.capabilities.has(Capability::LivenessLocks) {
+            return Ok(NodeHold::Unsupported(if self.through_pooler {
+                "behind a pooler in transaction mode a session lock would stay with the server connection \
+                 the pooler lent; give the driver a direct connection with `listen_directly`"
+            } else {
+                "liveness locks are switched off (`PgDriver::without`)"
+            }));
+        }
         let source = match (&self.listen_url, self.through_pooler) {
             (Some(url), true) => liveness::Source::Direct(url.clone()),
             (None, true) => {
-                return Ok(NodeHold::Unsupported(
-                    "behind a pooler in transaction mode a session lock would stay with the server connection \
-                     the pooler lent; give the driver a direct connection with `listen_directly`",
-                ));
+                unreachable!("a driver through a pooler lacks liveness locks without a direct URL")
             }
             (_, false) => liveness::Source::Pool(self.pool.clone()),
         };

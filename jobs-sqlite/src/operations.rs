@@ -136,7 +136,7 @@ impl Driver for SqliteDriver {
         in_transaction!(self, |c| control::cancel_many(c, params.ids, now).await)
     }
 
-    async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<i64> {
+    async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<Retried> {
         let now = now_ms(None);
         in_transaction!(self, |c| control::retry_many(c, params.ids, now).await)
     }

@@ -78,7 +78,7 @@ async fn a_success_moves_in_its_completion_statement() {
         driver.job_get(jobs_core::driver::JobGetParams { id: plain }).await.expect("get").expect("kept");
     assert_eq!((row.state, row.result), (JobState::Completed, Some(serde_json::json!(42))));
     let retried = driver.job_retry_many(jobs_core::driver::JobRetryManyParams { ids: &[plain] }).await;
-    assert_eq!(retried.expect("retry"), 1);
+    assert_eq!(retried.expect("retry").retried, 1);
     assert_eq!(place(&mut conn, plain).await, (1, 0), "back in the hot table");
     let row =
         driver.job_get(jobs_core::driver::JobGetParams { id: plain }).await.expect("get").expect("kept");
@@ -200,7 +200,7 @@ async fn a_retry_of_a_running_job_leaves_its_success_alone() {
     })
     .await;
     success.batch_execute("COMMIT").await.expect("commit the success");
-    assert_eq!(retry.await.expect("join").expect("retry"), 0, "a running job is not retried");
+    assert_eq!(retry.await.expect("join").expect("retry").retried, 0, "a running job is not retried");
     let row = driver.job_get(jobs_core::driver::JobGetParams { id }).await.expect("get").expect("kept");
     assert_eq!(row.state, JobState::Completed);
     assert_eq!(place(&mut conn, id).await, (0, 1));

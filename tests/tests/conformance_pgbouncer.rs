@@ -36,6 +36,8 @@ async fn through_pgbouncer(connections: usize, direct: bool) -> TestDb {
     TestDb {
         driver: driver_for(connections),
         another: Box::new(driver_for),
+        // The application's transactions go through PgBouncer too.
+        begin: jobs_tests::conformance::app_transaction::postgres(bouncer.url(db.name())),
         // PgBouncer goes first, closing its server connections before the database is dropped.
         keep_alive: Box::new((bouncer, db)),
     }
@@ -50,7 +52,8 @@ mod polling {
 
     #[async_trait]
     impl Backend for PgBouncerPolling {
-        const CAPABILITIES: Capabilities = Capabilities::ALL.without(Capability::ListenNotify);
+        const CAPABILITIES: Capabilities =
+            Capabilities::ALL.without(Capability::ListenNotify).without(Capability::LivenessLocks);
 
         async fn database(connections: usize) -> TestDb {
             super::through_pgbouncer(connections, false).await
@@ -60,6 +63,15 @@ mod polling {
     jobs_tests::conformance_suite! {
         backend: PgBouncerPolling;
         run: [
+            jobs_lost_with_their_node_on_their_last_attempt_run_again,
+            the_rescue_follows_one_rule_for_cancels_timeouts_and_losses,
+            a_node_name_in_use_is_refused,
+            a_node_keeps_two_runs_of_one_job_apart,
+            a_leader_whose_renewal_hangs_stops_leading_by_its_lease,
+            a_claim_on_a_paused_queue_takes_nothing,
+            a_cancel_requested_while_running_wins_over_every_outcome_but_success,
+            a_duplicate_enqueue_never_waits_on_its_running_holder,
+            outcomes_and_retries_whose_key_is_now_held_never_fail_their_batch,
             claims_follow_priority_then_due_time_then_age,
             three_workers_of_fifty_slots_run_each_job_exactly_once,
             each_claim_asks_for_its_share_of_the_slots,
@@ -104,6 +116,7 @@ mod polling {
             counts_past_the_cap_are_estimated,
         ];
         skip: [
+            a_dead_nodes_lock_frees_its_lease_and_its_jobs_in_seconds => LivenessLocks,
             a_notification_wakes_an_idle_worker_before_its_poll => ListenNotify,
         ];
     }
@@ -128,6 +141,16 @@ mod listening {
     jobs_tests::conformance_suite! {
         backend: PgBouncerListeningDirectly;
         run: [
+            jobs_lost_with_their_node_on_their_last_attempt_run_again,
+            the_rescue_follows_one_rule_for_cancels_timeouts_and_losses,
+            a_dead_nodes_lock_frees_its_lease_and_its_jobs_in_seconds,
+            a_node_name_in_use_is_refused,
+            a_node_keeps_two_runs_of_one_job_apart,
+            a_leader_whose_renewal_hangs_stops_leading_by_its_lease,
+            a_claim_on_a_paused_queue_takes_nothing,
+            a_cancel_requested_while_running_wins_over_every_outcome_but_success,
+            a_duplicate_enqueue_never_waits_on_its_running_holder,
+            outcomes_and_retries_whose_key_is_now_held_never_fail_their_batch,
             claims_follow_priority_then_due_time_then_age,
             three_workers_of_fifty_slots_run_each_job_exactly_once,
             each_claim_asks_for_its_share_of_the_slots,

@@ -18,9 +18,11 @@ impl Backend for Postgres {
         let url = db.url().to_owned();
         TestDb {
             driver,
-            another: Box::new(move |n| {
-                PgDriver::new(jobs_core::postgres::pool(&url, n).expect("pool")).into_driver()
+            another: Box::new({
+                let url = url.clone();
+                move |n| PgDriver::new(jobs_core::postgres::pool(&url, n).expect("pool")).into_driver()
             }),
+            begin: jobs_tests::conformance::app_transaction::postgres(url),
             keep_alive: Box::new(db),
         }
     }
@@ -29,6 +31,16 @@ impl Backend for Postgres {
 jobs_tests::conformance_suite! {
     backend: Postgres;
     run: [
+        jobs_lost_with_their_node_on_their_last_attempt_run_again,
+        the_rescue_follows_one_rule_for_cancels_timeouts_and_losses,
+        a_dead_nodes_lock_frees_its_lease_and_its_jobs_in_seconds,
+        a_node_name_in_use_is_refused,
+        a_node_keeps_two_runs_of_one_job_apart,
+        a_leader_whose_renewal_hangs_stops_leading_by_its_lease,
+        a_claim_on_a_paused_queue_takes_nothing,
+        a_cancel_requested_while_running_wins_over_every_outcome_but_success,
+        a_duplicate_enqueue_never_waits_on_its_running_holder,
+        outcomes_and_retries_whose_key_is_now_held_never_fail_their_batch,
         claims_follow_priority_then_due_time_then_age,
         three_workers_of_fifty_slots_run_each_job_exactly_once,
         each_claim_asks_for_its_share_of_the_slots,

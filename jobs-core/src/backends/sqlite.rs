@@ -32,7 +32,7 @@ impl JobsBackend for Sqlite {
         connection::cancel_many(conn, ids).await
     }
 
-    async fn retry<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+    async fn retry<C>(conn: &mut C, ids: &[i64]) -> Result<jobs_driver::Retried>
     where
         C: AsyncConnectionCore<Backend = Sqlite> + Send,
     {

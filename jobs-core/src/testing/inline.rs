@@ -167,7 +167,7 @@ impl Driver for InlineDriver {
     async fn job_cancel_many(&self, _: JobCancelManyParams<'_>) -> Result<Vec<JobState>> {
         self.unsupported("cancel jobs")
     }
-    async fn job_retry_many(&self, _: JobRetryManyParams<'_>) -> Result<i64> {
+    async fn job_retry_many(&self, _: JobRetryManyParams<'_>) -> Result<Retried> {
         self.unsupported("retry jobs")
     }
     async fn job_delete_many(&self, _: JobDeleteManyParams<'_>) -> Result<i64> {

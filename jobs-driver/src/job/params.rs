@@ -218,11 +218,23 @@ pub struct JobCancelManyParams<'a> {
 }
 
 /// `job_retry_many`: make the jobs that are not running available now, granting one
-/// more attempt to those that used them all. Returns how many changed.
+/// more attempt to those that used them all. A job whose uniqueness key (unique when
+/// available) another job holds is left as it is and reported ([`Retried::key_held`]), as
+/// is one whose key an earlier job (by id) of the same call takes: the rest of the call
+/// goes on. Returns what changed.
 #[derive(Debug, Clone, Copy)]
 pub struct JobRetryManyParams<'a> {
     /// The jobs.
     pub ids: &'a [i64],
+}
+
+/// What [`job_retry_many`](crate::Driver::job_retry_many) did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Retried {
+    /// How many jobs became available.
+    pub retried: i64,
+    /// The jobs left as they were because another job holds their uniqueness key.
+    pub key_held: Vec<i64>,
 }
 
 /// `job_delete_many`: delete the jobs that are not running. Returns how many went.

@@ -98,9 +98,119 @@ fn batch_json<'a>(completions: impl Iterator<Item = &'a Completion>, other: bool
     serde_json::Value::Array(completions.map(|c| row(c, other)).collect()).to_string()
 }
 
+/// A job of a batch whose outcome may take a uniqueness key, as read after the batch broke
+/// the unique index.
+#[derive(diesel::QueryableByName)]
+struct Keyed {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = diesel::sql_types::Varbinary)]
+    unique_key: Vec<u8>,
+    #[diesel(sql_type = Text)]
+    unique_states: String,
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    cancel_requested: bool,
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    held: bool,
+}
+
+// The batch's running jobs that have a uniqueness key, with whether another job holds it.
+const PICK_KEYED: &str = concat!(
+    "SELECT j.id, j.unique_key, j.unique_states, j.cancel_requested_at IS NOT NULL AS cancel_requested,
+       EXISTS (SELECT 1 FROM jobs o WHERE o.unique_held = j.unique_key AND o.id <> j.id) AS held
+FROM ",
+    batch!(""),
+    " WHERE j.unique_key IS NOT NULL"
+);
+
+/// The outcomes of `part` rewritten so that none takes a uniqueness key another job holds
+/// (a retry, a snooze or a hand-back of a job whose duplicate was enqueued while it ran,
+/// its key not unique while running), nor one an earlier outcome of the batch takes (by
+/// id): those are discarded instead, with a `unique_conflict` entry after their own; the
+/// duplicate does the work. Run only after the batch broke the unique index (MySQL cannot
+/// read the table an `UPDATE` writes, so the check is not part of the statement).
+async fn without_conflicts<C>(conn: &mut C, part: &[&Completion]) -> Result<Vec<Completion>>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    let keyed: Vec<Keyed> = CachedQuery::new(PICK_KEYED)
+        .bind::<Text, _>(batch_json(part.iter().copied(), false))
+        .load(conn)
+        .await?;
+    let keyed: std::collections::HashMap<i64, Keyed> = keyed.into_iter().map(|k| (k.id, k)).collect();
+    let mut taken = std::collections::HashSet::new();
+    let mut ordered: Vec<&Completion> = part.to_vec();
+    ordered.sort_by_key(|c| c.id);
+    let mut rewritten = Vec::with_capacity(part.len());
+    for c in ordered {
+        let Some(k) = keyed.get(&c.id) else {
+            rewritten.push(c.clone());
+            continue;
+        };
+        let cancelled = k.cancel_requested
+            && matches!(c.state, JobState::Retryable | JobState::Scheduled | JobState::Available);
+        let requested = if cancelled { JobState::Cancelled } else { c.state };
+        let unique = k.unique_states.split(',').any(|s| s == requested.as_str());
+        if unique && (k.held || taken.contains(&k.unique_key)) {
+            let entry = serde_json::json!({
+                "attempt": c.attempt,
+                "at": chrono::Utc::now(),
+                "error_type": "unique_conflict",
+                "message": format!("another job holds its uniqueness key: discarded instead of {}", c.state),
+            });
+            // Two objects: the statement wraps them in one array and appends both.
+            let error = match &c.error {
+                Some(own) => format!("{own},{entry}"),
+                None => entry.to_string(),
+            };
+            rewritten.push(Completion { state: JobState::Discarded, error: Some(error), ..c.clone() });
+        } else {
+            if unique {
+                taken.insert(k.unique_key.clone());
+            }
+            rewritten.push(c.clone());
+        }
+    }
+    Ok(rewritten)
+}
+
+/// Writes `part` with `sql`; returns the ids that applied.
+async fn write_part<C>(
+    conn: &mut C,
+    sql: &'static str,
+    part: &[&Completion],
+    other: bool,
+    now: Option<chrono::NaiveDateTime>,
+) -> Result<Vec<i64>>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    let token = token();
+    let n = CachedQuery::new(sql)
+        .bind::<Text, _>(batch_json(part.iter().copied(), other))
+        .bind::<Nullable<Datetime>, _>(now)
+        .bind::<BigInt, _>(token)
+        .execute(conn)
+        .await?;
+    if n == part.len() {
+        return Ok(part.iter().map(|c| c.id).collect());
+    }
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<i64> = part.iter().map(|c| c.id).collect();
+    let rows: Vec<Id> = CachedQuery::new(concat!("SELECT j.id FROM ", by_ids!(), " WHERE j.lock_token = $2"))
+        .bind::<Text, _>(ids_json(&ids))
+        .bind::<BigInt, _>(token)
+        .load(conn)
+        .await?;
+    Ok(rows.into_iter().map(|r| r.id).collect())
+}
+
 /// Writes a batch of outcomes. Each write applies only to a row still `running` at the
 /// claimed attempt, so an outcome arriving after the job was rescued (and perhaps claimed
-/// again) changes nothing. Returns the ids that applied.
+/// again) changes nothing. An outcome that would take a uniqueness key another job holds
+/// is discarded instead (see [`without_conflicts`]). Returns the ids that applied.
 pub(crate) async fn complete_many<C>(
     conn: &mut C,
     completions: &[Completion],
@@ -111,38 +221,24 @@ where
 {
     let now = naive_opt(now);
     let mut applied = Vec::with_capacity(completions.len());
-    for (sql, other) in [(COMPLETE_SUCCEEDED, false), (COMPLETE_OTHER, true)] {
-        let part: Vec<&Completion> = completions
-            .iter()
-            .filter(|c| {
-                if other {
-                    c.state != JobState::Completed
-                } else {
-                    c.state == JobState::Completed && !c.delete
-                }
-            })
-            .collect();
-        if part.is_empty() {
-            continue;
-        }
-        let token = token();
-        let n = CachedQuery::new(sql)
-            .bind::<Text, _>(batch_json(part.iter().copied(), other))
-            .bind::<Nullable<Datetime>, _>(now)
-            .bind::<BigInt, _>(token)
-            .execute(conn)
-            .await?;
-        if n == part.len() {
-            applied.extend(part.iter().map(|c| c.id));
-        } else if n > 0 {
-            let ids: Vec<i64> = part.iter().map(|c| c.id).collect();
-            let rows: Vec<Id> =
-                CachedQuery::new(concat!("SELECT j.id FROM ", by_ids!(), " WHERE j.lock_token = $2"))
-                    .bind::<Text, _>(ids_json(&ids))
-                    .bind::<BigInt, _>(token)
-                    .load(conn)
-                    .await?;
-            applied.extend(rows.into_iter().map(|r| r.id));
+    let succeeded: Vec<&Completion> =
+        completions.iter().filter(|c| c.state == JobState::Completed && !c.delete).collect();
+    if !succeeded.is_empty() {
+        applied.extend(write_part(conn, COMPLETE_SUCCEEDED, &succeeded, false, now).await?);
+    }
+    let other: Vec<&Completion> = completions.iter().filter(|c| c.state != JobState::Completed).collect();
+    if !other.is_empty() {
+        match write_part(conn, COMPLETE_OTHER, &other, true, now).await {
+            Ok(ids) => applied.extend(ids),
+            Err(jobs_driver::DriverError::Database(diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::UniqueViolation,
+                _,
+            ))) => {
+                let rewritten = without_conflicts(conn, &other).await?;
+                let rewritten: Vec<&Completion> = rewritten.iter().collect();
+                applied.extend(write_part(conn, COMPLETE_OTHER, &rewritten, true, now).await?);
+            }
+            Err(e) => return Err(e),
         }
     }
     let deleted: Vec<&Completion> =

@@ -11,7 +11,7 @@ use diesel::QueryableByName;
 use diesel::mysql::Mysql;
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
-use jobs_driver::{JobState, Notification, Result};
+use jobs_driver::{JobState, Notification, Result, Retried};
 
 use super::read::{ids_json, state};
 use crate::cached::CachedQuery;
@@ -34,6 +34,39 @@ const CANCEL_WAITING: &str = concat!(
     " SET j.finalized_at = UTC_TIMESTAMP(6), j.state = 'cancelled'
  WHERE j.lock_token = $2 AND j.state <> 'running'"
 );
+
+/// A job a retry would make available that has a uniqueness key unique when available,
+/// with whether another job holds the key now.
+#[derive(QueryableByName)]
+struct Keyed {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = diesel::sql_types::Varbinary)]
+    unique_key: Vec<u8>,
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    held: bool,
+}
+
+const PICK_KEYED: &str = concat!(
+    "SELECT j.id, j.unique_key,
+       EXISTS (SELECT 1 FROM jobs o WHERE o.unique_held = j.unique_key AND o.id <> j.id) AS held
+FROM ",
+    by_ids!(),
+    " WHERE j.state <> 'running' AND j.unique_key IS NOT NULL AND FIND_IN_SET('available', j.unique_states) > 0
+ORDER BY j.id"
+);
+
+/// Of `keyed` (by id), those whose key another job holds or an earlier one takes.
+fn blocked(keyed: Vec<Keyed>) -> Vec<i64> {
+    let mut taken = std::collections::HashSet::new();
+    let mut blocked = Vec::new();
+    for job in keyed {
+        if job.held || !taken.insert(job.unique_key) {
+            blocked.push(job.id);
+        }
+    }
+    blocked
+}
 
 const RETRY: &str = concat!(
     "UPDATE ",
@@ -118,22 +151,25 @@ where
 
 /// Makes the jobs of `ids` that are not running available now, granting one more attempt
 /// to those that used them all. Returns how many changed, and the wake-ups added.
-pub(crate) async fn retry_many<C>(conn: &mut C, ids: &[i64]) -> Result<(i64, Vec<Notification>)>
+pub(crate) async fn retry_many<C>(conn: &mut C, ids: &[i64]) -> Result<(Retried, Vec<Notification>)>
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {
-    let (ids, token) = (ids_json(ids), token());
+    let keyed: Vec<Keyed> = CachedQuery::new(PICK_KEYED).bind::<Text, _>(ids_json(ids)).load(conn).await?;
+    let key_held = blocked(keyed);
+    let free: Vec<i64> = ids.iter().copied().filter(|id| !key_held.contains(id)).collect();
+    let (ids, token) = (ids_json(&free), token());
     let n =
         CachedQuery::new(RETRY).bind::<Text, _>(ids.as_str()).bind::<BigInt, _>(token).execute(conn).await?;
     if n == 0 {
-        return Ok((0, Vec::new()));
+        return Ok((Retried { retried: 0, key_held }, Vec::new()));
     }
     let changed = stamped(conn, &ids, token, false).await?;
     let queues: std::collections::BTreeSet<&str> = changed.iter().map(|c| c.queue.as_str()).collect();
     let woken: Vec<Notification> =
         queues.into_iter().map(|queue| Notification::JobsAvailable { queue: queue.to_owned() }).collect();
     tell(conn, &woken).await?;
-    Ok((n as i64, woken))
+    Ok((Retried { retried: n as i64, key_held }, woken))
 }
 
 /// Deletes the jobs of `ids` that are not running (cancel them first). Returns how many went.

@@ -6,13 +6,22 @@
 //! rows, in `insert_sql`). On MariaDB the statements return their rows; on MySQL, and on
 //! sync connections, `insert_read_back` reads them back (see `returning`).
 //!
-//! A job that holds a uniqueness key goes in with `ON DUPLICATE KEY UPDATE` on
+//! A job with a uniqueness key is first looked up: a job that holds its key, as the
+//! connection sees it, is its answer ([`visible_holders`], a plain read that locks
+//! nothing, so that a duplicate enqueued in a transaction that stays open never holds up
+//! a running holder's completion). The others go in with `ON DUPLICATE KEY UPDATE` on
 //! `jobs_unique_idx` (the generated column that holds the key only in the job's unique
-//! states): MariaDB then returns the row that holds the key. Every new row of such a
-//! statement carries the statement's token in `lock_token`, so a returned row with another
-//! token is an existing job (seed 002's de-duplicated insert).
+//! states): should a holder have appeared since the look-up, MariaDB returns the row that
+//! holds the key. Every new row of such a statement carries the statement's token in
+//! `lock_token`, so a returned row with another token is an existing job (seed 002's
+//! de-duplicated insert). (That late holder is locked until the caller's transaction ends,
+//! as InnoDB locks any duplicate it meets.)
 
+use std::collections::HashMap;
+
+use diesel::QueryableByName;
 use diesel::mysql::Mysql;
+use diesel::sql_types::{BigInt, Text, Varbinary};
 use diesel_async::{AsyncConnection, AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::{Inserted, NewJob, Notification, Result};
 
@@ -64,8 +73,98 @@ where
     insert(conn, jobs, now, false).await
 }
 
+/// A job holding a uniqueness key.
+#[derive(QueryableByName)]
+struct Holder {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Varbinary)]
+    unique_held: Vec<u8>,
+}
+
+// The jobs holding the keys of `$1` (a JSON array of keys in hex), found through the
+// unique index; a plain read, which locks nothing.
+const HOLDERS: &str = "\
+SELECT j.id, j.unique_held
+FROM JSON_TABLE($1, '$[*]' COLUMNS (k VARCHAR(200) PATH '$')) AS t
+STRAIGHT_JOIN jobs j ON j.unique_held = UNHEX(t.k)";
+
+/// The keys of `jobs`, as [`HOLDERS`] takes them (`None`: no job has one).
+fn keys_json(jobs: &[NewJob]) -> Option<String> {
+    let keys: Vec<String> = jobs
+        .iter()
+        .filter_map(|job| job.unique.as_ref())
+        .map(|(key, _)| key.iter().map(|b| format!("{b:02x}")).collect())
+        .collect();
+    (!keys.is_empty()).then(|| serde_json::Value::from(keys).to_string())
+}
+
+/// What the look-up found: each held key's holder.
+struct Visible(HashMap<Vec<u8>, i64>);
+
+impl Visible {
+    fn of(holders: Vec<Holder>) -> Visible {
+        Visible(holders.into_iter().map(|h| (h.unique_held, h.id)).collect())
+    }
+
+    fn holder(&self, job: &NewJob) -> Option<i64> {
+        job.unique.as_ref().and_then(|(key, _)| self.0.get(key).copied())
+    }
+
+    /// The jobs still to insert: those whose key no visible job holds.
+    fn rest(&self, jobs: &[NewJob]) -> Vec<NewJob> {
+        jobs.iter().filter(|job| self.holder(job).is_none()).cloned().collect()
+    }
+
+    /// Each input's result: its key's holder, or the next result of the rest's insert.
+    fn merge(&self, jobs: &[NewJob], inserted: Vec<Inserted>) -> Result<Vec<Inserted>> {
+        let mut inserted = inserted.into_iter();
+        jobs.iter()
+            .map(|job| match self.holder(job) {
+                Some(id) => Ok(Inserted { id, existing: true }),
+                None => inserted.next().ok_or_else(|| {
+                    jobs_driver::DriverError::unexpected("an insert returned fewer jobs than it was given")
+                }),
+            })
+            .collect()
+    }
+}
+
+/// The jobs holding the keys of `jobs`, as `conn` sees them (see the module's notes).
+async fn visible_holders<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Visible>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    let Some(keys) = keys_json(jobs) else { return Ok(Visible(HashMap::new())) };
+    let holders: Vec<Holder> =
+        crate::cached::CachedQuery::new(HOLDERS).bind::<Text, _>(keys).load(conn).await?;
+    Ok(Visible::of(holders))
+}
+
 /// [`insert_many`], with the wake-ups' rows only when `wake_ups`.
 async fn insert<C>(
+    conn: &mut C,
+    jobs: &[NewJob],
+    now: Option<chrono::DateTime<chrono::Utc>>,
+    wake_ups: bool,
+) -> Result<(Vec<Inserted>, Vec<Notification>)>
+where
+    C: AsyncConnection<Backend = Mysql>,
+{
+    if jobs.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let visible = visible_holders(conn, jobs).await?;
+    if !visible.0.is_empty() {
+        let rest = visible.rest(jobs);
+        let (inserted, told) = Box::pin(insert_new(conn, &rest, now, wake_ups)).await?;
+        return Ok((visible.merge(jobs, inserted)?, told));
+    }
+    insert_new(conn, jobs, now, wake_ups).await
+}
+
+/// Inserts `jobs`, none of whose keys a visible job held.
+async fn insert_new<C>(
     conn: &mut C,
     jobs: &[NewJob],
     now: Option<chrono::DateTime<chrono::Utc>>,
@@ -104,6 +203,22 @@ where
 {
     if jobs.is_empty() {
         return Ok(Vec::new());
+    }
+    let visible = match keys_json(jobs) {
+        Some(keys) => {
+            let query = crate::cached::CachedQuery::new(HOLDERS).bind::<Text, _>(keys);
+            Visible::of(diesel::RunQueryDsl::load(query, conn).map_err(jobs_driver::DriverError::from)?)
+        }
+        None => Visible(HashMap::new()),
+    };
+    if !visible.0.is_empty() {
+        let rest = visible.rest(jobs);
+        let inserted = if rest.is_empty() {
+            Vec::new()
+        } else {
+            insert_read_back::insert_sync(conn, &prepare(&rest, None, false))?
+        };
+        return visible.merge(jobs, inserted);
     }
     insert_read_back::insert_sync(conn, &prepare(jobs, None, false))
 }

@@ -26,18 +26,38 @@ macro_rules! running_at_attempt {
 }
 
 // A job whose cancellation was requested while it ran ends cancelled unless it succeeded.
-const NEW_STATE: &str = "CASE WHEN jobs.cancel_requested_at IS NOT NULL AND c.state IN ('retryable', 'scheduled', 'available') \
-     THEN 'cancelled'::job_state ELSE c.state::job_state END";
+const REQUESTED_STATE: &str = "CASE WHEN jobs.cancel_requested_at IS NOT NULL AND c.state IN ('retryable', 'scheduled', 'available') \
+     THEN 'cancelled' ELSE c.state END";
+
+/// Whether the requested state would take the job's uniqueness key while another job
+/// holds it (a duplicate enqueued while this one ran, its key not unique while running):
+/// a retry, a snooze or a hand-back that would break the unique index. Such a job is
+/// discarded instead, with a `unique_conflict` entry: the duplicate does the work, and
+/// the batch never fails on the index.
+fn conflict() -> String {
+    format!(
+        "(jobs.unique_key IS NOT NULL AND ({REQUESTED_STATE})::job_state = ANY (jobs.unique_states)
+          AND EXISTS (SELECT 1 FROM jobs o WHERE o.unique_key = jobs.unique_key AND o.unique_key IS NOT NULL
+                      AND o.state = ANY (o.unique_states) AND o.id <> jobs.id))"
+    )
+}
 
 pub(crate) static COMPLETE_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let conflict = conflict();
+    let new_state = format!("CASE WHEN {conflict} THEN 'discarded' ELSE {REQUESTED_STATE} END");
     format!(
         "\
 UPDATE jobs
-SET state = {NEW_STATE},
-    finalized_at = CASE WHEN ({NEW_STATE}) IN ('completed', 'discarded', 'cancelled') THEN clock.now END,
+SET state = ({new_state})::job_state,
+    finalized_at = CASE WHEN ({new_state}) IN ('completed', 'discarded', 'cancelled') THEN clock.now END,
     result = COALESCE(c.result::jsonb, jobs.result),
     errors = CASE WHEN c.error IS NULL OR (c.give_back AND jsonb_array_length(jobs.errors) >= {cap})
-                  THEN jobs.errors ELSE jobs.errors || jsonb_build_array(c.error::jsonb) END,
+                  THEN jobs.errors ELSE jobs.errors || jsonb_build_array(c.error::jsonb) END
+             || CASE WHEN {conflict}
+                     THEN jsonb_build_array(jsonb_build_object('attempt', jobs.attempt, 'at', clock.now,
+                              'error_type', 'unique_conflict',
+                              'message', 'another job holds its uniqueness key: discarded instead of ' || c.state))
+                     ELSE '[]'::jsonb END,
     scheduled_at = CASE WHEN c.delay_ms IS NULL THEN jobs.scheduled_at
                         ELSE clock.now + c.delay_ms * interval '1 millisecond' END,
     attempt = jobs.attempt - c.give_back::int

@@ -6,10 +6,9 @@ use diesel::QueryableByName;
 use diesel::pg::Pg;
 use diesel::sql_types::{Array, BigInt};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
-use jobs_driver::{JobState, Result};
+use jobs_driver::{JobState, Result, Retried};
 
 use crate::channels::{available_channel, control_channel};
-use crate::rows::Count;
 
 #[derive(QueryableByName)]
 struct StateRow {
@@ -45,38 +44,51 @@ SELECT state FROM target, (SELECT count(*) FROM told) AS t"
 // snapshot, finds them in the archive). A job seen running is never brought back from the
 // archive, even if it finished in between.
 
-/// `seen` and `found` (above) of `ids` ($1); `target`: the action on `found`, returning
-/// the `id`s it changed; then `woken` when given (it must be read to run). The statement's
-/// rows: each seen id, whether it left for the archive meanwhile (`gone`), and whether it
-/// changed.
+/// `seen` and `found` (above) of `ids` ($1); `blocked`: those of `found` the action must
+/// leave (their ids); `target`: the action on `found`, returning the `id`s it changed; then
+/// `woken` when given (it must be read to run). The statement's rows: each seen id,
+/// whether it left for the archive meanwhile (`gone`), whether it changed, and whether it
+/// was blocked (`held`).
 macro_rules! hot_action {
     (@read $woken:expr) => {
         ", (SELECT count(*) FROM woken) AS w"
     };
-    ($target:expr $(, woken: $woken:expr)?) => {
+    ($target:expr, blocked: $blocked:expr $(, woken: $woken:expr)?) => {
         concat!(
             "WITH seen AS (SELECT id, state FROM jobs WHERE id = ANY ($1)),
 found AS (SELECT id FROM jobs WHERE id = ANY ($1) AND state <> 'running' ORDER BY id FOR UPDATE),
+blocked AS (",
+            $blocked,
+            "),
 target AS (",
             $target,
             ")",
             $(", woken AS (", $woken, ")",)?
             "
 SELECT seen.id, seen.state IN ('completed', 'discarded', 'cancelled') AND found.id IS NULL AS gone,
-       target.id IS NOT NULL AS changed
-FROM seen LEFT JOIN found USING (id) LEFT JOIN target USING (id)",
+       target.id IS NOT NULL AS changed, blocked.id IS NOT NULL AS held
+FROM seen LEFT JOIN found USING (id) LEFT JOIN target USING (id) LEFT JOIN blocked USING (id)",
             $(hot_action!(@read $woken),)?
         )
     };
 }
 
+// A job whose key another job holds, or an earlier job of the call takes (both unique when
+// available), stays as it is: the unique index never fails the call.
 const RETRY: &str = hot_action!(
     "
     UPDATE jobs
     SET state = 'available', scheduled_at = now(), finalized_at = NULL, cancel_requested_at = NULL,
         max_attempts = GREATEST(max_attempts, attempt + 1)
-    WHERE id IN (SELECT id FROM found) AND state <> 'running'
+    WHERE id IN (SELECT id FROM found) AND id NOT IN (SELECT id FROM blocked) AND state <> 'running'
     RETURNING id, queue",
+    blocked: concat!(
+        "SELECT j.id FROM jobs j WHERE j.id IN (SELECT id FROM found) AND (",
+        key_held_by_another!("j"),
+        " OR (j.unique_key IS NOT NULL AND 'available' = ANY (j.unique_states)
+             AND EXISTS (SELECT 1 FROM jobs d WHERE d.id IN (SELECT id FROM found) AND d.id < j.id
+                         AND d.unique_key = j.unique_key AND 'available' = ANY (d.unique_states))))"
+    ),
     woken: concat!(
         "SELECT pg_notify('",
         available_channel!(),
@@ -84,14 +96,25 @@ const RETRY: &str = hot_action!(
     )
 );
 
-const DELETE: &str =
-    hot_action!("DELETE FROM jobs WHERE id IN (SELECT id FROM found) AND state <> 'running' RETURNING id");
+const DELETE: &str = hot_action!(
+    "DELETE FROM jobs WHERE id IN (SELECT id FROM found) AND state <> 'running' RETURNING id",
+    blocked: "SELECT NULL::int8 AS id WHERE false"
+);
 
-// The archived jobs of $1 move back to `jobs`, available now.
+// The archived jobs of $1 move back to `jobs`, available now, unless their key is held in
+// `jobs` or an earlier archived job of the call takes it.
 const RETRY_ARCHIVED: &str = concat!(
     "\
-WITH back AS (
-    DELETE FROM jobs_archive WHERE id = ANY ($1)
+WITH candidates AS (
+    SELECT a.id,
+           (a.unique_key IS NOT NULL AND 'available' = ANY (a.unique_states)
+            AND (EXISTS (SELECT 1 FROM jobs o WHERE o.unique_key = a.unique_key AND o.unique_key IS NOT NULL
+                                               AND o.state = ANY (o.unique_states))
+                 OR EXISTS (SELECT 1 FROM jobs_archive d WHERE d.id = ANY ($1) AND d.id < a.id
+                            AND d.unique_key = a.unique_key AND 'available' = ANY (d.unique_states)))) AS held
+    FROM jobs_archive a WHERE a.id = ANY ($1)
+), back AS (
+    DELETE FROM jobs_archive WHERE id IN (SELECT id FROM candidates WHERE NOT held)
     RETURNING ",
     super::archive::job_columns!(),
     "
@@ -107,11 +130,12 @@ WITH back AS (
 ), woken AS (SELECT pg_notify('",
     available_channel!(),
     "', queue) FROM (SELECT DISTINCT queue FROM target) AS q)
-SELECT count(*) AS n FROM target, (SELECT count(*) FROM woken) AS w"
+SELECT count(*) AS n, ARRAY(SELECT id FROM candidates WHERE held ORDER BY id) AS held
+FROM target, (SELECT count(*) FROM woken) AS w"
 );
 
-const DELETE_ARCHIVED: &str =
-    "WITH gone AS (DELETE FROM jobs_archive WHERE id = ANY ($1) RETURNING 1) SELECT count(*) AS n FROM gone";
+const DELETE_ARCHIVED: &str = "WITH gone AS (DELETE FROM jobs_archive WHERE id = ANY ($1) RETURNING 1) \
+     SELECT count(*) AS n, '{}'::int8[] AS held FROM gone";
 
 #[derive(QueryableByName)]
 struct Seen {
@@ -121,28 +145,42 @@ struct Seen {
     gone: bool,
     #[diesel(sql_type = diesel::sql_types::Bool)]
     changed: bool,
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    held: bool,
+}
+
+#[derive(QueryableByName)]
+struct ArchivedChange {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+    #[diesel(sql_type = Array<BigInt>)]
+    held: Vec<i64>,
 }
 
 /// Runs `hot` on `ids` in `jobs`, then `archived` on those it did not see there or saw
-/// leave for the archive; returns how many jobs changed.
+/// leave for the archive; returns how many jobs changed, and those left because another
+/// job holds their key.
 async fn hot_then_archived<C>(
     conn: &mut C,
     hot: &'static str,
     archived: &'static str,
     ids: &[i64],
-) -> Result<i64>
+) -> Result<Retried>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
     let seen: Vec<Seen> = diesel::sql_query(hot).bind::<Array<BigInt>, _>(ids).load(conn).await?;
     let changed = seen.iter().filter(|s| s.changed).count() as i64;
+    let mut key_held: Vec<i64> = seen.iter().filter(|s| s.held && !s.changed).map(|s| s.id).collect();
     let stays = |id: &i64| seen.iter().any(|s| s.id == *id && !s.gone);
     let rest: Vec<i64> = ids.iter().copied().filter(|id| !stays(id)).collect();
     if rest.is_empty() {
-        return Ok(changed);
+        return Ok(Retried { retried: changed, key_held });
     }
-    let row: Count = diesel::sql_query(archived).bind::<Array<BigInt>, _>(&rest).get_result(conn).await?;
-    Ok(changed + row.n)
+    let row: ArchivedChange =
+        diesel::sql_query(archived).bind::<Array<BigInt>, _>(&rest).get_result(conn).await?;
+    key_held.extend(row.held);
+    Ok(Retried { retried: changed + row.n, key_held })
 }
 
 async fn states_after<C>(conn: &mut C, sql: &'static str, ids: &[i64]) -> Result<Vec<JobState>>
@@ -164,9 +202,9 @@ where
 }
 
 /// Makes the jobs of `ids` that are not running available now, granting one more attempt
-/// to those that used them all; archived ones move back to `jobs`. Returns how many
-/// changed.
-pub async fn retry_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+/// to those that used them all; archived ones move back to `jobs`. A job whose uniqueness
+/// key is held stays as it is (see [`Retried`]). Returns what changed.
+pub async fn retry_many<C>(conn: &mut C, ids: &[i64]) -> Result<Retried>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
@@ -179,5 +217,5 @@ pub async fn delete_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    hot_then_archived(conn, DELETE, DELETE_ARCHIVED, ids).await
+    Ok(hot_then_archived(conn, DELETE, DELETE_ARCHIVED, ids).await?.retried)
 }

@@ -11,15 +11,24 @@ use jobs_driver::{Deduplicated, DriverError, Inserted, JobState, NewJob, Result}
 use crate::cached::CachedQuery;
 use crate::channels::available_channel;
 
-/// One row returned by an insert statement: `id, existing, wakes`.
+/// One row returned by an insert statement: `id, wakes, unique_key`.
 #[derive(QueryableByName)]
 struct InsertedRow {
     #[diesel(sql_type = BigInt)]
     id: i64,
     #[diesel(sql_type = Bool)]
-    existing: bool,
-    #[diesel(sql_type = Bool)]
     wakes: bool,
+    #[diesel(sql_type = Nullable<Bytea>)]
+    unique_key: Option<Vec<u8>>,
+}
+
+/// The job holding a uniqueness key.
+#[derive(QueryableByName)]
+struct Holder {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Bytea)]
+    unique_key: Vec<u8>,
 }
 
 /// The insert statement, with `$conflict` between the `SELECT` and `RETURNING`.
@@ -50,8 +59,8 @@ ORDER BY u.ord
 ",
             $conflict,
             "
-RETURNING id, (xmax <> 0) AS existing, (state = 'available' AND xmax = 0) AS wakes,
-          CASE WHEN $14::bool AND state = 'available' AND xmax = 0
+RETURNING id, (state = 'available') AS wakes, unique_key,
+          CASE WHEN $14::bool AND state = 'available'
                THEN pg_notify('",
             available_channel!(),
             "', queue) END AS notified"
@@ -63,11 +72,20 @@ RETURNING id, (xmax <> 0) AS existing, (state = 'available' AND xmax = 0) AS wak
 /// row a speculative insertion, measurably slower).
 const INSERT_PLAIN: &str = insert_sql!("");
 
-/// A batch with uniqueness keys: a row whose key is held comes back as the existing job.
+/// A batch with uniqueness keys: a row whose key is held is not inserted (and not
+/// returned); [`HOLDERS`] then finds the job that holds it. `DO NOTHING` takes no lock on
+/// the holder: `DO UPDATE` would lock it until the caller's transaction ends, and a running
+/// holder's completion would wait that long (and every outcome batched with it).
 const INSERT_UNIQUE: &str = insert_sql!(
     "ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state = ANY (unique_states)
-DO UPDATE SET unique_key = EXCLUDED.unique_key"
+DO NOTHING"
 );
+
+/// The jobs holding the keys `$1` (no lock: the statement's snapshot, a fresh one per
+/// statement in `READ COMMITTED`, sees the holders the insert met).
+const HOLDERS: &str = "\
+SELECT id, unique_key FROM jobs
+WHERE unique_key = ANY ($1) AND unique_key IS NOT NULL AND state = ANY (unique_states)";
 
 /// A batch whose jobs differ only in their arguments (one kind, queue, metadata, tags,
 /// priority, attempts, timeout and due time, no uniqueness key): everything but the
@@ -97,7 +115,7 @@ FROM (SELECT CASE WHEN due > now THEN 'scheduled'::job_state ELSE 'available'::j
       OFFSET 0) AS shared,
      unnest($1::text[]) WITH ORDINALITY AS u(args, ord)
 ORDER BY u.ord
-RETURNING id, false AS existing, state = 'available' AS wakes"
+RETURNING id, state = 'available' AS wakes, NULL::bytea AS unique_key"
 );
 
 pub(crate) fn states_literal(states: &[JobState]) -> String {
@@ -172,20 +190,106 @@ fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>, notify: boo
         .bind::<Bool, _>(notify)
 }
 
-/// Maps the returned rows back to the inputs. The statement returns one row per row it
-/// was given (a held key returns the existing job), in the order given (`ORDER BY ord`
-/// feeds the insert, and `RETURNING` follows the insert).
-fn match_inserted(dedup: &Deduplicated<'_>, returned: &[InsertedRow]) -> Result<Vec<Inserted>> {
-    let per_row: Vec<Inserted> =
-        returned.iter().map(|r| Inserted { id: r.id, existing: r.existing }).collect();
-    dedup.results(&per_row)
+/// How many times an insert goes again for keys whose holder finished between the insert
+/// and the look-up of the holder.
+const KEY_ROUNDS: usize = 5;
+
+/// A batch's insert, statement by statement: each row is inserted, or its key's holder is
+/// found; a row whose holder finished before it was found goes again.
+struct Rounds<'d, 'a> {
+    dedup: &'d Deduplicated<'a>,
+    /// Each row's result once known.
+    done: Vec<Option<Inserted>>,
+    /// The rows of the next insert.
+    pending: Vec<usize>,
+    /// The rows the last insert did not take (their key was held).
+    held: Vec<usize>,
+    /// The queues that received available jobs.
+    queues: Vec<String>,
+}
+
+impl<'d, 'a> Rounds<'d, 'a> {
+    fn new(dedup: &'d Deduplicated<'a>) -> Self {
+        let n = dedup.rows.len();
+        Rounds { dedup, done: vec![None; n], pending: (0..n).collect(), held: Vec::new(), queues: Vec::new() }
+    }
+
+    /// The rows to insert now.
+    fn rows(&self) -> Vec<&'a NewJob> {
+        self.pending.iter().map(|&i| self.dedup.rows[i]).collect()
+    }
+
+    /// Takes the insert's returned rows: one per row inserted, in the order given. A
+    /// row with a key that is not among them was not inserted.
+    fn inserted(&mut self, returned: &[InsertedRow]) -> Result<()> {
+        let mut next = returned.iter().peekable();
+        self.held.clear();
+        for &i in &self.pending {
+            let job = self.dedup.rows[i];
+            let key = job.unique.as_ref().map(|(key, _)| key.as_slice());
+            match next.peek() {
+                Some(row) if row.unique_key.as_deref() == key => {
+                    self.done[i] = Some(Inserted { id: row.id, existing: false });
+                    if row.wakes && !self.queues.iter().any(|q| **q == *job.queue) {
+                        self.queues.push(job.queue.to_string());
+                    }
+                    next.next();
+                }
+                _ if key.is_some() => self.held.push(i),
+                _ => return Err(DriverError::unexpected("a job without a uniqueness key was not inserted")),
+            }
+        }
+        if next.next().is_some() {
+            return Err(DriverError::unexpected("an insert returned more rows than it was given"));
+        }
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// The keys of the rows the last insert did not take.
+    fn held_keys(&self) -> Vec<&'a [u8]> {
+        self.held
+            .iter()
+            .filter_map(|&i| self.dedup.rows[i].unique.as_ref().map(|(k, _)| k.as_slice()))
+            .collect()
+    }
+
+    /// Takes the holders found: their rows come back as the holder, `existing`; a row
+    /// whose holder is gone goes again.
+    fn holders(&mut self, holders: &[Holder]) {
+        for &i in &self.held {
+            let key = self.dedup.rows[i].unique.as_ref().map(|(k, _)| k.as_slice());
+            match holders.iter().find(|h| Some(h.unique_key.as_slice()) == key) {
+                Some(holder) => self.done[i] = Some(Inserted { id: holder.id, existing: true }),
+                None => self.pending.push(i),
+            }
+        }
+        self.held.clear();
+    }
+
+    fn finished(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Each input's result, and the queues that received available jobs.
+    fn results(self) -> Result<(Vec<Inserted>, Vec<String>)> {
+        let per_row: Option<Vec<Inserted>> = self.done.into_iter().collect();
+        let per_row = per_row.ok_or_else(|| {
+            DriverError::unexpected(format!(
+                "a uniqueness key changed hands {KEY_ROUNDS} times during one insert"
+            ))
+        })?;
+        Ok((self.dedup.results(&per_row)?, self.queues))
+    }
 }
 
 /// Inserts jobs in one statement, inside whatever transaction `conn` is in.
 ///
 /// Jobs whose uniqueness key is held by a job in one of its unique states are not
-/// inserted; their entry returns that job's id with `existing: true`. The statement
-/// notifies the workers of each queue that received available jobs, on commit.
+/// inserted; their entry returns that job's id with `existing: true`. The holder is never
+/// locked: a duplicate enqueued in a transaction that stays open does not hold up the
+/// holder's completion. The statement notifies the workers of each queue that received
+/// available jobs, on commit.
 ///
 /// Postgres serializes the commits of transactions that notify (a cluster-wide lock held
 /// through the commit's flush), so many small notifying transactions at once commit one
@@ -221,16 +325,22 @@ where
         return Ok((Vec::new(), Vec::new()));
     }
     let dedup = Deduplicated::new(jobs);
-    let returned: Vec<InsertedRow> =
-        AsyncRunQueryDsl::load(insert_query(&dedup.rows, now, notify), conn).await?;
-    let inserted = match_inserted(&dedup, &returned)?;
-    let mut queues: Vec<String> = Vec::new();
-    for (job, row) in dedup.rows.iter().zip(&returned) {
-        if row.wakes && !queues.iter().any(|q| **q == *job.queue) {
-            queues.push(job.queue.to_string());
+    let mut rounds = Rounds::new(&dedup);
+    for _ in 0..KEY_ROUNDS {
+        let returned: Vec<InsertedRow> =
+            AsyncRunQueryDsl::load(insert_query(&rounds.rows(), now, notify), conn).await?;
+        rounds.inserted(&returned)?;
+        let keys = rounds.held_keys();
+        if !keys.is_empty() {
+            let holders: Vec<Holder> =
+                AsyncRunQueryDsl::load(CachedQuery::new(HOLDERS).bind::<Array<Bytea>, _>(keys), conn).await?;
+            rounds.holders(&holders);
+        }
+        if rounds.finished() {
+            break;
         }
     }
-    Ok((inserted, queues))
+    rounds.results()
 }
 
 const NOTIFY_AVAILABLE: &str =
@@ -256,7 +366,21 @@ where
         return Ok(Vec::new());
     }
     let dedup = Deduplicated::new(jobs);
-    let returned: Vec<InsertedRow> =
-        diesel::RunQueryDsl::load(insert_query(&dedup.rows, now, true), conn).map_err(DriverError::from)?;
-    match_inserted(&dedup, &returned)
+    let mut rounds = Rounds::new(&dedup);
+    for _ in 0..KEY_ROUNDS {
+        let returned: Vec<InsertedRow> =
+            diesel::RunQueryDsl::load(insert_query(&rounds.rows(), now, true), conn)
+                .map_err(DriverError::from)?;
+        rounds.inserted(&returned)?;
+        let keys = rounds.held_keys();
+        if !keys.is_empty() {
+            let query = CachedQuery::new(HOLDERS).bind::<Array<Bytea>, _>(keys);
+            let holders: Vec<Holder> = diesel::RunQueryDsl::load(query, conn).map_err(DriverError::from)?;
+            rounds.holders(&holders);
+        }
+        if rounds.finished() {
+            break;
+        }
+    }
+    Ok(rounds.results()?.0)
 }

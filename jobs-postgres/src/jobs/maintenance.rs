@@ -14,27 +14,6 @@ use jobs_driver::{
 use crate::channels::available_channel;
 use crate::rows::{Count, Id, millis};
 
-/// Whether job `$j` (a row with `id`, `unique_key`, `unique_states`) would break its
-/// uniqueness by becoming available: another row holds its key in that row's own unique
-/// states. (The terms repeat `jobs_unique_idx`'s predicate, so the lookup uses it.)
-macro_rules! key_held_by_another {
-    ($j:literal) => {
-        concat!(
-            "(",
-            $j,
-            ".unique_key IS NOT NULL AND 'available' = ANY (",
-            $j,
-            ".unique_states) AND EXISTS (
-                SELECT 1 FROM jobs o WHERE o.unique_key = ",
-            $j,
-            ".unique_key AND o.unique_key IS NOT NULL
-                  AND o.state = ANY (o.unique_states) AND o.id <> ",
-            $j,
-            ".id))"
-        )
-    };
-}
-
 // Due jobs become available. One whose uniqueness key another job holds (a duplicate
 // enqueued while it waited in a state outside its unique states), or that a job due with
 // it takes first (by priority, then due time, then id), is discarded instead, with an

@@ -1,5 +1,26 @@
 //! Every statement on the `jobs` table.
 
+/// Whether job `$j` (a row with `id`, `unique_key`, `unique_states`) would break its
+/// uniqueness by becoming available: another row holds its key in that row's own unique
+/// states. (The terms repeat `jobs_unique_idx`'s predicate, so the lookup uses it.)
+macro_rules! key_held_by_another {
+    ($j:literal) => {
+        concat!(
+            "(",
+            $j,
+            ".unique_key IS NOT NULL AND 'available' = ANY (",
+            $j,
+            ".unique_states) AND EXISTS (
+                SELECT 1 FROM jobs o WHERE o.unique_key = ",
+            $j,
+            ".unique_key AND o.unique_key IS NOT NULL
+                  AND o.state = ANY (o.unique_states) AND o.id <> ",
+            $j,
+            ".id))"
+        )
+    };
+}
+
 pub(crate) mod archive;
 pub(crate) mod claim;
 pub(crate) mod complete;

@@ -60,13 +60,46 @@ fn successes_json<'a>(completions: impl Iterator<Item = &'a Completion>) -> Stri
     text
 }
 
-// The state an outcome writes: a job whose cancellation was requested while it ran ends
-// cancelled unless it succeeded ($3 is the outcome's state). SQLite evaluates every SET
-// expression against the row as it was, so `finalized_at` repeats it.
+// The state an outcome asks for: a job whose cancellation was requested while it ran
+// ends cancelled unless it succeeded ($3 is the outcome's state). SQLite evaluates every
+// SET expression against the row as it was, so the expressions repeat it.
+macro_rules! requested_state {
+    () => {
+        "(CASE WHEN cancel_requested_at IS NOT NULL AND $3 IN ('retryable', 'scheduled', 'available') \
+         THEN 'cancelled' ELSE $3 END)"
+    };
+}
+
+// Whether the requested state would take the job's uniqueness key while another job
+// holds it (a duplicate enqueued while this one ran, its key not unique while running): a
+// retry, a snooze or a hand-back that would break the unique index. Such a job is
+// discarded instead, with a `unique_conflict` entry; the duplicate does the work.
+macro_rules! conflict {
+    () => {
+        concat!(
+            "(jobs.unique_key IS NOT NULL AND instr(jobs.unique_states, '\"' || ",
+            requested_state!(),
+            " || '\"') > 0
+              AND EXISTS (SELECT 1 FROM jobs o WHERE o.unique_key = jobs.unique_key AND o.unique_key IS NOT NULL
+                          AND instr(o.unique_states, '\"' || o.state || '\"') > 0 AND o.id <> jobs.id))"
+        )
+    };
+}
+
 macro_rules! new_state {
     () => {
-        "CASE WHEN cancel_requested_at IS NOT NULL AND $3 IN ('retryable', 'scheduled', 'available') \
-         THEN 'cancelled' ELSE $3 END"
+        concat!("(CASE WHEN ", conflict!(), " THEN 'discarded' ELSE ", requested_state!(), " END)")
+    };
+}
+
+// The errors with the outcome's own entry (a hand-back's only while few are recorded).
+macro_rules! own_entry {
+    () => {
+        concat!(
+            "CASE WHEN $5 IS NULL OR ($7 <> 0 AND json_array_length(errors) >= ",
+            jobs_driver::max_given_back_entries!(),
+            ") THEN errors ELSE json_insert(errors, '$[#]', json($5)) END"
+        )
     };
 }
 
@@ -74,13 +107,20 @@ macro_rules! new_state {
 const COMPLETE_OTHER: &str = concat!(
     "UPDATE jobs SET state = ",
     new_state!(),
-    ", finalized_at = CASE WHEN (",
+    ", finalized_at = CASE WHEN ",
     new_state!(),
-    ") IN ('completed', 'discarded', 'cancelled') THEN $8 END,
+    " IN ('completed', 'discarded', 'cancelled') THEN $8 END,
     result = COALESCE($4, result),
-    errors = CASE WHEN $5 IS NULL OR ($7 <> 0 AND json_array_length(errors) >= ",
-    jobs_driver::max_given_back_entries!(),
-    ") THEN errors ELSE json_insert(errors, '$[#]', json($5)) END,
+    errors = CASE WHEN ",
+    conflict!(),
+    "
+             THEN json_insert(",
+    own_entry!(),
+    ", '$[#]', json_object('attempt', attempt, 'at', json($9), 'error_type', 'unique_conflict',
+                    'message', 'another job holds its uniqueness key: discarded instead of ' || $3))
+             ELSE ",
+    own_entry!(),
+    " END,
     scheduled_at = CASE WHEN $6 IS NULL THEN scheduled_at ELSE $8 + $6 END,
     attempt = attempt - $7
 WHERE ",
@@ -110,6 +150,7 @@ pub(crate) fn complete_many(
             .load(conn)?;
         applied.extend(rows.into_iter().map(|r| r.id));
     }
+    let at_json = serde_json::to_string(&crate::time::from_ms(now_ms)).unwrap_or_else(|_| "null".into());
     for c in completions.iter().filter(|c| c.state != JobState::Completed) {
         let row: Option<Id> = CachedQuery::new(COMPLETE_OTHER)
             .bind::<BigInt, _>(c.id)
@@ -120,6 +161,7 @@ pub(crate) fn complete_many(
             .bind::<Nullable<BigInt>, _>(c.delay_ms)
             .bind::<Bool, _>(c.give_back_attempt)
             .bind::<BigInt, _>(now_ms)
+            .bind::<Text, _>(at_json.as_str())
             .load::<Id>(conn)?
             .pop();
         applied.extend(row.map(|r| r.id));

@@ -8,7 +8,7 @@ use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Text};
 use diesel::sqlite::Sqlite;
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
-use jobs_driver::{JobState, Notification, Result};
+use jobs_driver::{JobState, Notification, Result, Retried};
 
 use super::read::ids_json;
 use crate::cached::CachedQuery;
@@ -83,20 +83,48 @@ where
     Ok((states, told))
 }
 
+// Of the jobs of $1 a retry would make available, those whose key another job holds, or an
+// earlier job (by id) of the same call takes (both unique when available).
+const BLOCKED: &str = concat!(
+    "SELECT j.id FROM jobs j
+WHERE j.id IN (SELECT value FROM json_each($1)) AND j.state <> 'running' AND (",
+    key_held_by_another!("j"),
+    " OR (j.unique_key IS NOT NULL AND instr(j.unique_states, '\"available\"') > 0
+         AND EXISTS (SELECT 1 FROM jobs d WHERE d.id IN (SELECT value FROM json_each($1)) AND d.state <> 'running'
+                     AND d.id < j.id AND d.unique_key = j.unique_key
+                     AND instr(d.unique_states, '\"available\"') > 0)))
+ORDER BY j.id"
+);
+
+#[derive(QueryableByName)]
+struct Blocked {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+}
+
 /// Makes the jobs of `ids` that are not running available now, granting one more attempt
-/// to those that used them all. Returns how many changed, and the wake-ups added.
-pub(crate) async fn retry_many<C>(conn: &mut C, ids: &[i64], now_ms: i64) -> Result<(i64, Vec<Notification>)>
+/// to those that used them all; one whose uniqueness key is held stays as it is (see
+/// [`Retried`]). Returns what changed, and the wake-ups added. (Run in a transaction: the
+/// check and the change see the same rows.)
+pub(crate) async fn retry_many<C>(
+    conn: &mut C,
+    ids: &[i64],
+    now_ms: i64,
+) -> Result<(Retried, Vec<Notification>)>
 where
     C: AsyncConnectionCore<Backend = Sqlite> + Send,
 {
-    let changed = change(conn, RETRY, ids, now_ms).await?;
+    let blocked: Vec<Blocked> = CachedQuery::new(BLOCKED).bind::<Text, _>(ids_json(ids)).load(conn).await?;
+    let key_held: Vec<i64> = blocked.into_iter().map(|b| b.id).collect();
+    let free: Vec<i64> = ids.iter().copied().filter(|id| !key_held.contains(id)).collect();
+    let changed = change(conn, RETRY, &free, now_ms).await?;
     let mut queues: Vec<&str> = changed.iter().map(|c| c.queue.as_str()).collect();
     queues.sort_unstable();
     queues.dedup();
     let woken: Vec<Notification> =
         queues.into_iter().map(|queue| Notification::JobsAvailable { queue: queue.to_owned() }).collect();
     tell(conn, &woken).await?;
-    Ok((changed.len() as i64, woken))
+    Ok((Retried { retried: changed.len() as i64, key_held }, woken))
 }
 
 /// Deletes the jobs of `ids` that are not running (cancel them first). Returns how many went.

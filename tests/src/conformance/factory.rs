@@ -124,6 +124,18 @@ impl JobFactory {
         self
     }
 
+    /// With a cancellation requested at `at` (a running job's node is to stop it).
+    pub fn cancel_requested(mut self, at: DateTime<Utc>) -> JobFactory {
+        self.0.cancel_requested_at = Some(at);
+        self
+    }
+
+    /// With these error entries already recorded.
+    pub fn errors(mut self, errors: Vec<Value>) -> JobFactory {
+        self.0.errors = errors;
+        self
+    }
+
     /// Created at `at`.
     pub fn created_at(mut self, at: DateTime<Utc>) -> JobFactory {
         self.0.created_at = Some(at);

@@ -136,6 +136,50 @@ pub async fn nap(ctx: JobContext, args: Nap) -> Result<i64, std::io::Error> {
     Ok(args.n)
 }
 
+/// Gates [`gated`] jobs wait at, by ledger and attempt: open, every run of that attempt
+/// waiting there goes on.
+type Gates = HashMap<(u64, i32), std::sync::Arc<tokio::sync::Notify>>;
+static GATES: Mutex<Option<Gates>> = Mutex::new(None);
+
+fn gate(ledger: u64, attempt: i32) -> std::sync::Arc<tokio::sync::Notify> {
+    let mut gates = GATES.lock().unwrap_or_else(|e| e.into_inner());
+    gates.get_or_insert_default().entry((ledger, attempt)).or_default().clone()
+}
+
+impl Ledger {
+    /// The arguments of a [`gated`] job recording `n` to this ledger, then waiting for
+    /// [`open_gate`](Self::open_gate).
+    pub fn gated(&self, n: i64) -> Record {
+        self.record(n)
+    }
+
+    /// Lets every [`gated`] run of this ledger at `attempt` waiting now finish.
+    pub fn open_gate(&self, attempt: i32) {
+        gate(self.0, attempt).notify_waiters();
+    }
+}
+
+/// Records its run in the ledger, then waits until the case opens the ledger's gate
+/// for its attempt ([`Ledger::open_gate`]) or the run is cancelled; returns `n`. One
+/// attempt only, and no timeout.
+#[job(kind = "conformance.gated", queue = "work", max_attempts = 1)]
+pub async fn gated(ctx: JobContext, args: Record) -> Result<i64, std::io::Error> {
+    let gate = gate(args.ledger, ctx.attempt());
+    let opened = gate.notified();
+    note(&ctx, args.ledger, args.n);
+    tokio::select! {
+        _ = opened => Ok(args.n),
+        _ = ctx.cancelled() => Err(std::io::Error::other("cancelled while waiting at the gate")),
+    }
+}
+
+/// Records its run in the ledger and returns `n`: one attempt only (`max_attempts = 1`).
+#[job(kind = "conformance.once", queue = "work", max_attempts = 1)]
+pub async fn once(ctx: JobContext, args: Record) -> Result<i64, std::io::Error> {
+    note(&ctx, args.ledger, args.n);
+    Ok(args.n)
+}
+
 /// What [`behave`] does.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Behaviour {
@@ -237,5 +281,7 @@ pub fn registry() -> Registry {
         .and_then(|r| r.with::<tick>())
         .and_then(|r| r.with::<sync_account>())
         .and_then(|r| r.with::<daily_report>())
+        .and_then(|r| r.with::<gated>())
+        .and_then(|r| r.with::<once>())
         .expect("the suite's kinds are distinct")
 }

@@ -11,6 +11,7 @@
 //! Cases put jobs into a given state through the row factory ([`factory`]), never through
 //! raw SQL, and observe them through the driver's reads.
 
+pub mod app_transaction;
 pub mod cases;
 pub mod factory;
 pub mod jobs;
@@ -27,6 +28,7 @@ use jobs_core::driver::{
 use jobs_core::{Registry, Worker, WorkerBuilder};
 
 use crate::wait_for;
+pub use app_transaction::AppTransaction;
 
 /// How long a case waits for a condition before it fails.
 pub const DEADLINE: Duration = Duration::from_secs(60);
@@ -50,9 +52,17 @@ pub struct TestDb {
     pub keep_alive: Box<dyn Any + Send + Sync>,
     /// Opens another driver on the same database (another node's pool).
     pub another: Box<dyn Fn(usize) -> Arc<dyn Driver> + Send + Sync>,
+    /// Opens a connection of the application's own (the backend's connection type) and
+    /// begins a transaction on it.
+    pub begin: app_transaction::Begin,
 }
 
 impl TestDb {
+    /// A transaction on a connection of the application's own (see [`AppTransaction`]).
+    pub async fn app_transaction(&self) -> Box<dyn AppTransaction> {
+        (self.begin)().await
+    }
+
     /// A worker builder on this database with the suite's jobs, polling every 200 ms and
     /// heartbeating every 500 ms, running "work" with 10 slots.
     pub fn worker(&self) -> WorkerBuilder {
@@ -164,6 +174,22 @@ pub const CASES: &[Case] = &[
     Case { name: "workers_obey_the_queues_limits", requires: &[] },
     Case { name: "finished_jobs_behave_the_same_wherever_they_are_kept", requires: &[] },
     Case { name: "a_key_held_in_a_final_state_holds_after_the_archiver_ran", requires: &[] },
+    Case { name: "jobs_lost_with_their_node_on_their_last_attempt_run_again", requires: &[] },
+    Case { name: "the_rescue_follows_one_rule_for_cancels_timeouts_and_losses", requires: &[] },
+    Case {
+        name: "a_dead_nodes_lock_frees_its_lease_and_its_jobs_in_seconds",
+        requires: &[Capability::LivenessLocks],
+    },
+    Case { name: "a_node_name_in_use_is_refused", requires: &[] },
+    Case { name: "a_node_keeps_two_runs_of_one_job_apart", requires: &[] },
+    Case { name: "a_leader_whose_renewal_hangs_stops_leading_by_its_lease", requires: &[] },
+    Case { name: "a_claim_on_a_paused_queue_takes_nothing", requires: &[] },
+    Case { name: "a_cancel_requested_while_running_wins_over_every_outcome_but_success", requires: &[] },
+    Case {
+        name: "a_duplicate_enqueue_never_waits_on_its_running_holder",
+        requires: &[Capability::SkipLocked],
+    },
+    Case { name: "outcomes_and_retries_whose_key_is_now_held_never_fail_their_batch", requires: &[] },
 ];
 
 /// Runs case `name` on a fresh database of `B`, after checking the driver declares what
@@ -270,6 +296,11 @@ macro_rules! skipped_case {
     (JsonContainment, $case:ident) => {
         #[test]
         #[ignore = "skipped: the backend lacks JSON containment search (Capability::JsonContainment)"]
+        fn $case() {}
+    };
+    (LivenessLocks, $case:ident) => {
+        #[test]
+        #[ignore = "skipped: the backend lacks liveness locks held by each node's process (Capability::LivenessLocks)"]
         fn $case() {}
     };
     (Returning, $case:ident) => {

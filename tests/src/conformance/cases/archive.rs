@@ -105,7 +105,7 @@ pub async fn finished_jobs_behave_the_same_wherever_they_are_kept(db: TestDb) {
 
     // Retried from where it was kept: back to work with an attempt more, and run again.
     let retried = db.driver.job_retry_many(JobRetryManyParams { ids: &[discarded, waiting] }).await;
-    assert_eq!(retried.expect("retry"), 2);
+    assert_eq!(retried.expect("retry").retried, 2);
     let again = wait_for("the retried job's second discard", DEADLINE, || async {
         let row = db.driver.job_get(JobGetParams { id: discarded }).await.ok()??;
         (row.state == JobState::Discarded && row.attempt == 2).then_some(row)

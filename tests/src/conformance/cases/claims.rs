@@ -123,3 +123,27 @@ pub async fn each_claim_asks_for_its_share_of_the_slots(db: TestDb) {
     assert_eq!(per_claim.values().max(), Some(&5), "{per_claim:?}");
     assert_eq!(ledger.runs().len(), 40);
 }
+
+/// A claim on a paused queue takes nothing, whatever the node believes about the queue
+/// (the check is in the claim statement, not only in the worker): plain or under the
+/// queue's limits. Resumed, the queue's jobs are claimed.
+pub async fn a_claim_on_a_paused_queue_takes_nothing(db: TestDb) {
+    let ledger = Ledger::new();
+    let id = record::enqueue(&db.driver, ledger.record(1)).await.expect("enqueue").id;
+    let pause = |paused| jobs_core::driver::QueueSetPausedParams { queue: "work", paused };
+    db.driver.queue_set_paused(pause(true)).await.expect("pause");
+    assert!(db.driver.job_claim(claim("work", 10, "n")).await.expect("claim").is_empty());
+    let limited = JobClaimParams { limited: true, ..claim("work", 10, "n") };
+    assert!(db.driver.job_claim(limited).await.expect("claim").is_empty(), "nor under the queue's limits");
+    jobs_core::set_queue_limits(
+        db.driver.clone(),
+        "work",
+        jobs_core::QueueLimits { global_limit: Some(5), rate: None },
+    )
+    .await
+    .expect("limits");
+    assert!(db.driver.job_claim(limited).await.expect("claim").is_empty(), "a limited queue, paused");
+    db.driver.queue_set_paused(pause(false)).await.expect("resume");
+    let claimed = db.driver.job_claim(limited).await.expect("claim");
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id]);
+}

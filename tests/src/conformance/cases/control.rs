@@ -30,30 +30,52 @@ pub async fn actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter(
     // One job at a time.
     let ids = one_in_each_state(&db, "one").await;
     let by_state = |s: JobState| ids[JobState::ALL.iter().position(|x| *x == s).expect("a state")];
-    assert_eq!(Action::Retry.apply(driver, &[by_state(JobState::Running)]).await.expect("retry"), 0);
-    assert_eq!(Action::Retry.apply(driver, &[by_state(JobState::Discarded)]).await.expect("retry"), 1);
+    assert_eq!(Action::Retry.apply(driver, &[by_state(JobState::Running)]).await.expect("retry").changed, 0);
+    assert_eq!(
+        Action::Retry.apply(driver, &[by_state(JobState::Discarded)]).await.expect("retry").changed,
+        1
+    );
     let retried = db.job(by_state(JobState::Discarded)).await;
     assert_eq!((retried.state, retried.max_attempts, retried.finalized_at), (JobState::Available, 2, None));
-    assert_eq!(Action::Cancel.apply(driver, &[by_state(JobState::Completed)]).await.expect("cancel"), 0);
-    assert_eq!(Action::Cancel.apply(driver, &[by_state(JobState::Scheduled)]).await.expect("cancel"), 1);
+    assert_eq!(
+        Action::Cancel.apply(driver, &[by_state(JobState::Completed)]).await.expect("cancel").changed,
+        0
+    );
+    assert_eq!(
+        Action::Cancel.apply(driver, &[by_state(JobState::Scheduled)]).await.expect("cancel").changed,
+        1
+    );
     assert_eq!(state_of(&db, by_state(JobState::Scheduled)).await, Some(JobState::Cancelled));
-    assert_eq!(Action::Cancel.apply(driver, &[by_state(JobState::Running)]).await.expect("cancel"), 1);
+    assert_eq!(
+        Action::Cancel.apply(driver, &[by_state(JobState::Running)]).await.expect("cancel").changed,
+        1
+    );
     let running = db.job(by_state(JobState::Running)).await;
     assert_eq!(running.state, JobState::Running, "a running job is only told to stop");
     assert!(running.cancel_requested_at.is_some());
-    assert_eq!(Action::Delete.apply(driver, &[by_state(JobState::Running)]).await.expect("delete"), 0);
-    assert_eq!(Action::Delete.apply(driver, &[by_state(JobState::Completed)]).await.expect("delete"), 1);
+    assert_eq!(
+        Action::Delete.apply(driver, &[by_state(JobState::Running)]).await.expect("delete").changed,
+        0
+    );
+    assert_eq!(
+        Action::Delete.apply(driver, &[by_state(JobState::Completed)]).await.expect("delete").changed,
+        1
+    );
     assert_eq!(state_of(&db, by_state(JobState::Completed)).await, None);
-    assert_eq!(Action::Retry.apply(driver, &[i64::MAX]).await.expect("retry a missing job"), 0);
+    assert_eq!(Action::Retry.apply(driver, &[i64::MAX]).await.expect("retry a missing job").changed, 0);
 
     // Many at once: every job of a second set, each action counting what it changed.
     let many = one_in_each_state(&db, "many").await;
     assert_eq!(
-        Action::Cancel.apply(driver, &many).await.expect("cancel"),
+        Action::Cancel.apply(driver, &many).await.expect("cancel").changed,
         4,
         "available, scheduled, running, retryable"
     );
-    assert_eq!(Action::Delete.apply(driver, &many).await.expect("delete"), 6, "all but the running one");
+    assert_eq!(
+        Action::Delete.apply(driver, &many).await.expect("delete").changed,
+        6,
+        "all but the running one"
+    );
 
     // Every job matching a filter, three per statement: ten discarded jobs of one queue
     // are retried, the rest is left alone.
@@ -66,7 +88,7 @@ pub async fn actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter(
     let ids = insert_all(driver, jobs).await;
     let filter =
         JobFilter { states: vec![JobState::Discarded], queue: Some("bulk".into()), ..JobFilter::default() };
-    assert_eq!(Action::Retry.apply_to_matching(driver, &filter, 3).await.expect("retry all"), 10);
+    assert_eq!(Action::Retry.apply_to_matching(driver, &filter, 3).await.expect("retry all").changed, 10);
     for id in &ids[..10] {
         assert_eq!(state_of(&db, *id).await, Some(JobState::Available));
     }
@@ -80,7 +102,7 @@ pub async fn actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter(
         insert_all(driver, vec![JobFactory::new("k").queue("bulk"), JobFactory::new("k").queue("bulk")])
             .await;
     assert_eq!(
-        Action::Delete.apply_to_matching_through(driver, &bulk, pin, 4).await.expect("delete all"),
+        Action::Delete.apply_to_matching_through(driver, &bulk, pin, 4).await.expect("delete all").changed,
         11
     );
     for id in &later {

@@ -130,3 +130,55 @@ pub async fn delete_on_completion_leaves_no_row(db: TestDb) {
     .await;
     handle.shutdown().await.expect("shutdown");
 }
+
+/// A job whose cancellation was requested while it ran ends cancelled whatever its run
+/// asks for — a retry after a failure or a timeout, a snooze, a hand-back at shutdown —
+/// except a success, which completes, and a discard, which stands.
+pub async fn a_cancel_requested_while_running_wins_over_every_outcome_but_success(db: TestDb) {
+    use crate::conformance::factory::{JobFactory, insert_all, succeeded};
+    use jobs_core::driver::{Completion, JobCompleteManyParams};
+    let now = Utc::now();
+    let running = || {
+        JobFactory::new("conformance.behave")
+            .claimed_by("n")
+            .state(JobState::Running, now)
+            .cancel_requested(now)
+    };
+    let ids = insert_all(&*db.driver, (0..6).map(|_| running()).collect()).await;
+    let entry =
+        |kind: &str| Some(serde_json::json!({"attempt": 1, "error_type": kind, "message": kind}).to_string());
+    let ended = |id: i64, state: JobState| Completion { state, ..succeeded(id, "work", 1) };
+    let batch = [
+        Completion { delay_ms: Some(10_000), error: entry("failed"), ..ended(ids[0], JobState::Retryable) },
+        Completion { delay_ms: Some(10_000), error: entry("timeout"), ..ended(ids[1], JobState::Retryable) },
+        Completion {
+            delay_ms: Some(3_600_000),
+            give_back_attempt: true,
+            error: entry("snoozed"),
+            ..ended(ids[2], JobState::Scheduled)
+        },
+        Completion { give_back_attempt: true, ..ended(ids[3], JobState::Available) },
+        ended(ids[4], JobState::Completed),
+        Completion { error: entry("bad_input"), ..ended(ids[5], JobState::Discarded) },
+    ];
+    let mut applied = db
+        .driver
+        .job_complete_many(JobCompleteManyParams { completions: &batch, now: None })
+        .await
+        .expect("complete");
+    applied.sort_unstable();
+    assert_eq!(applied, ids);
+    let expected = [
+        JobState::Cancelled,
+        JobState::Cancelled,
+        JobState::Cancelled,
+        JobState::Cancelled,
+        JobState::Completed,
+        JobState::Discarded,
+    ];
+    for (id, state) in ids.iter().zip(expected) {
+        let row = db.job(*id).await;
+        assert_eq!(row.state, state, "job {id}");
+        assert!(row.finalized_at.is_some(), "job {id} is finished");
+    }
+}

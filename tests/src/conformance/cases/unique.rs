@@ -1,10 +1,15 @@
 //! Unique jobs: a duplicate returns the existing job while that job is in one of the key's
-//! states, and a new one once it has left them.
+//! states (without locking it), and a new one once it has left them; outcomes and retries
+//! that would take a key another job holds never fail their batch.
 
-use jobs_core::driver::{JobClaimParams, JobCompleteManyParams};
-use jobs_core::enqueue_many;
+use std::time::Duration;
+
+use chrono::Utc;
+use jobs_core::driver::{Completion, JobClaimParams, JobCompleteManyParams, JobFilter, JobState};
+use jobs_core::{Action, enqueue_many};
 
 use crate::conformance::TestDb;
+use crate::conformance::factory::{JobFactory, insert_all};
 use crate::conformance::jobs::{Sync, record, sync_account};
 
 /// `unique(fields(account), states(pending))`: duplicates by account, in one batch or
@@ -57,4 +62,125 @@ pub async fn unique_keys_hold_in_their_states_and_free_up_after(db: TestDb) {
     assert_eq!((keyed_again.id, keyed_again.existing), (keyed.id, true));
     let unkeyed = record::enqueue(&db.driver, ledger.record(3)).await.expect("unkeyed");
     assert!(!unkeyed.existing);
+}
+
+/// A duplicate of a running unique job, enqueued in an application's transaction that
+/// stays open, returns the running job and locks nothing: the holder's completion applies
+/// at once, while the transaction is still open.
+pub async fn a_duplicate_enqueue_never_waits_on_its_running_holder(db: TestDb) {
+    let holder = sync_account::enqueue(&db.driver, Sync { account: 5, full: false }).await.expect("enqueue");
+    let claim = JobClaimParams {
+        queue: "default",
+        limit: 10,
+        node: "n",
+        now: None,
+        recurring_size: false,
+        limited: false,
+    };
+    assert_eq!(db.driver.job_claim(claim).await.expect("claim").len(), 1);
+
+    let mut app = db.app_transaction().await;
+    let duplicate = sync_account::build(Sync { account: 5, full: true }).to_new_job().expect("job");
+    let inserted = app.insert(&[duplicate]).await.expect("enqueue in the transaction");
+    assert_eq!((inserted[0].id, inserted[0].existing), (holder.id, true));
+
+    let done = [crate::conformance::factory::succeeded(holder.id, "default", 1)];
+    let completion = db.driver.job_complete_many(JobCompleteManyParams { completions: &done, now: None });
+    let applied = tokio::time::timeout(Duration::from_secs(3), completion)
+        .await
+        .expect("the holder's completion waits on the open transaction")
+        .expect("complete");
+    assert_eq!(applied, vec![holder.id]);
+    assert_eq!(db.job(holder.id).await.state, JobState::Completed);
+    app.commit().await.expect("commit");
+    assert_eq!(db.count(None).await, 1, "the duplicate was never inserted");
+}
+
+/// A key that is not unique while its job runs can be taken meanwhile by a duplicate.
+/// The running job's snooze, hand-back or retry would then take it back: instead it is
+/// discarded with a `unique_conflict` entry (the duplicate does the work), and the rest of
+/// its batch applies. A retry of a job whose key another job holds, by id or over a
+/// filter, leaves that job and reports it; the others are retried.
+pub async fn outcomes_and_retries_whose_key_is_now_held_never_fail_their_batch(db: TestDb) {
+    use JobState::{Available, Discarded, Retryable, Running, Scheduled};
+    let now = Utc::now();
+    let waiting: &[JobState] = &[Available, Scheduled, Retryable];
+    let keyed = |key: &str| {
+        JobFactory::new("conformance.record")
+            .args(serde_json::json!({"ledger": 0, "n": 1}))
+            .unique(key, waiting)
+    };
+    let ids = insert_all(
+        &*db.driver,
+        vec![
+            // 0 snoozes, 1 is handed back, 2 fails: each while a copy of its key waits (3, 4, 5).
+            keyed("snooze").claimed_by("n").state(Running, now),
+            keyed("hand-back").claimed_by("n").state(Running, now),
+            keyed("fail").claimed_by("n").state(Running, now),
+            keyed("snooze").state(Available, now),
+            keyed("hand-back").state(Scheduled, now),
+            keyed("fail").state(Available, now),
+            // 6: an outcome of the same batch with no key.
+            JobFactory::new("conformance.record").claimed_by("n").state(Running, now),
+        ],
+    )
+    .await;
+    let outcome = |id: i64, state: JobState, give_back: bool| Completion {
+        state,
+        give_back_attempt: give_back,
+        delay_ms: Some(60_000),
+        error: Some(serde_json::json!({"attempt": 1, "error_type": "x", "message": "m"}).to_string()),
+        ..crate::conformance::factory::succeeded(id, "work", 1)
+    };
+    let batch = [
+        outcome(ids[0], Scheduled, true),
+        Completion { delay_ms: None, error: None, ..outcome(ids[1], Available, true) },
+        outcome(ids[2], Retryable, false),
+        crate::conformance::factory::succeeded(ids[6], "work", 1),
+    ];
+    let mut applied = db
+        .driver
+        .job_complete_many(JobCompleteManyParams { completions: &batch, now: None })
+        .await
+        .expect("the batch applies");
+    applied.sort_unstable();
+    assert_eq!(applied, vec![ids[0], ids[1], ids[2], ids[6]]);
+    for (id, asked) in [(ids[0], "scheduled"), (ids[1], "available"), (ids[2], "retryable")] {
+        let row = db.job(id).await;
+        assert_eq!(row.state, Discarded, "job {id}");
+        assert!(row.finalized_at.is_some());
+        let last = row.errors.as_array().and_then(|e| e.last()).cloned().unwrap_or_default();
+        assert_eq!(last["error_type"], "unique_conflict", "job {id}: {last}");
+        assert!(last["message"].as_str().is_some_and(|m| m.ends_with(asked)), "job {id}: {last}");
+    }
+    assert_eq!(db.job(ids[6]).await.state, JobState::Completed);
+    for id in &ids[3..6] {
+        assert_ne!(db.job(*id).await.state, Discarded, "the copies stay");
+    }
+
+    // Retries: 0 and 2 (discarded) collide with their waiting copies; 7 and 8 share a key
+    // and neither is held: the first (by id) is retried, the second left; 9 has no key.
+    let more = insert_all(
+        &*db.driver,
+        vec![
+            keyed("pair").attempts(1, 1).state(Discarded, now),
+            keyed("pair").attempts(1, 1).state(Discarded, now),
+            JobFactory::new("conformance.record").attempts(1, 1).state(Discarded, now),
+        ],
+    )
+    .await;
+    let asked = [ids[0], ids[2], more[0], more[1], more[2]];
+    let applied = Action::Retry.apply(&*db.driver, &asked).await.expect("the retry goes on");
+    assert_eq!(applied.changed, 2);
+    let mut held = applied.key_held.clone();
+    held.sort_unstable();
+    assert_eq!(held, vec![ids[0], ids[2], more[1]]);
+    assert_eq!(db.job(more[0]).await.state, Available);
+    assert_eq!(db.job(more[2]).await.state, Available);
+    assert_eq!(db.job(more[1]).await.state, Discarded);
+    // Over a filter, in batches of one: every batch goes on.
+    let filter = JobFilter { states: vec![Discarded], ..JobFilter::default() };
+    let applied = Action::Retry.apply_to_matching(&*db.driver, &filter, 1).await.expect("retry all");
+    assert_eq!(applied.changed, 0);
+    assert_eq!(applied.key_held.len(), 4, "each discarded job's key is held: {applied:?}");
 }

@@ -1,0 +1,143 @@
+//! Jobs taken back from their node: a node's loss does not use up a job's attempts (a job
+//! claimed on its last attempt and lost with its node, or whose claim never arrived, runs
+//! again), a job lost again and again ends discarded, and a cancel requested meanwhile
+//! wins (the shared rule, `jobs_driver::RescueFate`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use jobs_core::driver::{JobClaimParams, JobState, NODE_LOST};
+use jobs_core::maintenance::{Rescuer, RescuerConfig, ServiceContext};
+use jobs_core::{Clock, ManualClock};
+use serde_json::json;
+
+use super::rescue::{heartbeat, start_survivor};
+use crate::conformance::factory::{JobFactory, insert_all};
+use crate::conformance::jobs::{Ledger, once};
+use crate::conformance::{DEADLINE, TestDb};
+use crate::wait_for;
+
+/// Jobs of one attempt (`max_attempts = 1`) that a node claimed and never started (claimed
+/// ahead into its buffer) are not discarded when the node dies: the rescue does not count
+/// the lost attempt, they run once elsewhere. One whose claim's reply its own (live) node
+/// never received is handed back by that node, and runs too.
+pub async fn jobs_lost_with_their_node_on_their_last_attempt_run_again(db: TestDb) {
+    let ledger = Ledger::new();
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(once::enqueue(&db.driver, ledger.record(n)).await.expect("enqueue").id);
+    }
+    let claim = JobClaimParams {
+        queue: "work",
+        limit: 5,
+        node: "doomed",
+        now: None,
+        recurring_size: false,
+        limited: false,
+    };
+    let claimed = db.driver.job_claim(claim).await.expect("claim");
+    assert_eq!(claimed.len(), 5);
+    assert!(claimed.iter().all(|j| (j.attempt, j.max_attempts) == (1, 1)), "each on its last attempt");
+    // The node died holding them, none started.
+    heartbeat(&db, "doomed", Utc::now() - chrono::Duration::minutes(1)).await;
+    // A lost claim: the survivor itself claimed it, and the reply never arrived.
+    let lost = once::enqueue(&db.driver, ledger.record(9)).await.expect("enqueue").id;
+    let taken =
+        db.driver.job_claim(JobClaimParams { node: "survivor", limit: 1, ..claim }).await.expect("claim");
+    assert_eq!(taken[0].id, lost);
+
+    let survivor = db
+        .worker()
+        .node_name("survivor")
+        .orphan_grace(Duration::from_millis(200))
+        .rescuer(RescuerConfig { interval: Duration::from_millis(100), ..RescuerConfig::default() })
+        .build()
+        .expect("build")
+        .start()
+        .await
+        .expect("start");
+    for &id in ids.iter().chain([&lost]) {
+        let row = db.wait_state(id, JobState::Completed).await;
+        assert_eq!((row.attempt, row.max_attempts), (2, 2), "job {id}: the lost attempt did not count");
+        let why = if id == lost { "rescued_orphaned" } else { NODE_LOST };
+        assert_eq!(row.errors[0]["error_type"], why, "job {id}");
+        assert_eq!(row.errors[0]["attempt"], 1);
+    }
+    let runs = ledger.runs();
+    assert_eq!(runs.len(), 6, "each job ran once: {runs:?}");
+    assert!(runs.iter().all(|r| r.attempt == 2 && r.node == "survivor"), "{runs:?}");
+    survivor.shutdown().await.expect("shutdown");
+}
+
+/// The rescue's rule on every backend: a cancel requested wins (whether the node was lost
+/// or the job overran its timeout); an overrun timeout uses the attempt (the last one:
+/// discarded); a node's loss does not; a job lost with its node as often as the rescuer
+/// allows (`max_node_losses`) is discarded, whatever attempts it has left.
+pub async fn the_rescue_follows_one_rule_for_cancels_timeouts_and_losses(db: TestDb) {
+    let start = Utc::now();
+    let clock = ManualClock::new(start);
+    let lost_before = |n: usize| -> Vec<serde_json::Value> {
+        (1..=n)
+            .map(|a| json!({"attempt": a, "at": start, "error_type": NODE_LOST, "message": "lost"}))
+            .collect()
+    };
+    let running = |node: &str| {
+        JobFactory::new("conformance.record")
+            .args(json!({"ledger": 0, "n": 1}))
+            .claimed_by(node)
+            .state(JobState::Running, start)
+    };
+    let ids = insert_all(
+        &*db.driver,
+        vec![
+            // 0: node lost, a cancel requested.
+            running("gone").cancel_requested(start),
+            // 1: timed out on a live node, a cancel requested.
+            running("live").timeout_ms(100).cancel_requested(start),
+            // 2: timed out on its last attempt.
+            running("live").timeout_ms(100).attempts(3, 3),
+            // 3: node lost on its last attempt.
+            running("gone").attempts(3, 3),
+            // 4: lost three times before, many attempts left: once more is fine.
+            running("gone").attempts(4, 20).errors(lost_before(3)),
+            // 5: lost four times before: the fifth loss discards it.
+            running("gone").attempts(5, 20).errors(lost_before(4)),
+        ],
+    )
+    .await;
+    clock.advance(Duration::from_secs(60));
+    heartbeat(&db, "live", clock.now()).await;
+    let ctx = ServiceContext::new(db.driver.clone(), "rescuer").with_clock(Arc::new(clock.clone()));
+    let rescuer = Rescuer::new(RescuerConfig { max_node_losses: 5, ..RescuerConfig::default() });
+    let mut rescued = rescuer.run_once(&ctx).await.expect("rescue");
+    rescued.sort_unstable();
+    assert_eq!(rescued, ids);
+    let expected = [
+        (JobState::Cancelled, 20, "rescued_node_lost"),
+        (JobState::Cancelled, 20, "rescued_timeout"),
+        (JobState::Discarded, 3, "rescued_timeout"),
+        (JobState::Available, 4, "rescued_node_lost"),
+        (JobState::Available, 21, "rescued_node_lost"),
+        (JobState::Discarded, 20, "rescued_node_lost"),
+    ];
+    for (id, (state, max_attempts, why)) in ids.iter().zip(expected) {
+        let row = db.job(*id).await;
+        assert_eq!((row.state, row.max_attempts), (state, max_attempts), "job {id}");
+        assert_eq!(row.finalized_at.is_some(), state.is_final(), "job {id}");
+        let entry = row.errors.as_array().and_then(|e| e.last()).cloned().unwrap_or_default();
+        assert_eq!(entry["error_type"], why, "job {id}");
+        assert_eq!(entry["attempt"], row.attempt, "job {id}: the entry names the rescued attempt");
+    }
+    let poisoned = db.job(ids[5]).await;
+    let message = poisoned.errors[4]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.contains("lost with its node 5 times"), "{message}");
+    // A survivor runs what went back; nothing else moves.
+    let survivor = start_survivor(&db).await;
+    for id in [ids[3], ids[4]] {
+        let row = db.wait_state(id, JobState::Completed).await;
+        assert_eq!(row.attempted_by.last().map(String::as_str), Some("survivor"));
+    }
+    wait_for("the survivor to finish", DEADLINE, || async { (survivor.running() == 0).then_some(()) }).await;
+    survivor.shutdown().await.expect("shutdown");
+}
