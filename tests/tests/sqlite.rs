@@ -271,3 +271,99 @@ fn an_in_memory_database_is_refused_with_the_reason() {
     let err = jobs_core::driver_for_url("sqlite://:memory:", 2).expect_err("refused");
     assert!(err.to_string().contains("give SQLite a file"), "{err}");
 }
+
+/// A node that another process keeps from writing (SQLite serves one writer at a time,
+/// and a busy process can take the write lock again right after each commit) cannot
+/// refresh its row's heartbeat, yet it lives: it holds its lock file, and its time there
+/// is fresh. The rescuer leaves its jobs alone; once the lock file is free (the process
+/// died), they are rescued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_node_kept_from_writing_is_not_taken_for_dead() {
+    use jobs_core::driver::{
+        JobClaimParams, JobInsertManyParams, JobRescueStuckParams, NewJob, NodeHeartbeatParams, NodeHold,
+        NodeHoldParams,
+    };
+    let db = SqliteTestDatabase::new().await.expect("database");
+    let node = db.driver(2).expect("driver");
+    let leader = db.driver(2).expect("driver");
+    let NodeHold::Held(mut lock) = node.node_hold(NodeHoldParams { node: "busy" }).await.expect("hold")
+    else {
+        panic!("a file lock beside the database");
+    };
+    let job = NewJob::new("sqlite.note", "notes", r#"{"text": "t"}"#);
+    let id =
+        node.job_insert_many(JobInsertManyParams { jobs: &[job], now: None }).await.expect("insert")[0].id;
+    let claim = JobClaimParams {
+        queue: "notes",
+        limit: 1,
+        node: "busy",
+        now: None,
+        recurring_size: false,
+        limited: false,
+    };
+    assert_eq!(node.job_claim(claim).await.expect("claim").len(), 1);
+    // Its row's last heartbeat got in a minute ago; its lock file's time is now.
+    let queues = serde_json::json!({});
+    let beat = NodeHeartbeatParams {
+        node: "busy",
+        host: "h",
+        pid: 1,
+        queues: &queues,
+        kinds: &[],
+        now: Some(chrono::Utc::now() - chrono::Duration::minutes(1)),
+        lock: Some(lock.key()),
+    };
+    node.node_heartbeat(beat).await.expect("heartbeat");
+    assert!(lock.keep().await.expect("keep"));
+    let rescue = JobRescueStuckParams {
+        node_stale_after: Duration::from_secs(8),
+        lock_lost_grace: Duration::from_secs(3),
+        timeout_grace: Duration::from_secs(5),
+        lost_nodes: true,
+        max_node_losses: 5,
+        limit: 100,
+        rescuer: "leader",
+        now: None,
+    };
+    assert!(leader.job_rescue_stuck(rescue).await.expect("rescue").is_empty(), "a live node's job stays");
+    drop(lock);
+    assert_eq!(leader.job_rescue_stuck(rescue).await.expect("rescue"), vec![id], "its process died");
+}
+
+/// A claim's time is read once this process holds the write lock, not when the claim was
+/// asked for: a claim that waited a second for another process's write is dated when it
+/// took the jobs, so the rescuer's timeout (counted from then) is not cut short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claims_time_is_read_once_it_holds_the_write_lock() {
+    use jobs_core::driver::{JobClaimParams, JobInsertManyParams, NewJob};
+    let db = SqliteTestDatabase::new().await.expect("database");
+    let driver = db.driver(2).expect("driver");
+    let job = NewJob::new("sqlite.note", "notes", r#"{"text": "t"}"#);
+    driver.job_insert_many(JobInsertManyParams { jobs: &[job], now: None }).await.expect("insert");
+    let mut other = db.connect().await.expect("connect");
+    other.batch_execute("BEGIN IMMEDIATE").await.expect("take the write lock");
+    let claiming = tokio::spawn({
+        let driver = driver.clone();
+        async move {
+            let claim = JobClaimParams {
+                queue: "notes",
+                limit: 1,
+                node: "n",
+                now: None,
+                recurring_size: false,
+                limited: false,
+            };
+            driver.job_claim(claim).await
+        }
+    });
+    // The other process writes for a second.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let released = chrono::Utc::now();
+    other.batch_execute("COMMIT").await.expect("release");
+    let claimed = claiming.await.expect("join").expect("claim");
+    let at = claimed[0].attempted_at;
+    assert!(
+        at >= released - chrono::Duration::milliseconds(20),
+        "claimed at {at}, the lock freed at {released}"
+    );
+}

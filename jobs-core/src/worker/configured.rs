@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::completions::CompleterConfig;
 use super::handle::{ShutdownReport, WorkerHandle};
 use super::runtime::Shared;
-use super::{completer, heartbeat, listener, panic_capture, producer};
+use super::{completer, heartbeat, listener, liveness, panic_capture, producer};
 use crate::error::Result;
 use crate::maintenance::{
     Archiver, ArchiverConfig, CronEnqueuer, LeaderConfig, LeaderElector, Pruner, PrunerConfig, Rescuer,
@@ -185,12 +185,11 @@ impl Worker {
         ));
         let service_ctx =
             ServiceContext::new(shared.driver.clone(), shared.node.clone()).with_clock(shared.clock.clone());
-        let mut services = vec![tokio::spawn(heartbeat::run(
-            shared.clone(),
-            service_ctx.clone(),
-            stop_services.clone(),
-            lock,
-        ))];
+        let mut services =
+            vec![tokio::spawn(heartbeat::run(shared.clone(), service_ctx.clone(), stop_services.clone()))];
+        if let Some(lock) = lock {
+            services.push(tokio::spawn(liveness::run(shared.clone(), lock, stop_services.clone())));
+        }
         if self.listen {
             services.push(tokio::spawn(listener::run(shared.clone(), stop_services.clone())));
         }

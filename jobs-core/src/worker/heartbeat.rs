@@ -1,12 +1,13 @@
-//! The node's heartbeat: keeps its liveness lock (taking it again if its connection was
-//! lost) and its node row fresh so the rescuer leaves its jobs alone, publishes each
-//! queue's load for the dashboard, hands back claims whose reply it never received, and —
-//! while no notifications arrive — asks which of its jobs were cancelled.
+//! The node's heartbeat: keeps its node row fresh so the rescuer leaves its jobs alone,
+//! publishes each queue's load for the dashboard, hands back claims whose reply it never
+//! received, and — while no notifications arrive — asks which of its jobs were cancelled.
+//! (Its liveness lock is kept by a task of its own, `liveness`, which no slow database
+//! write holds up.)
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use jobs_driver::{JobListCancelRequestedParams, JobReleaseOrphansParams, NodeHeartbeatParams, NodeLock};
+use jobs_driver::{JobListCancelRequestedParams, JobReleaseOrphansParams, NodeHeartbeatParams};
 use tokio_util::sync::CancellationToken;
 
 use super::listener::cancel_running;
@@ -72,58 +73,23 @@ async fn poll_cancellations(shared: &Shared) -> Result<()> {
     Ok(())
 }
 
-/// Keeps the node's liveness lock: takes it again when its connection was lost. Returns
-/// whether the node holds it (false when another process took the name meanwhile, or
-/// the database cannot be reached).
-async fn keep_lock(shared: &Shared, lock: &mut dyn NodeLock) -> bool {
-    match lock.keep().await {
-        Ok(true) => {
-            *shared.lock_key.lock().unwrap_or_else(|e| e.into_inner()) = Some(lock.key().to_owned());
-            true
-        }
-        Ok(false) => {
-            *shared.lock_key.lock().unwrap_or_else(|e| e.into_inner()) = None;
-            tracing::error!(
-                node = %shared.node,
-                "another process took this node's name while its liveness lock was lost; \
-                 this node hands back no orphans until it holds the name again"
-            );
-            false
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "keeping the node's liveness lock failed; trying again at the next heartbeat");
-            false
-        }
-    }
-}
-
-/// Beats every heartbeat interval until `stop` fires, keeping `lock` (the node's liveness
-/// lock, released when this task ends: at shutdown, or when the node is killed). A failed
-/// beat is noted on `ctx` (the rescuer waits for the database to have been reachable a
-/// while before it judges other nodes by their silence).
-pub(crate) async fn run(
-    shared: Arc<Shared>,
-    ctx: ServiceContext,
-    stop: CancellationToken,
-    mut lock: Option<Box<dyn NodeLock>>,
-) {
+/// Beats every heartbeat interval until `stop` fires. A failed beat is noted on `ctx` (the
+/// rescuer waits for the database to have been reachable a while before it judges other
+/// nodes by their silence).
+pub(crate) async fn run(shared: Arc<Shared>, ctx: ServiceContext, stop: CancellationToken) {
     let mut ticker = tokio::time::interval(shared.config.heartbeat_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = ticker.tick() => {
-                // With the lock lost to another process, the name's running jobs may be
-                // that process's: this node must not release them as its orphans.
-                let own_name = match lock.as_deref_mut() {
-                    Some(lock) => keep_lock(&shared, lock).await,
-                    None => true,
-                };
                 if let Err(e) = beat(&shared).await {
                     ctx.note_database_failure();
                     tracing::warn!(error = %e, "heartbeat failed");
                 }
-                if !own_name {
+                // With the lock lost to another process, the name's running jobs may be
+                // that process's: this node must not release them as its orphans.
+                if !shared.owns_name.load(Ordering::Acquire) {
                     continue;
                 }
                 match release_orphans(&shared).await {

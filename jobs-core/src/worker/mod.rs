@@ -12,7 +12,8 @@
 //! Files: `builder` (settings; `builder/checks` holds what `build()` checks), `configured` (a built worker and its
 //! start-up), `handle` (a running worker and its shutdown), `config` (queues), `runtime` (the state the tasks share), `producer`,
 //! `buffer` (claimed jobs waiting for a slot), `prefetch` (how many to buffer), `executor`, `running` (a running job's handle), `completions` (the channel),
-//! `completer`, `listener`, `heartbeat`, `drain` (running due jobs inline),
+//! `completer`, `listener`, `heartbeat`, `liveness` (keeping the node's liveness lock),
+//! `drain` (running due jobs inline),
 //! `panic_capture`.
 
 mod buffer;
@@ -27,6 +28,7 @@ mod handle;
 mod heartbeat;
 mod limit;
 mod listener;
+mod liveness;
 mod panic_capture;
 mod prefetch;
 mod producer;

@@ -186,6 +186,9 @@ pub(crate) struct Shared {
     /// The key of the node's liveness lock, which its heartbeats record (`None`: the
     /// driver holds none, or the node lost it to another process).
     pub(crate) lock_key: Mutex<Option<String>>,
+    /// Whether the node holds its name: false once another process took its liveness lock
+    /// (then the node releases no orphans: the name's running jobs may be the other's).
+    pub(crate) owns_name: AtomicBool,
 }
 
 #[cfg(test)]

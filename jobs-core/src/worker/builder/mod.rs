@@ -330,6 +330,7 @@ impl WorkerBuilder {
             completions: sender,
             listening: AtomicBool::new(false),
             lock_key: Mutex::new(None),
+            owns_name: AtomicBool::new(true),
         });
         let maintenance = self.maintenance.then_some(Maintenance {
             leader: self.leader,
