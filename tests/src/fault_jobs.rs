@@ -31,6 +31,26 @@ pub async fn step(ctx: JobContext, args: Step) -> Result<(), jobs_core::Error> {
     Ok(())
 }
 
+/// [`step`] with a single attempt (`max_attempts = 1`): a job that must not fail, whose
+/// node may die under it. The kill loop runs it.
+#[job(kind = "fault.once", queue = "faults", max_attempts = 1)]
+pub async fn once(ctx: JobContext, args: Step) -> Result<(), jobs_core::Error> {
+    let driver = ctx.driver().ok_or_else(|| jobs_core::Error::Pool("no driver".into()))?;
+    // Its one attempt must not fail for the test's own bookkeeping (SQLite's write lock
+    // busy past its timeout, say): the record is retried.
+    let db = AnyDb::of(&**driver);
+    let mut tries = 0;
+    while let Err(e) = db.record_run(ctx.id(), ctx.attempt(), ctx.node()).await {
+        tries += 1;
+        if tries == 20 {
+            return Err(jobs_core::Error::Pool(e));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(args.work_ms)).await;
+    Ok(())
+}
+
 /// Does nothing: the soak test measures the machinery, not the work.
 #[job(kind = "fault.noop", queue = "faults", max_attempts = 25)]
 pub async fn noop(_ctx: JobContext) -> Result<(), std::convert::Infallible> {
