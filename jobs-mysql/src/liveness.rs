@@ -14,32 +14,30 @@ use jobs_driver::{NodeHold, NodeLock, Result, node_lock_hash};
 
 use crate::pool::{self, Pool};
 
-/// Whether the node of job-node row `$n` (with `heartbeat_at` and `lock_name`) is gone at
-/// `$now`: silent for `$stale` µs, or its liveness lock free and its heartbeat older than
-/// `$grace` µs (a live node whose lock connection broke takes the lock again at its next
-/// heartbeat). Parameters are SQL expressions (a macro, for `concat!`).
+/// Whether the node of job-node row `$n` (with `heartbeat_at` and `lock_name`) has its
+/// liveness lock free while its heartbeat is older than `$grace` µs at `$now` (a live node
+/// whose lock connection broke takes the lock again at its next heartbeat). Parameters
+/// are SQL expressions (a macro, for `concat!`).
+#[rustfmt::skip]
+macro_rules! lock_lost {
+    ($n:literal, $now:literal, $grace:literal) => {
+        concat!(
+            "(", $n, ".lock_name IS NOT NULL AND ", $n, ".heartbeat_at <= ", $now, " - INTERVAL ", $grace,
+            " MICROSECOND AND IS_USED_LOCK(", $n, ".lock_name) IS NULL)"
+        )
+    };
+}
+pub(crate) use lock_lost;
+
+/// Whether the node of job-node row `$n` is gone at `$now`: silent for `$stale` µs, or its
+/// lock lost (see [`lock_lost!`]).
+#[rustfmt::skip]
 macro_rules! node_gone {
     ($n:literal, $now:literal, $stale:literal, $grace:literal) => {
         concat!(
-            "(",
-            $n,
-            ".heartbeat_at <= ",
-            $now,
-            " - INTERVAL ",
-            $stale,
-            " MICROSECOND
-  OR (",
-            $n,
-            ".lock_name IS NOT NULL AND ",
-            $n,
-            ".heartbeat_at <= ",
-            $now,
-            " - INTERVAL ",
-            $grace,
-            " MICROSECOND
-      AND IS_USED_LOCK(",
-            $n,
-            ".lock_name) IS NULL))"
+            "(", $n, ".heartbeat_at <= ", $now, " - INTERVAL ", $stale, " MICROSECOND OR ",
+            crate::liveness::lock_lost!($n, $now, $grace),
+            ")"
         )
     };
 }

@@ -15,38 +15,35 @@ use jobs_driver::{NodeHold, NodeLock, Result, node_lock_hash};
 
 use crate::pool::{self, Pool};
 
-/// Whether the node of job-node row `$n` (with `heartbeat_at` and `lock_key`) is gone at
-/// `$now`: silent for `$stale` ms, or its liveness lock free and its heartbeat older than
-/// `$grace` ms (a live node whose lock connection broke takes the lock again at its next
-/// heartbeat). Parameters are SQL expressions (a macro, for `concat!`).
-macro_rules! node_gone {
-    ($n:literal, $now:literal, $stale:literal, $grace:literal) => {
+/// Whether the node of job-node row `$n` (with `heartbeat_at` and `lock_key`) has its
+/// liveness lock free while its heartbeat is older than `$grace` ms at `$now` (a live node
+/// whose lock connection broke takes the lock again at its next heartbeat). Parameters
+/// are SQL expressions (a macro, for `concat!`).
+#[rustfmt::skip]
+macro_rules! lock_lost {
+    ($n:literal, $now:literal, $grace:literal) => {
         concat!(
-            "(",
-            $n,
-            ".heartbeat_at <= ",
-            $now,
-            " - ",
-            $stale,
-            " * interval '1 millisecond'
-  OR (",
-            $n,
-            ".lock_key IS NOT NULL AND ",
-            $n,
-            ".heartbeat_at <= ",
-            $now,
-            " - ",
-            $grace,
+            "(", $n, ".lock_key IS NOT NULL AND ", $n, ".heartbeat_at <= ", $now, " - ", $grace,
             " * interval '1 millisecond'
       AND NOT EXISTS (SELECT 1 FROM pg_locks l
                       WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
                         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                        AND l.classid = ((",
-            $n,
-            ".lock_key >> 32) & 4294967295)::oid
-                        AND l.objid = (",
-            $n,
-            ".lock_key & 4294967295)::oid)))"
+                        AND l.classid = ((", $n, ".lock_key >> 32) & 4294967295)::oid
+                        AND l.objid = (", $n, ".lock_key & 4294967295)::oid))"
+        )
+    };
+}
+pub(crate) use lock_lost;
+
+/// Whether the node of job-node row `$n` is gone at `$now`: silent for `$stale` ms, or
+/// its lock lost (see [`lock_lost!`]).
+#[rustfmt::skip]
+macro_rules! node_gone {
+    ($n:literal, $now:literal, $stale:literal, $grace:literal) => {
+        concat!(
+            "(", $n, ".heartbeat_at <= ", $now, " - ", $stale, " * interval '1 millisecond' OR ",
+            crate::liveness::lock_lost!($n, $now, $grace),
+            ")"
         )
     };
 }

@@ -30,7 +30,12 @@ RETURNING leader_id";
 /// (`$5`: the registered nodes that are gone).
 pub(crate) fn try_acquire(conn: &mut SqliteConnection, params: &LeaderTryAcquireParams<'_>) -> Result<bool> {
     let now = now_ms(params.now);
-    let gone = Liveness::read(conn, now, millis(params.holder_stale_after), millis(params.lock_lost_grace))?;
+    let gone = Liveness::read(
+        conn,
+        now,
+        (millis(params.holder_stale_after), true),
+        (millis(params.lock_lost_grace), true),
+    )?;
     let rows: Vec<Holder> = CachedQuery::new(ACQUIRE)
         .bind::<Text, _>(params.name)
         .bind::<Text, _>(params.node)

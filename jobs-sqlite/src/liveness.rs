@@ -125,42 +125,39 @@ struct NodeBeat {
     lock_path: Option<String>,
 }
 
-/// The registered nodes that are gone at `now_ms`, and those alive (see the module's
-/// rule), with `stale_ms` the staleness and `grace_ms` the lock-lost grace.
+/// The registered nodes that are gone (see the module's rule).
 pub(crate) struct Liveness {
     pub(crate) gone: HashSet<String>,
-    pub(crate) alive: HashSet<String>,
 }
 
 impl Liveness {
+    /// The nodes gone at `now_ms`: with `silence`, those silent for `stale_ms` (their lock
+    /// held or not: a frozen process); with `by_lock`, those whose lock is free and whose
+    /// heartbeat is older than `grace_ms` (not right after a database outage, see
+    /// `JobRescueStuckParams::lost_nodes_by_lock`).
     pub(crate) fn read(
         conn: &mut SqliteConnection,
         now_ms: i64,
-        stale_ms: i64,
-        grace_ms: i64,
+        (stale_ms, silence): (i64, bool),
+        (grace_ms, by_lock): (i64, bool),
     ) -> Result<Liveness> {
         let nodes: Vec<NodeBeat> =
             diesel::sql_query("SELECT name, heartbeat_at, lock_path FROM job_nodes").load(conn)?;
-        let (mut gone, mut alive) = (HashSet::new(), HashSet::new());
+        let mut gone = HashSet::new();
         for node in nodes {
             let beat = node.heartbeat_at;
             let is_gone = match node.lock_path.as_deref().map(|p| probe(Path::new(p))) {
-                None => beat <= now_ms - stale_ms,
-                Some(Probe::Free) => beat <= now_ms - grace_ms || beat <= now_ms - stale_ms,
-                Some(Probe::Held(at)) => beat.max(at.unwrap_or(i64::MIN)) <= now_ms - stale_ms,
+                None => silence && beat <= now_ms - stale_ms,
+                Some(Probe::Free) => {
+                    (silence && beat <= now_ms - stale_ms) || (by_lock && beat <= now_ms - grace_ms)
+                }
+                Some(Probe::Held(at)) => silence && beat.max(at.unwrap_or(i64::MIN)) <= now_ms - stale_ms,
             };
             if is_gone {
-                gone.insert(node.name)
-            } else {
-                alive.insert(node.name)
-            };
+                gone.insert(node.name);
+            }
         }
-        Ok(Liveness { gone, alive })
-    }
-
-    /// The alive nodes' names as a JSON array, for `json_each`.
-    pub(crate) fn alive_json(&self) -> String {
-        serde_json::to_string(&self.alive).unwrap_or_else(|_| "[]".into())
+        Ok(Liveness { gone })
     }
 
     /// The gone nodes' names as a JSON array, for `json_each`.

@@ -1,11 +1,16 @@
-//! Recovery under churn: 4 worker processes with the library's default timings on one
-//! queue with a backlog; every 5 s a random one (the leader included) is killed with
-//! SIGKILL and a new one started; Postgres is restarted once. Measured: how soon an
-//! interrupted job starts again after its worker died, the longest stretch with no live
-//! leader (less the seconds the database itself was down: no node can lead then), and what is left at the end (nothing lost, nothing run twice, nothing running,
-//! only live nodes registered once the cleanup period has passed).
+//! Recovery under churn, on Postgres, MariaDB/MySQL and SQLite (several processes on one
+//! file): 4 worker processes with the library's default timings on one queue with a
+//! backlog; every 5 s a random one (the leader included) is killed with SIGKILL and a new
+//! one started; the database server (not SQLite's file) is restarted once. Measured: how
+//! soon an interrupted job starts again after its worker died (a killed process's liveness
+//! lock is free at once: bounded at p50 3 s, worst 6 s), the longest stretch with no live
+//! leader (less the seconds the database itself was down: no node can lead then), and
+//! what is left at the end (nothing lost, nothing run twice, nothing running, only live
+//! nodes registered once the cleanup period has passed). The backends' runs take turns,
+//! so that one's processes do not slow another's.
 //!
-//! CI runs 60 s of churn. The full run, whose figures `docs/reliability.md` records:
+//! CI runs 30 s of churn per backend. The full runs, whose figures `docs/reliability.md`
+//! records:
 //!
 //!     JOBS_CHURN_SECS=300 cargo test --release -p jobs-tests --test churn -- --nocapture
 
@@ -14,8 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jobs_core::driver::{Driver, JobFilter, JobListParams, LeaderGetParams, NodeListParams};
+use jobs_core::mysql::testing::{LocalServer, Server as MysqlServer};
 use jobs_core::testing::cluster::TEST_SETTINGS;
-use jobs_core::testing::{PgCluster, Server, TestDatabase};
+use jobs_core::testing::{MysqlTestDatabase, PgCluster, Server, SqliteTestDatabase, TestDatabase};
 use jobs_core::{IntoDriver, JobState, enqueue_many};
 use jobs_tests::any_db::{AnyDb, RUNS_TABLE};
 use jobs_tests::fault_jobs::{Step, step};
@@ -69,9 +75,15 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
     sorted.get(((sorted.len().max(1) - 1) as f64 * p).round() as usize).copied().unwrap_or(0)
 }
 
+/// One backend's run at a time.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A restart of the database server (blocking), when it has one.
+type Restart = Option<Arc<dyn Fn() + Send + Sync>>;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_workers_and_a_database_restart_recover_within_the_bounds() {
-    let seconds: u64 = std::env::var("JOBS_CHURN_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
+async fn killed_workers_and_a_database_restart_recover_within_the_bounds_on_postgres() {
+    let _turn = TURN.lock().await;
     let cluster = tokio::task::spawn_blocking(|| PgCluster::start_private(TEST_SETTINGS))
         .await
         .expect("start task")
@@ -79,6 +91,34 @@ async fn killed_workers_and_a_database_restart_recover_within_the_bounds() {
     let cluster = Arc::new(cluster);
     let db = TestDatabase::on(Server::new(cluster.admin_url())).await.expect("test database");
     let driver = db.pool(4).expect("pool").into_driver();
+    let restart: Restart = Some(Arc::new(move || cluster.restart().expect("pg_ctl restart")));
+    churn(db.url(), driver, restart).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_workers_and_a_database_restart_recover_within_the_bounds_on_mysql_or_mariadb() {
+    let _turn = TURN.lock().await;
+    let server = tokio::task::spawn_blocking(LocalServer::start_private)
+        .await
+        .expect("start task")
+        .expect("private server");
+    let server = Arc::new(server);
+    let db = MysqlTestDatabase::on(&MysqlServer::new(server.url("mysql"))).await.expect("test database");
+    let driver = db.driver(4).expect("driver").into_driver();
+    let restart: Restart = Some(Arc::new(move || server.restart().expect("restart the server")));
+    churn(db.url(), driver, restart).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_workers_sharing_a_sqlite_file_recover_within_the_bounds() {
+    let _turn = TURN.lock().await;
+    let db = SqliteTestDatabase::new().await.expect("test database");
+    let driver = db.driver(4).expect("driver").into_driver();
+    churn(&db.url(), driver, None).await;
+}
+
+async fn churn(url: &str, driver: Arc<dyn Driver>, restart: Restart) {
+    let seconds: u64 = std::env::var("JOBS_CHURN_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(30);
     AnyDb::of(&*driver).execute(RUNS_TABLE).await.expect("runs table");
     let mut enqueued = top_up(&driver).await;
 
@@ -88,7 +128,7 @@ async fn killed_workers_and_a_database_restart_recover_within_the_bounds() {
     let mut next = 0;
     let start = |next: &mut usize| {
         *next += 1;
-        WorkerProcess::start_with(BINARY, db.url(), &format!("churn-{next}"), 10, &logs, &extra)
+        WorkerProcess::start_with(BINARY, url, &format!("churn-{next}"), 10, &logs, &extra)
     };
     let mut workers: Vec<WorkerProcess> = (0..WORKERS).map(|_| start(&mut next)).collect();
 
@@ -117,14 +157,12 @@ async fn killed_workers_and_a_database_restart_recover_within_the_bounds() {
             kills.push((node, at, held));
             workers.push(start(&mut next));
         }
-        if !restarted_database && started.elapsed() >= Duration::from_secs(seconds / 2) {
+        if let Some(restart) = restart.clone().filter(|_| !restarted_database)
+            && started.elapsed() >= Duration::from_secs(seconds / 2)
+        {
             restarted_database = true;
-            let c = cluster.clone();
             let down = now_ms();
-            tokio::task::spawn_blocking(move || c.restart())
-                .await
-                .expect("restart task")
-                .expect("pg_ctl restart");
+            tokio::task::spawn_blocking(move || restart()).await.expect("restart task");
             database_down = (down, now_ms());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -187,11 +225,13 @@ async fn killed_workers_and_a_database_restart_recover_within_the_bounds() {
     ledger.assert_exactly_once();
     let (p50, worst) = (percentile(&restarts, 0.5), restarts.last().copied().unwrap_or(0));
     println!(
-        "churn: {seconds} s, {} kills, 1 database restart, {} jobs; interrupted jobs restarted after p50 {:.1} s, \
+        "churn ({}): {seconds} s, {} kills, {} database restart, {} jobs; interrupted jobs restarted after p50 {:.1} s, \
          worst {:.1} s ({} jobs); longest stretch without a live leader {:.1} s (from {:.1} s; kills at {} s; database down {:.1}..{:.1} s, not \
          counted); {} lost, {} run twice at one \
          attempt, {} left running; {} node rows at the end ({} live)",
+        driver.name(),
         kills.len(),
+        u8::from(restarted_database),
         ledger.enqueued,
         p50 as f64 / 1000.0,
         worst as f64 / 1000.0,
@@ -208,8 +248,8 @@ async fn killed_workers_and_a_database_restart_recover_within_the_bounds() {
         live.len(),
     );
     assert!(!restarts.is_empty(), "kills must interrupt jobs");
-    assert!(p50 <= 12_000, "p50 restart {p50} ms > 12 s");
-    assert!(worst <= 20_000, "worst restart {worst} ms > 20 s");
+    assert!(p50 <= 3_000, "p50 restart {p50} ms > 3 s");
+    assert!(worst <= 6_000, "worst restart {worst} ms > 6 s");
     if longest > 8_000 {
         // Which node led when, from the workers' own logs.
         let mut changes: Vec<String> = std::fs::read_dir(&logs)

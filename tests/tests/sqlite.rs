@@ -320,6 +320,7 @@ async fn a_live_node_kept_from_writing_is_not_taken_for_dead() {
         lock_lost_grace: Duration::from_secs(3),
         timeout_grace: Duration::from_secs(5),
         lost_nodes: true,
+        lost_nodes_by_lock: true,
         max_node_losses: 5,
         limit: 100,
         rescuer: "leader",

@@ -38,7 +38,7 @@ impl Default for LeaderConfig {
             ttl: Duration::from_secs(15),
             interval: Duration::from_secs(1),
             holder_stale_after: Duration::from_secs(6),
-            lock_lost_grace: Duration::from_secs(3),
+            lock_lost_grace: Duration::from_millis(1_500),
         }
     }
 }

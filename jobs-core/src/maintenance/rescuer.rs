@@ -27,7 +27,7 @@ pub struct RescuerConfig {
     /// A node whose liveness lock is free (its process died: its connection or file
     /// closed) is gone once its heartbeat is this old. Longer than every node's heartbeat
     /// interval: a live node whose lock connection broke takes its lock again at its next
-    /// heartbeat. Default 3 s (heartbeats every 2 s by default).
+    /// heartbeat. Default 1.5 s (heartbeats come every second by default).
     pub lock_lost_grace: Duration,
     /// A job lost with its node this many times is discarded instead of handed back (a
     /// job that kills its process would otherwise take down node after node). Lost
@@ -48,7 +48,7 @@ impl Default for RescuerConfig {
         RescuerConfig {
             interval: Duration::from_secs(1),
             node_stale_after: Duration::from_secs(8),
-            lock_lost_grace: Duration::from_secs(3),
+            lock_lost_grace: Duration::from_millis(1_500),
             max_node_losses: jobs_driver::DEFAULT_MAX_NODE_LOSSES,
             forget_nodes_after: Duration::from_secs(300),
             timeout_grace: Duration::from_secs(5),
@@ -105,6 +105,9 @@ impl Rescuer {
 
     async fn pass(&self, ctx: &ServiceContext) -> Result<Vec<i64>> {
         let lost_nodes = ctx.database_healthy_for(self.config.node_stale_after);
+        // A database restart frees every node's lock; live ones take theirs again within
+        // a heartbeat interval, and heartbeat, once the database answers again.
+        let lost_nodes_by_lock = ctx.database_healthy_for(self.config.lock_lost_grace * 2);
         let mut rescued = Vec::new();
         loop {
             let params = JobRescueStuckParams {
@@ -112,6 +115,7 @@ impl Rescuer {
                 lock_lost_grace: self.config.lock_lost_grace,
                 timeout_grace: self.config.timeout_grace,
                 lost_nodes,
+                lost_nodes_by_lock,
                 max_node_losses: self.config.max_node_losses,
                 limit: self.config.batch,
                 rescuer: &ctx.node,

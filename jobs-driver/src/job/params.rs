@@ -148,10 +148,14 @@ pub struct JobRescueStuckParams<'a> {
     pub lock_lost_grace: Duration,
     /// How long past its timeout a job may run before it is rescued.
     pub timeout_grace: Duration,
-    /// Rescue the jobs of lost nodes (`false`: only overrun timeouts; the rescuer's own
-    /// database connection was failing lately, so other nodes' silence may be the
+    /// Rescue the jobs of silent nodes, and of nodes with no row (`false`: the rescuer's
+    /// own database calls were failing lately, so other nodes' silence may be the
     /// database's, not theirs).
     pub lost_nodes: bool,
+    /// Rescue the jobs of nodes whose liveness lock is free (`false`: the rescuer's own
+    /// database calls failed too lately for live nodes to have taken their locks again,
+    /// as a database restart frees every lock).
+    pub lost_nodes_by_lock: bool,
     /// A job lost with its node this many times is discarded, not handed back.
     pub max_node_losses: i32,
     /// The most jobs to rescue.

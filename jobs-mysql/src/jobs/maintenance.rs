@@ -207,7 +207,8 @@ macro_rules! stuck_columns {
 }
 
 // $1 now, $2 timeout grace (µs), $3 node staleness (µs), $4 whether to rescue the jobs of
-// lost nodes, $5 limit, $6 the lock-lost grace (µs).
+// silent nodes (and of nodes with no row), $5 limit, $6 the lock-lost grace (µs), $7
+// whether to rescue the jobs of nodes whose lock is lost.
 const PICK_STUCK: &str = concat!(
     "SELECT ",
     stuck_columns!(),
@@ -217,8 +218,10 @@ WHERE j.state = 'running'
   AND ((j.timeout_ms IS NOT NULL
         AND j.attempted_at + INTERVAL ((j.timeout_ms * 1000) + $2) MICROSECOND < COALESCE($1, UTC_TIMESTAMP(6)))
     OR ($4 AND NOT EXISTS (SELECT 1 FROM job_nodes n
-                           WHERE n.name = j.attempted_node AND NOT ",
-    crate::liveness::node_gone!("n", "COALESCE($1, UTC_TIMESTAMP(6))", "$3", "$6"),
+                           WHERE n.name = j.attempted_node
+                             AND n.heartbeat_at > COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND))
+    OR ($7 AND EXISTS (SELECT 1 FROM job_nodes n WHERE n.name = j.attempted_node AND ",
+    crate::liveness::lock_lost!("n", "COALESCE($1, UTC_TIMESTAMP(6))", "$6"),
     ")))
 LIMIT $5
 FOR UPDATE SKIP LOCKED"
@@ -303,6 +306,7 @@ pub(crate) async fn rescue_stuck(
             .bind::<Bool, _>(params.lost_nodes)
             .bind::<BigInt, _>(params.limit)
             .bind::<BigInt, _>(micros(params.lock_lost_grace))
+            .bind::<Bool, _>(params.lost_nodes_by_lock)
             .load(tx)
             .await?;
         let stuck = picked.into_iter().map(|r| r.stuck(RescueReason::NodeLost)).collect();

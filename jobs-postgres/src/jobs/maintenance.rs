@@ -84,7 +84,8 @@ macro_rules! stuck_columns {
 }
 
 // $1 now, $2 node staleness (ms), $3 timeout grace (ms), $4 limit, $5 whether to rescue the
-// jobs of lost nodes, $6 the lock-lost grace (ms).
+// jobs of silent nodes (and of nodes with no row), $6 the lock-lost grace (ms), $7 whether
+// to rescue the jobs of nodes whose lock is lost.
 const PICK_STUCK: &str = concat!(
     "WITH clock AS (SELECT COALESCE($1::timestamptz, now()) AS now)
 SELECT ",
@@ -98,8 +99,10 @@ WHERE jobs.state = 'running'
         AND jobs.attempted_at + (jobs.timeout_ms + $3) * interval '1 millisecond' < clock.now)
     OR ($5 AND NOT EXISTS (SELECT 1 FROM job_nodes n
                            WHERE n.name = jobs.attempted_by[cardinality(jobs.attempted_by)]
-                             AND NOT ",
-    crate::liveness::node_gone!("n", "clock.now", "$2", "$6"),
+                             AND n.heartbeat_at > clock.now - $2 * interval '1 millisecond'))
+    OR ($7 AND EXISTS (SELECT 1 FROM job_nodes n
+                       WHERE n.name = jobs.attempted_by[cardinality(jobs.attempted_by)] AND ",
+    crate::liveness::lock_lost!("n", "clock.now", "$6"),
     ")))
 LIMIT $4
 FOR UPDATE OF jobs SKIP LOCKED"
@@ -248,6 +251,7 @@ pub(crate) async fn rescue_stuck(
             .bind::<BigInt, _>(params.limit)
             .bind::<Bool, _>(params.lost_nodes)
             .bind::<BigInt, _>(millis(params.lock_lost_grace))
+            .bind::<Bool, _>(params.lost_nodes_by_lock)
             .load(tx)
             .await?;
         let stuck = picked.into_iter().map(|r| r.stuck(RescueReason::NodeLost)).collect();

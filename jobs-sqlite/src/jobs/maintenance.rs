@@ -99,8 +99,8 @@ macro_rules! stuck_columns {
     };
 }
 
-// $1 now (ms), $2 timeout grace (ms), $3 limit, $4 whether to rescue the jobs of lost
-// nodes, $5 the nodes alive (a JSON array).
+// $1 now (ms), $2 timeout grace (ms), $3 limit, $4 whether to rescue the jobs of nodes
+// with no row, $5 the nodes gone (a JSON array, see `Liveness`).
 const PICK_STUCK: &str = concat!(
     "SELECT ",
     stuck_columns!(),
@@ -109,7 +109,8 @@ const PICK_STUCK: &str = concat!(
 FROM jobs
 WHERE jobs.state = 'running'
   AND ((jobs.timeout_ms IS NOT NULL AND jobs.attempted_at + jobs.timeout_ms + $2 < $1)
-    OR ($4 AND coalesce(jobs.attempted_by ->> '$[#-1]', '') NOT IN (SELECT value FROM json_each($5))))
+    OR ($4 AND coalesce(jobs.attempted_by ->> '$[#-1]', '') NOT IN (SELECT name FROM job_nodes))
+    OR coalesce(jobs.attempted_by ->> '$[#-1]', '') IN (SELECT value FROM json_each($5)))
 LIMIT $3"
 );
 
@@ -216,18 +217,15 @@ pub(crate) fn rescue_stuck(
     params: &JobRescueStuckParams<'_>,
 ) -> Result<(Vec<i64>, Vec<Notification>)> {
     let now = now_ms(params.now);
-    let alive = if params.lost_nodes {
-        Liveness::read(conn, now, millis(params.node_stale_after), millis(params.lock_lost_grace))?
-            .alive_json()
-    } else {
-        "[]".to_owned()
-    };
+    let silence = (millis(params.node_stale_after), params.lost_nodes);
+    let lock = (millis(params.lock_lost_grace), params.lost_nodes_by_lock);
+    let gone = Liveness::read(conn, now, silence, lock)?.gone_json();
     let picked: Vec<StuckRow> = CachedQuery::new(PICK_STUCK)
         .bind::<BigInt, _>(now)
         .bind::<BigInt, _>(millis(params.timeout_grace))
         .bind::<BigInt, _>(params.limit)
         .bind::<Bool, _>(params.lost_nodes)
-        .bind::<Text, _>(alive)
+        .bind::<Text, _>(gone)
         .load(conn)?;
     let stuck = picked.into_iter().map(|r| r.stuck(RescueReason::NodeLost)).collect();
     write_fates(conn, stuck, params.rescuer, params.max_node_losses, now)

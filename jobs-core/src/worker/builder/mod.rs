@@ -79,14 +79,14 @@ fn default_node_name() -> String {
 
 impl WorkerBuilder {
     /// A builder on `driver` with every default: no queue yet, polling every second,
-    /// heartbeats every 2 s, 30 s to shut down, maintenance on, listening on.
+    /// heartbeats every second, 30 s to shut down, maintenance on, listening on.
     pub(crate) fn new(driver: Arc<dyn Driver>) -> WorkerBuilder {
         WorkerBuilder {
             driver,
             queues: Vec::new(),
             node: None,
             poll_interval: Duration::from_secs(1),
-            heartbeat_interval: Duration::from_secs(2),
+            heartbeat_interval: Duration::from_secs(1),
             shutdown_timeout: Duration::from_secs(30),
             max_fetch: 1_000,
             claims_in_flight: 1,
@@ -166,8 +166,9 @@ impl WorkerBuilder {
         self
     }
 
-    /// How often the node heartbeats (default 2 s). The rescuer's `node_stale_after`
-    /// should be several intervals.
+    /// How often the node heartbeats and checks its liveness lock (default 1 s). Shorter
+    /// than the rescuer's and the leader's `lock_lost_grace` (1.5 s), and several times
+    /// shorter than `node_stale_after` (8 s).
     pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
         self.heartbeat_interval = interval;
         self
