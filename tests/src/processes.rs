@@ -69,6 +69,20 @@ impl WorkerProcess {
         }
     }
 
+    /// Sends `signal` (SIGSTOP freezes the process, SIGCONT resumes it).
+    pub fn signal(&self, signal: Signal) {
+        let pid = self.child.id().and_then(|p| i32::try_from(p).ok()).expect("a running process");
+        kill(Pid::from_raw(pid), signal).expect("signal the worker");
+    }
+
+    /// Waits (up to `deadline`) for the process to exit by itself; its exit status.
+    pub async fn wait(&mut self, deadline: Duration) -> ExitStatus {
+        match tokio::time::timeout(deadline, self.child.wait()).await {
+            Ok(status) => status.expect("wait"),
+            Err(_) => panic!("worker {} did not exit within {deadline:?}", self.node),
+        }
+    }
+
     /// Whether the process is still alive.
     pub fn is_alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
