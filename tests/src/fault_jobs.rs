@@ -16,15 +16,28 @@ pub struct Step {
     pub work_ms: u64,
 }
 
+/// Records this run in the `runs` table. An attempt must not fail for the test's own
+/// bookkeeping (SQLite's write lock busy past its timeout, a connection the restarted
+/// server closed): the record is tried again for up to 30 s.
+async fn record(ctx: &JobContext) -> Result<(), jobs_core::Error> {
+    let driver = ctx.driver().ok_or_else(|| jobs_core::Error::Pool("no driver".into()))?;
+    let db = AnyDb::of(&**driver);
+    let mut tries = 0;
+    while let Err(e) = db.record_run(ctx.id(), ctx.attempt(), ctx.node()).await {
+        tries += 1;
+        if tries == 300 {
+            return Err(jobs_core::Error::Pool(e));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
 /// Records that this attempt started (job, attempt, node), then works for a while.
 #[job(kind = "fault.step", queue = "faults", max_attempts = 25,
       backoff = exponential(base = "100ms", max = "1s"))]
 pub async fn step(ctx: JobContext, args: Step) -> Result<(), jobs_core::Error> {
-    let driver = ctx.driver().ok_or_else(|| jobs_core::Error::Pool("no driver".into()))?;
-    AnyDb::of(&**driver)
-        .record_run(ctx.id(), ctx.attempt(), ctx.node())
-        .await
-        .map_err(jobs_core::Error::Pool)?;
+    record(&ctx).await?;
     // The job's work (a stand-in for an HTTP call): it keeps jobs in flight, so a kill
     // lands mid-batch. No test waits on it; they wait on conditions.
     tokio::time::sleep(Duration::from_millis(args.work_ms)).await;
@@ -35,18 +48,7 @@ pub async fn step(ctx: JobContext, args: Step) -> Result<(), jobs_core::Error> {
 /// node may die under it. The kill loop runs it.
 #[job(kind = "fault.once", queue = "faults", max_attempts = 1)]
 pub async fn once(ctx: JobContext, args: Step) -> Result<(), jobs_core::Error> {
-    let driver = ctx.driver().ok_or_else(|| jobs_core::Error::Pool("no driver".into()))?;
-    // Its one attempt must not fail for the test's own bookkeeping (SQLite's write lock
-    // busy past its timeout, say): the record is retried.
-    let db = AnyDb::of(&**driver);
-    let mut tries = 0;
-    while let Err(e) = db.record_run(ctx.id(), ctx.attempt(), ctx.node()).await {
-        tries += 1;
-        if tries == 20 {
-            return Err(jobs_core::Error::Pool(e));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    record(&ctx).await?;
     tokio::time::sleep(Duration::from_millis(args.work_ms)).await;
     Ok(())
 }
