@@ -78,7 +78,11 @@ async fn a_job_that_snoozes_again_and_again_keeps_a_bounded_history() {
     let ran = drain_queue(driver.clone(), "history_spins").await.expect("drain");
     assert_eq!(ran.len(), 31, "30 snoozes, then the run that completes");
     let row = driver.job_get(JobGetParams { id }).await.expect("read").expect("the job");
-    assert_eq!((row.state, row.attempt), (JobState::Completed, 1), "snoozes give their attempt back");
+    assert_eq!(
+        (row.state, row.attempt, row.max_attempts),
+        (JobState::Completed, 31, 31),
+        "each snooze allows one more attempt (its one attempt is not used up), and no attempt number runs twice"
+    );
     let entries = row.errors.as_array().map(Vec::len);
     assert_eq!(entries, Some(jobs_core::driver::MAX_GIVEN_BACK_ENTRIES), "bounded, not 30");
 }
@@ -132,7 +136,11 @@ async fn a_handlers_panic_is_recorded_not_printed_and_a_snooze_is_in_the_history
     let ran = drain_queue(driver.clone(), "history_snoozes").await.expect("drain");
     assert_eq!(ran.iter().map(|d| d.state).collect::<Vec<_>>(), vec![JobState::Scheduled]);
     let row = driver.job_get(JobGetParams { id: snoozing }).await.expect("read").expect("the job");
-    assert_eq!((row.state, row.attempt), (JobState::Scheduled, 0), "a snooze gives its attempt back");
+    assert_eq!(
+        (row.state, row.max_attempts - row.attempt),
+        (JobState::Scheduled, 3),
+        "a snooze does not use up one of its three attempts"
+    );
     let entry = &row.errors[0];
     assert_eq!(entry["error_type"], JobRow::SNOOZED);
     assert_eq!(entry["message"], "snoozed for 90s");

@@ -50,6 +50,7 @@ impl Buffered {
             error: None,
             delay_ms: None,
             give_back_attempt: true,
+            extra_attempt: false,
             delete: false,
             timing: None,
         }

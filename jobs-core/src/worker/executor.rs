@@ -67,6 +67,7 @@ fn completion(
         error: None,
         delay_ms: None,
         give_back_attempt: false,
+        extra_attempt: false,
         delete: false,
         timing: None,
     };
@@ -120,7 +121,7 @@ fn completion(
         Ended::Ran(RunOutcome::Snoozed(delay)) => {
             c.state = JobState::Scheduled;
             c.delay_ms = Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
-            c.give_back_attempt = true;
+            c.extra_attempt = true;
             // Recorded (without a backtrace, about 200 bytes) so that the job's timeline
             // shows the snooze.
             let snoozed = failure(JobRow::SNOOZED, format!("snoozed for {}", humantime_ms(c.delay_ms)));
@@ -139,10 +140,11 @@ fn completion(
             entry = error_entry(shared, job, &failure("cancelled", "cancelled while running".into()));
         }
         Ended::Stopped(StopReason::Shutdown) => {
-            // Handed back without using up the attempt; the scheduler makes it available.
+            // Handed back without using up the attempt (its number stays: it ran); the
+            // scheduler makes it available.
             c.state = JobState::Retryable;
             c.delay_ms = Some(0);
-            c.give_back_attempt = true;
+            c.extra_attempt = true;
             entry = error_entry(
                 shared,
                 job,

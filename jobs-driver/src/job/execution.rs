@@ -55,13 +55,34 @@ pub struct Completion {
     pub error: Option<String>,
     /// Run again this long after now (retry backoff, snooze).
     pub delay_ms: Option<i64>,
-    /// Whether the attempt is given back (snooze, shutdown).
+    /// The run never started (a buffered job handed back, a kind this node does not know
+    /// postponed): its attempt number is given back, and the next claim takes it again.
     pub give_back_attempt: bool,
+    /// The run started but its attempt does not count (a snooze, a run stopped at
+    /// shutdown): the attempt number stays — the next claim takes a new one, so that no
+    /// attempt number ever runs twice — and one more attempt is allowed (`max_attempts`
+    /// + 1).
+    pub extra_attempt: bool,
     /// Delete the row instead of writing it (delete-on-completion queues, completed jobs).
     pub delete: bool,
     /// How the attempt ran, for the per-kind counters (`None`: it did not run, as for a
     /// buffered job handed back).
     pub timing: Option<Timing>,
+}
+
+impl Completion {
+    /// How the outcome treats its attempt, as the completion statements take it: `0` it
+    /// counts, `1` its number is given back ([`give_back_attempt`](Self::give_back_attempt)),
+    /// `2` one more attempt is allowed ([`extra_attempt`](Self::extra_attempt)).
+    pub fn attempt_change(&self) -> i16 {
+        if self.give_back_attempt {
+            1
+        } else if self.extra_attempt {
+            2
+        } else {
+            0
+        }
+    }
 }
 
 /// How long an attempt waited and ran, and its kind: what the per-kind counters add up.

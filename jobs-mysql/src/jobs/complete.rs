@@ -53,7 +53,8 @@ macro_rules! new_state {
     };
 }
 
-// Every other outcome: `[id, attempt, state, result?, error?, delay_ms?, give_back]`.
+// Every other outcome: `[id, attempt, state, result?, error?, delay_ms?, give_back]`, with
+// `give_back` as `Completion::attempt_change` says.
 const COMPLETE_OTHER: &str = concat!(
     "UPDATE ",
     batch!(
@@ -68,12 +69,13 @@ SET j.state = ",
     new_state!(),
     ") IN ('completed', 'discarded', 'cancelled'), COALESCE($2, UTC_TIMESTAMP(6)), NULL),
     j.result = COALESCE(c.result, j.result),
-    j.errors = IF(c.error IS NULL OR (c.give_back = 1 AND JSON_LENGTH(j.errors) >= ",
+    j.errors = IF(c.error IS NULL OR (c.give_back > 0 AND JSON_LENGTH(j.errors) >= ",
     jobs_driver::max_given_back_entries!(),
     "), j.errors, JSON_MERGE_PRESERVE(j.errors, CONCAT('[', c.error, ']'))),
     j.scheduled_at = IF(c.delay_ms IS NULL, j.scheduled_at,
                         COALESCE($2, UTC_TIMESTAMP(6)) + INTERVAL (c.delay_ms * 1000) MICROSECOND),
-    j.attempt = j.attempt - c.give_back,
+    j.attempt = j.attempt - (c.give_back = 1),
+    j.max_attempts = j.max_attempts + (c.give_back = 2),
     j.lock_token = $3"
 );
 
@@ -86,7 +88,7 @@ fn row(c: &Completion, other: bool) -> serde_json::Value {
             c.result.as_deref().into(),
             c.error.as_deref().into(),
             c.delay_ms.into(),
-            i32::from(c.give_back_attempt).into(),
+            c.attempt_change().into(),
         ]);
     } else if let Some(result) = &c.result {
         row.push(result.as_str().into());

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use diesel::pg::Pg;
-use diesel::sql_types::{Array, BigInt, Bool, Int4, Nullable, Text, Timestamptz};
+use diesel::sql_types::{Array, BigInt, Int2, Int4, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::{Completion, JobState, Result};
 
@@ -51,7 +51,7 @@ UPDATE jobs
 SET state = ({new_state})::job_state,
     finalized_at = CASE WHEN ({new_state}) IN ('completed', 'discarded', 'cancelled') THEN clock.now END,
     result = COALESCE(c.result::jsonb, jobs.result),
-    errors = CASE WHEN c.error IS NULL OR (c.give_back AND jsonb_array_length(jobs.errors) >= {cap})
+    errors = CASE WHEN c.error IS NULL OR (c.give_back > 0 AND jsonb_array_length(jobs.errors) >= {cap})
                   THEN jobs.errors ELSE jobs.errors || jsonb_build_array(c.error::jsonb) END
              || CASE WHEN {conflict}
                      THEN jsonb_build_array(jsonb_build_object('attempt', jobs.attempt, 'at', clock.now,
@@ -60,8 +60,9 @@ SET state = ({new_state})::job_state,
                      ELSE '[]'::jsonb END,
     scheduled_at = CASE WHEN c.delay_ms IS NULL THEN jobs.scheduled_at
                         ELSE clock.now + c.delay_ms * interval '1 millisecond' END,
-    attempt = jobs.attempt - c.give_back::int
-FROM unnest($1::int8[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::bool[])
+    attempt = jobs.attempt - (c.give_back = 1)::int,
+    max_attempts = jobs.max_attempts + (c.give_back = 2)::int
+FROM unnest($1::int8[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::int2[])
          AS c(id, attempt, state, result, error, delay_ms, give_back),
      (SELECT COALESCE($8::timestamptz, now()) AS now) AS clock
 WHERE {fence}
@@ -187,7 +188,7 @@ where
             result.push(c.result.as_deref());
             error.push(c.error.as_deref());
             delay.push(c.delay_ms);
-            give_back.push(c.give_back_attempt);
+            give_back.push(c.attempt_change());
         }
         let rows: Vec<Id> = CachedQuery::new(COMPLETE_SQL.as_str())
             .bind::<Array<BigInt>, _>(id)
@@ -196,7 +197,7 @@ where
             .bind::<Array<Nullable<Text>>, _>(result)
             .bind::<Array<Nullable<Text>>, _>(error)
             .bind::<Array<Nullable<BigInt>>, _>(delay)
-            .bind::<Array<Bool>, _>(give_back)
+            .bind::<Array<Int2>, _>(give_back)
             .bind::<Nullable<Timestamptz>, _>(now)
             .load(conn)
             .await?;

@@ -3,7 +3,7 @@
 //! outcome, go in one statement per kind over a JSON array of `[id, attempt, result?]`;
 //! the other outcomes, one cached statement each.
 
-use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
+use diesel::sql_types::{BigInt, Integer, Nullable, SmallInt, Text};
 use diesel::{RunQueryDsl, SqliteConnection};
 use jobs_driver::{Completion, JobState, Result};
 
@@ -122,7 +122,8 @@ const COMPLETE_OTHER: &str = concat!(
     own_entry!(),
     " END,
     scheduled_at = CASE WHEN $6 IS NULL THEN scheduled_at ELSE $8 + $6 END,
-    attempt = attempt - $7
+    attempt = attempt - ($7 = 1),
+    max_attempts = max_attempts + ($7 = 2)
 WHERE ",
     running_at_attempt!(),
     " RETURNING id"
@@ -159,7 +160,7 @@ pub(crate) fn complete_many(
             .bind::<Nullable<Text>, _>(c.result.as_deref())
             .bind::<Nullable<Text>, _>(c.error.as_deref())
             .bind::<Nullable<BigInt>, _>(c.delay_ms)
-            .bind::<Bool, _>(c.give_back_attempt)
+            .bind::<SmallInt, _>(c.attempt_change())
             .bind::<BigInt, _>(now_ms)
             .bind::<Text, _>(at_json.as_str())
             .load::<Id>(conn)?

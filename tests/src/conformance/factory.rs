@@ -173,6 +173,7 @@ pub fn succeeded(id: i64, queue: &str, attempt: i32) -> jobs_core::driver::Compl
         error: None,
         delay_ms: None,
         give_back_attempt: false,
+        extra_attempt: false,
         delete: false,
         timing: None,
     }

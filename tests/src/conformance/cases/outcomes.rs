@@ -94,7 +94,11 @@ pub async fn panics_timeouts_snoozes_cancels_and_discards_are_recorded(db: TestD
     assert!(started.elapsed() < Duration::from_secs(30));
 
     let snoozed = db.wait_state(ids[2], JobState::Scheduled).await;
-    assert_eq!(snoozed.attempt, 0, "a snooze gives the attempt back");
+    assert_eq!(
+        (snoozed.attempt, snoozed.max_attempts),
+        (1, 4),
+        "a snooze does not use up an attempt (one more is allowed); its number is never run again"
+    );
     let delay = snoozed.scheduled_at - snoozed.attempted_at.expect("attempted");
     assert!((delay.num_seconds() - 3600).abs() <= 1, "snoozed for an hour: {delay}");
 

@@ -173,7 +173,7 @@ pub async fn buffered_jobs_are_the_nodes_and_go_back_on_shutdown(db: TestDb) {
         assert_eq!(row.errors, serde_json::json!([]), "a job that never ran records no error");
     }
     let row = db.job(blocker).await;
-    assert_eq!((row.state, row.attempt), (JobState::Retryable, 0));
+    assert_eq!((row.state, row.attempt), (JobState::Retryable, 1), "it ran: its attempt number stays");
 }
 
 /// A node killed with jobs in its buffer: the rescuer hands them back and another node
