@@ -7,6 +7,7 @@ pub mod browser;
 pub mod conformance;
 pub mod fault_jobs;
 pub mod faults;
+pub mod model;
 pub mod processes;
 
 /// Waits on a condition with a deadline (the helper `jobs_core::testing` offers users).

@@ -76,6 +76,9 @@ pub struct Stuck {
     /// How many earlier rescues found it lost with its node (its `rescued_node_lost`
     /// error entries).
     pub node_losses: i32,
+    /// Its uniqueness key, when the key is unique in `available`: of two jobs of one rescue
+    /// with the same key, only the first (by id) may go back.
+    pub available_key: Option<Vec<u8>>,
     /// The node of its latest claim.
     pub node: Option<String>,
 }
@@ -140,6 +143,36 @@ impl RescueFate {
         RescueFate { id: job.id, state, max_attempts, entry }
     }
 
+    /// The fates of a whole rescue: [`decide`](Self::decide) for each job, where a job
+    /// whose key an earlier job (by id) of the same rescue takes back counts as held by
+    /// another (the rescue never breaks the unique index).
+    pub fn decide_all(
+        stuck: &[Stuck],
+        rescuer: &str,
+        max_node_losses: i32,
+        now: DateTime<Utc>,
+    ) -> Vec<RescueFate> {
+        let mut order: Vec<&Stuck> = stuck.iter().collect();
+        order.sort_by_key(|job| job.id);
+        let mut taken: Vec<&[u8]> = Vec::new();
+        order
+            .into_iter()
+            .map(|job| {
+                let in_batch = job.available_key.as_deref().is_some_and(|key| taken.contains(&key));
+                let fate = if in_batch {
+                    let held = Stuck { key_held_by_another: true, ..job.clone() };
+                    RescueFate::decide(&held, rescuer, max_node_losses, now)
+                } else {
+                    RescueFate::decide(job, rescuer, max_node_losses, now)
+                };
+                if let (JobState::Available, Some(key)) = (fate.state, job.available_key.as_deref()) {
+                    taken.push(key);
+                }
+                fate
+            })
+            .collect()
+    }
+
     /// Whether the job finished (its `finalized_at` is set).
     pub fn finishes(&self) -> bool {
         self.state.is_final()
@@ -164,6 +197,7 @@ mod tests {
             cancel_requested: false,
             key_held_by_another: false,
             node_losses: 0,
+            available_key: None,
             node: Some("n1".into()),
         }
     }
@@ -187,6 +221,19 @@ mod tests {
         assert_eq!(decide(&stuck(RescueReason::Timeout, 3, 3)).state, JobState::Discarded);
         let fate = decide(&stuck(RescueReason::Timeout, 2, 3));
         assert_eq!((fate.state, fate.max_attempts), (JobState::Available, 3));
+    }
+
+    #[test]
+    fn of_two_rescued_jobs_with_one_key_only_the_first_goes_back() {
+        let keyed =
+            |id| Stuck { id, available_key: Some(b"k".to_vec()), ..stuck(RescueReason::NodeLost, 1, 3) };
+        let jobs = [keyed(9), keyed(4), stuck(RescueReason::NodeLost, 1, 3)];
+        let fates = RescueFate::decide_all(&jobs, "r", 5, Utc::now());
+        let states: Vec<(i64, JobState)> = fates.iter().map(|f| (f.id, f.state)).collect();
+        assert_eq!(
+            states,
+            vec![(4, JobState::Available), (7, JobState::Available), (9, JobState::Discarded)]
+        );
     }
 
     #[test]

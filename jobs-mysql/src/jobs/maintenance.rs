@@ -161,6 +161,8 @@ struct StuckRow {
     #[diesel(sql_type = Bool)]
     timed_out: bool,
     #[diesel(sql_type = Bool)]
+    gone: bool,
+    #[diesel(sql_type = Bool)]
     cancel_requested: bool,
     #[diesel(sql_type = Bool)]
     held: bool,
@@ -168,6 +170,8 @@ struct StuckRow {
     node_losses: i64,
     #[diesel(sql_type = Nullable<Text>)]
     node: Option<String>,
+    #[diesel(sql_type = Nullable<Varbinary>)]
+    available_key: Option<Vec<u8>>,
 }
 
 impl StuckRow {
@@ -175,12 +179,13 @@ impl StuckRow {
         Stuck {
             id: self.id,
             queue: self.queue,
-            reason: if self.timed_out { RescueReason::Timeout } else { lost },
+            reason: if self.timed_out && !self.gone { RescueReason::Timeout } else { lost },
             attempt: self.attempt,
             max_attempts: self.max_attempts,
             cancel_requested: self.cancel_requested,
             key_held_by_another: self.held,
             node_losses: i32::try_from(self.node_losses).unwrap_or(i32::MAX),
+            available_key: self.available_key,
             node: self.node,
         }
     }
@@ -201,28 +206,40 @@ macro_rules! stuck_columns {
             " AS held,
        (SELECT COUNT(*) FROM JSON_TABLE(j.errors, '$[*]' COLUMNS (t VARCHAR(64) PATH '$.error_type')) AS e
         WHERE e.t = 'rescued_node_lost') AS node_losses,
-       j.attempted_node AS node"
+       j.attempted_node AS node,
+       IF(FIND_IN_SET('available', j.unique_states) > 0, j.unique_key, NULL) AS available_key"
         )
     };
 }
 
 // $1 now, $2 timeout grace (µs), $3 node staleness (µs), $4 whether to rescue the jobs of
 // silent nodes (and of nodes with no row), $5 limit, $6 the lock-lost grace (µs), $7
-// whether to rescue the jobs of nodes whose lock is lost.
+// whether to rescue the jobs of nodes whose lock is lost; `gone` (written twice) says the
+// job's node is gone. A job whose node is gone is a node's loss, even once past its
+// timeout: its run may never have started.
 const PICK_STUCK: &str = concat!(
     "SELECT ",
     stuck_columns!(),
-    "
-FROM jobs j
-WHERE j.state = 'running'
-  AND ((j.timeout_ms IS NOT NULL
-        AND j.attempted_at + INTERVAL ((j.timeout_ms * 1000) + $2) MICROSECOND < COALESCE($1, UTC_TIMESTAMP(6)))
-    OR ($4 AND NOT EXISTS (SELECT 1 FROM job_nodes n
+    ", ",
+    "(($4 AND NOT EXISTS (SELECT 1 FROM job_nodes n
                            WHERE n.name = j.attempted_node
                              AND n.heartbeat_at > COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND))
     OR ($7 AND EXISTS (SELECT 1 FROM job_nodes n WHERE n.name = j.attempted_node AND ",
     crate::liveness::lock_lost!("n", "COALESCE($1, UTC_TIMESTAMP(6))", "$6"),
-    ")))
+    ")))",
+    " AS gone
+FROM jobs j
+WHERE j.state = 'running'
+  AND ((j.timeout_ms IS NOT NULL
+        AND j.attempted_at + INTERVAL ((j.timeout_ms * 1000) + $2) MICROSECOND < COALESCE($1, UTC_TIMESTAMP(6)))
+    OR ",
+    "(($4 AND NOT EXISTS (SELECT 1 FROM job_nodes n
+                           WHERE n.name = j.attempted_node
+                             AND n.heartbeat_at > COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND))
+    OR ($7 AND EXISTS (SELECT 1 FROM job_nodes n WHERE n.name = j.attempted_node AND ",
+    crate::liveness::lock_lost!("n", "COALESCE($1, UTC_TIMESTAMP(6))", "$6"),
+    ")))",
+    ")
 LIMIT $5
 FOR UPDATE SKIP LOCKED"
 );
@@ -231,7 +248,7 @@ FOR UPDATE SKIP LOCKED"
 const PICK_ORPHANS: &str = concat!(
     "SELECT ",
     stuck_columns!(),
-    "
+    ", false AS gone
 FROM jobs j
 WHERE j.state = 'running' AND j.attempted_node = $3
   AND j.state_at < COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $4 MICROSECOND
@@ -253,7 +270,7 @@ SET j.state = c.state,
     j.errors = JSON_MERGE_PRESERVE(j.errors, CONCAT('[', c.entry, ']'))
 WHERE j.state = 'running'";
 
-/// Gives each of `stuck` its fate ([`RescueFate::decide`]) in one statement. Returns the
+/// Gives each of `stuck` its fate ([`RescueFate::decide_all`]) in one statement. Returns the
 /// ids and the wake-ups added.
 async fn rescue(
     tx: &mut AsyncMysqlConnection,
@@ -268,9 +285,8 @@ async fn rescue(
     let at = now.unwrap_or_else(Utc::now);
     let mut rows = Vec::with_capacity(stuck.len());
     let mut available = Vec::new();
-    for job in &stuck {
-        let fate = RescueFate::decide(job, rescuer, max_node_losses, at);
-        if fate.state == JobState::Available {
+    for fate in RescueFate::decide_all(&stuck, rescuer, max_node_losses, at) {
+        if let (JobState::Available, Some(job)) = (fate.state, stuck.iter().find(|j| j.id == fate.id)) {
             available.push(job.queue.as_str());
         }
         rows.push(serde_json::json!([

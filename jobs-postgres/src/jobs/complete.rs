@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use diesel::pg::Pg;
 use diesel::sql_types::{Array, BigInt, Int2, Int4, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
-use jobs_driver::{Completion, JobState, Result};
+use jobs_driver::{Completion, DriverError, JobState, Result};
 
 use crate::cached::CachedQuery;
 use crate::rows::Id;
@@ -171,39 +171,62 @@ where
         applied.extend(rows.into_iter().map(|r| r.id));
     }
     if !other.is_empty() {
-        let n = other.len();
-        let (mut id, mut attempt, mut state, mut result, mut error, mut delay, mut give_back) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        for c in &other {
-            id.push(c.id);
-            attempt.push(c.attempt);
-            state.push(c.state.as_str());
-            result.push(c.result.as_deref());
-            error.push(c.error.as_deref());
-            delay.push(c.delay_ms);
-            give_back.push(c.attempt_change());
+        match others(conn, &other, now).await {
+            Ok(ids) => applied.extend(ids),
+            // Two outcomes of the batch take one uniqueness key back (neither sees the
+            // other): one at a time, each statement sees the last, and discards a job
+            // whose key is held. (Inside a transaction the failed statement ended it: the
+            // caller writes the batch again, row by row.)
+            Err(DriverError::Database(diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::UniqueViolation,
+                _,
+            ))) if other.len() > 1 => {
+                for c in &other {
+                    applied.extend(others(conn, std::slice::from_ref(c), now).await?);
+                }
+            }
+            Err(e) => return Err(e),
         }
-        let rows: Vec<Id> = CachedQuery::new(COMPLETE_SQL.as_str())
-            .bind::<Array<BigInt>, _>(id)
-            .bind::<Array<Int4>, _>(attempt)
-            .bind::<Array<Text>, _>(state)
-            .bind::<Array<Nullable<Text>>, _>(result)
-            .bind::<Array<Nullable<Text>>, _>(error)
-            .bind::<Array<Nullable<BigInt>>, _>(delay)
-            .bind::<Array<Int2>, _>(give_back)
-            .bind::<Nullable<Timestamptz>, _>(now)
-            .load(conn)
-            .await?;
-        applied.extend(rows.into_iter().map(|r| r.id));
     }
     Ok(applied)
+}
+
+/// Writes every outcome but a success (`COMPLETE_SQL`); returns the ids it applied to.
+async fn others<C>(conn: &mut C, other: &[&Completion], now: Option<DateTime<Utc>>) -> Result<Vec<i64>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let n = other.len();
+    let (mut id, mut attempt, mut state, mut result, mut error, mut delay, mut give_back) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for c in other {
+        id.push(c.id);
+        attempt.push(c.attempt);
+        state.push(c.state.as_str());
+        result.push(c.result.as_deref());
+        error.push(c.error.as_deref());
+        delay.push(c.delay_ms);
+        give_back.push(c.attempt_change());
+    }
+    let rows: Vec<Id> = CachedQuery::new(COMPLETE_SQL.as_str())
+        .bind::<Array<BigInt>, _>(id)
+        .bind::<Array<Int4>, _>(attempt)
+        .bind::<Array<Text>, _>(state)
+        .bind::<Array<Nullable<Text>>, _>(result)
+        .bind::<Array<Nullable<Text>>, _>(error)
+        .bind::<Array<Nullable<BigInt>>, _>(delay)
+        .bind::<Array<Int2>, _>(give_back)
+        .bind::<Nullable<Timestamptz>, _>(now)
+        .load(conn)
+        .await?;
+    Ok(rows.into_iter().map(|r| r.id).collect())
 }
 
 /// Runs `sql` (`COMPLETE_SUCCEEDED` or `COMPLETE_HELD`) on the successes `done`; returns

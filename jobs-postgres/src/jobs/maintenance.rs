@@ -78,32 +78,52 @@ macro_rules! stuck_columns {
         WHERE e->>'error_type' = '",
             "rescued_node_lost",
             "')::int4 AS node_losses,
-       jobs.attempted_by[cardinality(jobs.attempted_by)] AS node"
+       jobs.attempted_by[cardinality(jobs.attempted_by)] AS node,
+       CASE WHEN 'available' = ANY (jobs.unique_states) THEN jobs.unique_key END AS available_key"
         )
+    };
+}
+
+/// Whether running job `jobs` ran `$3` ms past its timeout (a macro, for `concat!`).
+macro_rules! overran {
+    () => {
+        "(jobs.timeout_ms IS NOT NULL
+        AND jobs.attempted_at + (jobs.timeout_ms + $3) * interval '1 millisecond' < clock.now)"
     };
 }
 
 // $1 now, $2 node staleness (ms), $3 timeout grace (ms), $4 limit, $5 whether to rescue the
 // jobs of silent nodes (and of nodes with no row), $6 the lock-lost grace (ms), $7 whether
-// to rescue the jobs of nodes whose lock is lost.
+// to rescue the jobs of nodes whose lock is lost; `gone` (written twice) says the job's
+// node is gone. A job whose node is gone is a node's loss, even once past its timeout:
+// its run may never have started.
 const PICK_STUCK: &str = concat!(
     "WITH clock AS (SELECT COALESCE($1::timestamptz, now()) AS now)
 SELECT ",
     stuck_columns!(),
-    ",
-       (jobs.timeout_ms IS NOT NULL
-        AND jobs.attempted_at + (jobs.timeout_ms + $3) * interval '1 millisecond' < clock.now) AS timed_out
-FROM jobs, clock
-WHERE jobs.state = 'running'
-  AND ((jobs.timeout_ms IS NOT NULL
-        AND jobs.attempted_at + (jobs.timeout_ms + $3) * interval '1 millisecond' < clock.now)
-    OR ($5 AND NOT EXISTS (SELECT 1 FROM job_nodes n
+    ", ",
+    overran!(),
+    " AS timed_out, ",
+    "(($5 AND NOT EXISTS (SELECT 1 FROM job_nodes n
                            WHERE n.name = jobs.attempted_by[cardinality(jobs.attempted_by)]
                              AND n.heartbeat_at > clock.now - $2 * interval '1 millisecond'))
     OR ($7 AND EXISTS (SELECT 1 FROM job_nodes n
                        WHERE n.name = jobs.attempted_by[cardinality(jobs.attempted_by)] AND ",
     crate::liveness::lock_lost!("n", "clock.now", "$6"),
-    ")))
+    ")))",
+    " AS gone
+FROM jobs, clock
+WHERE jobs.state = 'running' AND (",
+    overran!(),
+    " OR ",
+    "(($5 AND NOT EXISTS (SELECT 1 FROM job_nodes n
+                           WHERE n.name = jobs.attempted_by[cardinality(jobs.attempted_by)]
+                             AND n.heartbeat_at > clock.now - $2 * interval '1 millisecond'))
+    OR ($7 AND EXISTS (SELECT 1 FROM job_nodes n
+                       WHERE n.name = jobs.attempted_by[cardinality(jobs.attempted_by)] AND ",
+    crate::liveness::lock_lost!("n", "clock.now", "$6"),
+    ")))",
+    ")
 LIMIT $4
 FOR UPDATE OF jobs SKIP LOCKED"
 );
@@ -113,7 +133,7 @@ const PICK_ORPHANS: &str = concat!(
     "WITH clock AS (SELECT COALESCE($1::timestamptz, now()) AS now)
 SELECT ",
     stuck_columns!(),
-    ", false AS timed_out
+    ", false AS timed_out, false AS gone
 FROM jobs, clock
 WHERE jobs.state = 'running'
   AND jobs.attempted_by[cardinality(jobs.attempted_by)] = $2
@@ -142,8 +162,12 @@ struct StuckRow {
     node_losses: i32,
     #[diesel(sql_type = Nullable<Text>)]
     node: Option<String>,
+    #[diesel(sql_type = Nullable<diesel::sql_types::Bytea>)]
+    available_key: Option<Vec<u8>>,
     #[diesel(sql_type = Bool)]
     timed_out: bool,
+    #[diesel(sql_type = Bool)]
+    gone: bool,
 }
 
 impl StuckRow {
@@ -151,12 +175,13 @@ impl StuckRow {
         Stuck {
             id: self.id,
             queue: self.queue,
-            reason: if self.timed_out { RescueReason::Timeout } else { lost },
+            reason: if self.timed_out && !self.gone { RescueReason::Timeout } else { lost },
             attempt: self.attempt,
             max_attempts: self.max_attempts,
             cancel_requested: self.cancel_requested,
             key_held_by_another: self.held,
             node_losses: self.node_losses,
+            available_key: self.available_key,
             node: self.node,
         }
     }
@@ -183,7 +208,7 @@ rescued AS (
 SELECT id FROM rescued, (SELECT count(*) FROM woken) AS w"
 );
 
-/// Gives each of `stuck` its fate ([`RescueFate::decide`]) in one statement; returns the
+/// Gives each of `stuck` its fate ([`RescueFate::decide_all`]) in one statement; returns the
 /// ids written.
 async fn write_fates<C>(
     conn: &mut C,
@@ -199,8 +224,7 @@ where
         return Ok(Vec::new());
     }
     let at = now.unwrap_or_else(Utc::now);
-    let fates: Vec<RescueFate> =
-        stuck.iter().map(|job| RescueFate::decide(job, rescuer, max_node_losses, at)).collect();
+    let fates = RescueFate::decide_all(&stuck, rescuer, max_node_losses, at);
     let ids: Vec<i64> = fates.iter().map(|f| f.id).collect();
     let states: Vec<&str> = fates.iter().map(|f| f.state.as_str()).collect();
     let allowed: Vec<i32> = fates.iter().map(|f| f.max_attempts).collect();

@@ -94,23 +94,25 @@ macro_rules! stuck_columns {
             " AS held,
        (SELECT count(*) FROM json_each(jobs.errors) e
         WHERE e.value ->> '$.error_type' = 'rescued_node_lost') AS node_losses,
-       jobs.attempted_by ->> '$[#-1]' AS node"
+       jobs.attempted_by ->> '$[#-1]' AS node,
+       CASE WHEN instr(jobs.unique_states, '\"available\"') > 0 THEN jobs.unique_key END AS available_key"
         )
     };
 }
 
 // $1 now (ms), $2 timeout grace (ms), $3 limit, $4 whether to rescue the jobs of nodes
-// with no row, $5 the nodes gone (a JSON array, see `Liveness`).
+// with no row, $5 the nodes gone (a JSON array, see `Liveness`). A job whose node is gone
+// is a node's loss, even once past its timeout: its run may never have started.
 const PICK_STUCK: &str = concat!(
     "SELECT ",
     stuck_columns!(),
-    ",
-       (jobs.timeout_ms IS NOT NULL AND jobs.attempted_at + jobs.timeout_ms + $2 < $1) AS timed_out
-FROM jobs
-WHERE jobs.state = 'running'
-  AND ((jobs.timeout_ms IS NOT NULL AND jobs.attempted_at + jobs.timeout_ms + $2 < $1)
-    OR ($4 AND coalesce(jobs.attempted_by ->> '$[#-1]', '') NOT IN (SELECT name FROM job_nodes))
-    OR coalesce(jobs.attempted_by ->> '$[#-1]', '') IN (SELECT value FROM json_each($5)))
+    ", timed_out, gone
+FROM (SELECT jobs.*,
+             (timeout_ms IS NOT NULL AND attempted_at + timeout_ms + $2 < $1) AS timed_out,
+             (($4 AND coalesce(attempted_by ->> '$[#-1]', '') NOT IN (SELECT name FROM job_nodes))
+              OR coalesce(attempted_by ->> '$[#-1]', '') IN (SELECT value FROM json_each($5))) AS gone
+      FROM jobs WHERE state = 'running') AS jobs
+WHERE jobs.timed_out OR jobs.gone
 LIMIT $3"
 );
 
@@ -118,7 +120,7 @@ LIMIT $3"
 const PICK_ORPHANS: &str = concat!(
     "SELECT ",
     stuck_columns!(),
-    ", false AS timed_out
+    ", false AS timed_out, false AS gone
 FROM jobs
 WHERE jobs.state = 'running'
   AND jobs.attempted_by ->> '$[#-1]' = $2
@@ -147,8 +149,12 @@ struct StuckRow {
     node_losses: i32,
     #[diesel(sql_type = Nullable<Text>)]
     node: Option<String>,
+    #[diesel(sql_type = Nullable<diesel::sql_types::Binary>)]
+    available_key: Option<Vec<u8>>,
     #[diesel(sql_type = Bool)]
     timed_out: bool,
+    #[diesel(sql_type = Bool)]
+    gone: bool,
 }
 
 impl StuckRow {
@@ -156,12 +162,13 @@ impl StuckRow {
         Stuck {
             id: self.id,
             queue: self.queue,
-            reason: if self.timed_out { RescueReason::Timeout } else { lost },
+            reason: if self.timed_out && !self.gone { RescueReason::Timeout } else { lost },
             attempt: self.attempt,
             max_attempts: self.max_attempts,
             cancel_requested: self.cancel_requested,
             key_held_by_another: self.held,
             node_losses: self.node_losses,
+            available_key: self.available_key,
             node: self.node,
         }
     }
@@ -176,7 +183,7 @@ SET state = $2,
     errors = json_insert(errors, '$[#]', json($4))
 WHERE id = $1 AND state = 'running'";
 
-/// Gives each of `stuck` its fate ([`RescueFate::decide`]); returns the ids and the
+/// Gives each of `stuck` its fate ([`RescueFate::decide_all`]); returns the ids and the
 /// wake-ups added.
 fn write_fates(
     conn: &mut SqliteConnection,
@@ -188,8 +195,8 @@ fn write_fates(
     let at = crate::time::from_ms(now_ms);
     let mut ids = Vec::with_capacity(stuck.len());
     let mut available = Vec::new();
-    for job in &stuck {
-        let fate = RescueFate::decide(job, rescuer, max_node_losses, at);
+    for fate in RescueFate::decide_all(&stuck, rescuer, max_node_losses, at) {
+        let Some(job) = stuck.iter().find(|j| j.id == fate.id) else { continue };
         let written = CachedQuery::new(WRITE_FATE)
             .bind::<BigInt, _>(fate.id)
             .bind::<Text, _>(fate.state.as_str())
