@@ -32,6 +32,7 @@ async fn a_waiting_job_says_which_live_nodes_can_run_it() {
             kinds,
             now: None,
             lock: None,
+            registering: false,
         };
         test_app::driver(&pool).node_heartbeat(beat).await.expect("heartbeat");
     }
@@ -59,6 +60,7 @@ async fn the_queues_page_shows_each_nodes_running_and_buffered_jobs() {
         kinds: &["mail"],
         now: None,
         lock: None,
+        registering: false,
     };
     test_app::driver(&pool).node_heartbeat(beat).await.expect("heartbeat");
     // A queue the node serves, and one no node serves (it used to read "running").

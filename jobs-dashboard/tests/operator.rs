@@ -36,6 +36,7 @@ async fn live_node(pool: &jobs_core::Pool) {
         kinds: &["operator.invoice", "mail"],
         now: None,
         lock: None,
+        registering: false,
     };
     test_app::driver(pool).node_heartbeat(beat).await.expect("heartbeat");
 }

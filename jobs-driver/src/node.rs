@@ -49,6 +49,10 @@ pub struct NodeHeartbeatParams<'a> {
     /// leader election (`None`: the node holds none, and only its heartbeats tell that it
     /// lives).
     pub lock: Option<&'a str>,
+    /// The first heartbeat of the node's process: its `started_at` becomes now. A job
+    /// claimed under the node's name before then was claimed by an earlier process of that
+    /// name (a restart with a fixed name), which is gone: the rescuer takes it back.
+    pub registering: bool,
 }
 
 /// `node_hold`: take `node`'s liveness lock, held for as long as the returned

@@ -15,8 +15,8 @@ const HEARTBEAT: &str = "\
 INSERT INTO job_nodes (name, host, pid, started_at, heartbeat_at, queues, kinds, lock_name)
 VALUES ($1, $2, $3, COALESCE($5, UTC_TIMESTAMP(6)), COALESCE($5, UTC_TIMESTAMP(6)), $4, $6, $7)
 ON DUPLICATE KEY UPDATE
-    -- A name taken over by a new process (a restart with a fixed name) starts afresh.
-    started_at = IF(host = $2 AND pid = $3, started_at, COALESCE($5, UTC_TIMESTAMP(6))),
+    -- A process's first heartbeat (a restart with a fixed name too) starts the node afresh.
+    started_at = IF($8, COALESCE($5, UTC_TIMESTAMP(6)), started_at),
     host = $2, pid = $3,
     heartbeat_at = COALESCE($5, UTC_TIMESTAMP(6)), queues = $4, kinds = $6, lock_name = $7";
 
@@ -33,6 +33,7 @@ pub(crate) async fn heartbeat(
         .bind::<Nullable<Datetime>, _>(naive_opt(params.now))
         .bind::<Text, _>(serde_json::Value::from(params.kinds).to_string())
         .bind::<Nullable<Text>, _>(params.lock)
+        .bind::<diesel::sql_types::Bool, _>(params.registering)
         .execute(conn)
         .await?;
     Ok(())

@@ -17,9 +17,8 @@ FROM (SELECT COALESCE($5::timestamptz, now()) AS now) AS clock
 ON CONFLICT (name) DO UPDATE
 SET heartbeat_at = EXCLUDED.heartbeat_at, queues = EXCLUDED.queues, kinds = EXCLUDED.kinds,
     lock_key = EXCLUDED.lock_key, host = EXCLUDED.host, pid = EXCLUDED.pid,
-    -- A name taken over by a new process (a restart with a fixed name) starts afresh.
-    started_at = CASE WHEN (n.host, n.pid) = (EXCLUDED.host, EXCLUDED.pid) THEN n.started_at
-                      ELSE EXCLUDED.started_at END";
+    -- A process's first heartbeat (a restart with a fixed name too) starts the node afresh.
+    started_at = CASE WHEN $8 THEN EXCLUDED.started_at ELSE n.started_at END";
 
 /// See [`NodeHeartbeatParams`].
 pub(crate) async fn heartbeat<C>(conn: &mut C, params: NodeHeartbeatParams<'_>) -> Result<()>
@@ -34,6 +33,7 @@ where
         .bind::<Nullable<Timestamptz>, _>(params.now)
         .bind::<Jsonb, _>(serde_json::Value::from(params.kinds))
         .bind::<Nullable<BigInt>, _>(lock_key(params.lock)?)
+        .bind::<diesel::sql_types::Bool, _>(params.registering)
         .execute(conn)
         .await?;
     Ok(())

@@ -15,9 +15,8 @@ VALUES ($1, $2, $3, $5, $5, $4, $6, $7)
 ON CONFLICT (name) DO UPDATE
 SET heartbeat_at = excluded.heartbeat_at, queues = excluded.queues, kinds = excluded.kinds,
     lock_path = excluded.lock_path,
-    -- A name taken over by a new process (a restart with a fixed name) starts afresh.
-    started_at = CASE WHEN (job_nodes.host, job_nodes.pid) = (excluded.host, excluded.pid)
-                      THEN job_nodes.started_at ELSE excluded.started_at END,
+    -- A process's first heartbeat (a restart with a fixed name too) starts the node afresh.
+    started_at = CASE WHEN $8 THEN excluded.started_at ELSE job_nodes.started_at END,
     host = excluded.host, pid = excluded.pid";
 
 /// See [`NodeHeartbeatParams`].
@@ -30,6 +29,7 @@ pub(crate) fn heartbeat(conn: &mut SqliteConnection, params: &NodeHeartbeatParam
         .bind::<BigInt, _>(now_ms(params.now))
         .bind::<Text, _>(serde_json::Value::from(params.kinds).to_string())
         .bind::<Nullable<Text>, _>(params.lock)
+        .bind::<diesel::sql_types::Bool, _>(params.registering)
         .execute(conn)?;
     Ok(())
 }

@@ -222,7 +222,7 @@ impl Driver for SqliteDriver {
     }
 
     async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()> {
-        let NodeHeartbeatParams { node, host, pid, queues, kinds, now, lock } = params;
+        let NodeHeartbeatParams { node, host, pid, queues, kinds, now, lock, registering } = params;
         let (node, host, queues) = (node.to_owned(), host.to_owned(), queues.clone());
         let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
         let lock = lock.map(str::to_owned);
@@ -236,6 +236,7 @@ impl Driver for SqliteDriver {
                 kinds: &kinds,
                 now,
                 lock: lock.as_deref(),
+                registering,
             };
             nodes::heartbeat(c, &params)
         })

@@ -63,6 +63,7 @@ async fn walk(chromedriver: &jobs_tests::browser::Driver, size: (u32, u32), them
         kinds: &["walk.report"],
         now: None,
         lock: None,
+        registering: false,
     };
     driver.node_heartbeat(beat).await.expect("heartbeat");
     let def = ScheduleDef {

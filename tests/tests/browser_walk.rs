@@ -56,6 +56,7 @@ async fn every_page_in_light_and_dark_at_phone_and_desktop_widths_then_live_refr
         kinds: &["walk.report"],
         now: None,
         lock: None,
+        registering: false,
     };
     driver.node_heartbeat(beat).await.expect("heartbeat");
     let def = ScheduleDef {

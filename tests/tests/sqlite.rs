@@ -312,6 +312,7 @@ async fn a_live_node_kept_from_writing_is_not_taken_for_dead() {
         kinds: &[],
         now: Some(chrono::Utc::now() - chrono::Duration::minutes(1)),
         lock: Some(lock.key()),
+        registering: true,
     };
     node.node_heartbeat(beat).await.expect("heartbeat");
     assert!(lock.keep().await.expect("keep"));

@@ -136,7 +136,7 @@ async fn register(shared: &Shared) -> Result<Option<Box<dyn NodeLock>>> {
         let registered = async {
             check_server(shared).await?;
             let lock = hold_name(shared).await?;
-            heartbeat::beat(shared).await?;
+            heartbeat::beat(shared, true).await?;
             let stored = shared.driver.queue_settings(QueueSettingsParams { queue: None }).await?;
             Ok::<_, crate::error::Error>((lock, stored))
         }

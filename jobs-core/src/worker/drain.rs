@@ -63,7 +63,7 @@ impl Worker {
     pub async fn drain(&self) -> Result<Vec<Drained>> {
         panic_capture::install_hook();
         let shared = &self.shared;
-        heartbeat::beat(shared).await?;
+        heartbeat::beat(shared, true).await?;
         let mut queues: Vec<_> = shared.queues.values().cloned().collect();
         queues.sort_by(|a, b| a.name.cmp(&b.name));
         let mut drained = Vec::new();

@@ -15,8 +15,8 @@ use super::runtime::Shared;
 use crate::error::Result;
 use crate::maintenance::ServiceContext;
 
-/// Writes one heartbeat.
-pub(crate) async fn beat(shared: &Shared) -> Result<()> {
+/// Writes one heartbeat (`registering`: the process's first).
+pub(crate) async fn beat(shared: &Shared, registering: bool) -> Result<()> {
     let queues: serde_json::Map<String, serde_json::Value> = shared
         .queues
         .values()
@@ -41,6 +41,7 @@ pub(crate) async fn beat(shared: &Shared) -> Result<()> {
         kinds: &kinds,
         now: shared.clock.db_now(),
         lock: lock.as_deref(),
+        registering,
     };
     Ok(shared.driver.node_heartbeat(params).await?)
 }
@@ -83,7 +84,7 @@ pub(crate) async fn run(shared: Arc<Shared>, ctx: ServiceContext, stop: Cancella
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = ticker.tick() => {
-                if let Err(e) = beat(&shared).await {
+                if let Err(e) = beat(&shared, false).await {
                     ctx.note_database_failure();
                     tracing::warn!(error = %e, "heartbeat failed");
                 }

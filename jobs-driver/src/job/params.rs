@@ -129,7 +129,8 @@ pub struct JobScheduleDueParams {
 
 /// `job_rescue_stuck`: take back the `running` jobs that nobody runs any more — their node
 /// is gone (its liveness lock is free and its heartbeat older than `lock_lost_grace`, or
-/// it has not heartbeated within `node_stale_after`, or it has no row), or they are still
+/// it has not heartbeated within `node_stale_after`, or it has no row, or its process
+/// started after the claim: an earlier process of the same name claimed it), or they are still
 /// running `timeout_grace` past their timeout — and give each the fate
 /// [`RescueFate::decide`](crate::RescueFate::decide) says: back `available` in its place
 /// in line (priority and `scheduled_at` unchanged, its queue woken), a lost node's attempt

@@ -213,7 +213,7 @@ macro_rules! stuck_columns {
 }
 
 // $1 now, $2 timeout grace (µs), $3 node staleness (µs), $4 whether to rescue the jobs of
-// silent nodes (and of nodes with no row), $5 limit, $6 the lock-lost grace (µs), $7
+// silent nodes (and of nodes with no row, or a process started after the claim), $5 limit, $6 the lock-lost grace (µs), $7
 // whether to rescue the jobs of nodes whose lock is lost; `gone` (written twice) says the
 // job's node is gone. A job whose node is gone is a node's loss, even once past its
 // timeout: its run may never have started.
@@ -223,7 +223,8 @@ const PICK_STUCK: &str = concat!(
     ", ",
     "(($4 AND NOT EXISTS (SELECT 1 FROM job_nodes n
                            WHERE n.name = j.attempted_node
-                             AND n.heartbeat_at > COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND))
+                             AND n.heartbeat_at > COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND
+                             AND n.started_at <= j.attempted_at))
     OR ($7 AND EXISTS (SELECT 1 FROM job_nodes n WHERE n.name = j.attempted_node AND ",
     crate::liveness::lock_lost!("n", "COALESCE($1, UTC_TIMESTAMP(6))", "$6"),
     ")))",
@@ -235,7 +236,8 @@ WHERE j.state = 'running'
     OR ",
     "(($4 AND NOT EXISTS (SELECT 1 FROM job_nodes n
                            WHERE n.name = j.attempted_node
-                             AND n.heartbeat_at > COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND))
+                             AND n.heartbeat_at > COALESCE($1, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND
+                             AND n.started_at <= j.attempted_at))
     OR ($7 AND EXISTS (SELECT 1 FROM job_nodes n WHERE n.name = j.attempted_node AND ",
     crate::liveness::lock_lost!("n", "COALESCE($1, UTC_TIMESTAMP(6))", "$6"),
     ")))",

@@ -93,7 +93,7 @@ macro_rules! overran {
 }
 
 // $1 now, $2 node staleness (ms), $3 timeout grace (ms), $4 limit, $5 whether to rescue the
-// jobs of silent nodes (and of nodes with no row), $6 the lock-lost grace (ms), $7 whether
+// jobs of silent nodes (and of nodes with no row, or a process started after the claim), $6 the lock-lost grace (ms), $7 whether
 // to rescue the jobs of nodes whose lock is lost; `gone` (written twice) says the job's
 // node is gone. A job whose node is gone is a node's loss, even once past its timeout:
 // its run may never have started.
@@ -106,7 +106,8 @@ SELECT ",
     " AS timed_out, ",
     "(($5 AND NOT EXISTS (SELECT 1 FROM job_nodes n
                            WHERE n.name = jobs.attempted_by[cardinality(jobs.attempted_by)]
-                             AND n.heartbeat_at > clock.now - $2 * interval '1 millisecond'))
+                             AND n.heartbeat_at > clock.now - $2 * interval '1 millisecond'
+                             AND n.started_at <= jobs.attempted_at))
     OR ($7 AND EXISTS (SELECT 1 FROM job_nodes n
                        WHERE n.name = jobs.attempted_by[cardinality(jobs.attempted_by)] AND ",
     crate::liveness::lock_lost!("n", "clock.now", "$6"),
@@ -118,7 +119,8 @@ WHERE jobs.state = 'running' AND (",
     " OR ",
     "(($5 AND NOT EXISTS (SELECT 1 FROM job_nodes n
                            WHERE n.name = jobs.attempted_by[cardinality(jobs.attempted_by)]
-                             AND n.heartbeat_at > clock.now - $2 * interval '1 millisecond'))
+                             AND n.heartbeat_at > clock.now - $2 * interval '1 millisecond'
+                             AND n.started_at <= jobs.attempted_at))
     OR ($7 AND EXISTS (SELECT 1 FROM job_nodes n
                        WHERE n.name = jobs.attempted_by[cardinality(jobs.attempted_by)] AND ",
     crate::liveness::lock_lost!("n", "clock.now", "$6"),

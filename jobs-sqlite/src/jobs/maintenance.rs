@@ -109,7 +109,8 @@ const PICK_STUCK: &str = concat!(
     ", timed_out, gone
 FROM (SELECT jobs.*,
              (timeout_ms IS NOT NULL AND attempted_at + timeout_ms + $2 < $1) AS timed_out,
-             (($4 AND coalesce(attempted_by ->> '$[#-1]', '') NOT IN (SELECT name FROM job_nodes))
+             (($4 AND NOT EXISTS (SELECT 1 FROM job_nodes n WHERE n.name = attempted_by ->> '$[#-1]'
+                                                                AND n.started_at <= attempted_at))
               OR coalesce(attempted_by ->> '$[#-1]', '') IN (SELECT value FROM json_each($5))) AS gone
       FROM jobs WHERE state = 'running') AS jobs
 WHERE jobs.timed_out OR jobs.gone

@@ -112,7 +112,7 @@ impl System {
             paused: [false; 2],
         };
         for node in 0..NODES {
-            system.heartbeat(node);
+            system.heartbeat(node, true);
         }
         system
     }
@@ -286,14 +286,14 @@ impl System {
             }
             Op::Heartbeat { node } => {
                 if self.nodes[node].alive {
-                    self.heartbeat(node);
+                    self.heartbeat(node, false);
                 }
             }
             Op::Kill { node } => self.nodes[node] = Node::default(),
             Op::Revive { node } => {
                 if !self.nodes[node].alive {
                     self.nodes[node].alive = true;
-                    self.heartbeat(node);
+                    self.heartbeat(node, true);
                 }
             }
             Op::Advance { secs } => {
@@ -371,7 +371,7 @@ impl System {
         self.check(op, allowed)
     }
 
-    fn heartbeat(&self, node: usize) {
+    fn heartbeat(&self, node: usize, registering: bool) {
         let name = node_name(node);
         let queues = serde_json::json!({});
         let params = NodeHeartbeatParams {
@@ -382,6 +382,7 @@ impl System {
             kinds: &[],
             now: Some(self.now),
             lock: None,
+            registering,
         };
         self.block(self.driver().node_heartbeat(params)).expect("heartbeat");
     }

@@ -21,7 +21,7 @@ use crate::wait_for;
 /// Jobs of one attempt (`max_attempts = 1`) that a node claimed and never started (claimed
 /// ahead into its buffer) are not discarded when the node dies: the rescue does not count
 /// the lost attempt, they run once elsewhere. One whose claim's reply its own (live) node
-/// never received is handed back by that node, and runs too.
+/// never received is handed back by that node, its attempt not counted either.
 pub async fn jobs_lost_with_their_node_on_their_last_attempt_run_again(db: TestDb) {
     let ledger = Ledger::new();
     let mut ids = Vec::new();
@@ -41,12 +41,6 @@ pub async fn jobs_lost_with_their_node_on_their_last_attempt_run_again(db: TestD
     assert!(claimed.iter().all(|j| (j.attempt, j.max_attempts) == (1, 1)), "each on its last attempt");
     // The node died holding them, none started.
     heartbeat(&db, "doomed", Utc::now() - chrono::Duration::minutes(1)).await;
-    // A lost claim: the survivor itself claimed it, and the reply never arrived.
-    let lost = once::enqueue(&db.driver, ledger.record(9)).await.expect("enqueue").id;
-    let taken =
-        db.driver.job_claim(JobClaimParams { node: "survivor", limit: 1, ..claim }).await.expect("claim");
-    assert_eq!(taken[0].id, lost);
-
     let survivor = db
         .worker()
         .node_name("survivor")
@@ -57,23 +51,33 @@ pub async fn jobs_lost_with_their_node_on_their_last_attempt_run_again(db: TestD
         .start()
         .await
         .expect("start");
-    for &id in ids.iter().chain([&lost]) {
+    for &id in &ids {
         let row = db.wait_state(id, JobState::Completed).await;
         assert_eq!((row.attempt, row.max_attempts), (2, 2), "job {id}: the lost attempt did not count");
-        let why = if id == lost { "rescued_orphaned" } else { NODE_LOST };
-        assert_eq!(row.errors[0]["error_type"], why, "job {id}");
+        assert_eq!(row.errors[0]["error_type"], NODE_LOST, "job {id}");
         assert_eq!(row.errors[0]["attempt"], 1);
     }
+    // A lost claim: the survivor claimed a job (of a queue it does not serve, so that it
+    // does not run it after) and the reply never arrived. It hands the job back itself.
+    let lost =
+        once::build(ledger.record(9)).queue("elsewhere").enqueue(&db.driver).await.expect("enqueue").id;
+    let lose = JobClaimParams { queue: "elsewhere", node: "survivor", limit: 1, ..claim };
+    assert_eq!(db.driver.job_claim(lose).await.expect("claim")[0].id, lost);
+    let row = db.wait_state(lost, JobState::Available).await;
+    assert_eq!((row.attempt, row.max_attempts), (1, 2), "the lost claim's attempt does not count");
+    assert_eq!(row.errors[0]["error_type"], "rescued_orphaned");
     let runs = ledger.runs();
-    assert_eq!(runs.len(), 6, "each job ran once: {runs:?}");
+    assert_eq!(runs.len(), 5, "each job ran once: {runs:?}");
     assert!(runs.iter().all(|r| r.attempt == 2 && r.node == "survivor"), "{runs:?}");
     survivor.shutdown().await.expect("shutdown");
 }
 
 /// The rescue's rule on every backend: a cancel requested wins (whether the node was lost
 /// or the job overran its timeout); an overrun timeout uses the attempt (the last one:
-/// discarded); a node's loss does not; a job lost with its node as often as the rescuer
-/// allows (`max_node_losses`) is discarded, whatever attempts it has left.
+/// discarded); a node's loss does not, even once the job is past its timeout (its run may
+/// never have started), nor does a claim by an earlier process of a node's name (a restart
+/// with a fixed name); a job lost with its node as often as the rescuer allows
+/// (`max_node_losses`) is discarded, whatever attempts it has left.
 pub async fn the_rescue_follows_one_rule_for_cancels_timeouts_and_losses(db: TestDb) {
     let start = Utc::now();
     let clock = ManualClock::new(start);
@@ -88,6 +92,8 @@ pub async fn the_rescue_follows_one_rule_for_cancels_timeouts_and_losses(db: Tes
             .claimed_by(node)
             .state(JobState::Running, start)
     };
+    // The live node registered before its claims.
+    heartbeat(&db, "live", start).await;
     let ids = insert_all(
         &*db.driver,
         vec![
@@ -103,11 +109,27 @@ pub async fn the_rescue_follows_one_rule_for_cancels_timeouts_and_losses(db: Tes
             running("gone").attempts(4, 20).errors(lost_before(3)),
             // 5: lost four times before: the fifth loss discards it.
             running("gone").attempts(5, 20).errors(lost_before(4)),
+            // 6: its node gone, and past its timeout too, on its last attempt.
+            running("gone").timeout_ms(100).attempts(1, 1),
+            // 7: claimed by an earlier process of a node that has restarted since.
+            running("restarted").attempts(1, 1),
         ],
     )
     .await;
     clock.advance(Duration::from_secs(60));
     heartbeat(&db, "live", clock.now()).await;
+    let queues = json!({});
+    let restart = jobs_core::driver::NodeHeartbeatParams {
+        node: "restarted",
+        host: "host",
+        pid: 1,
+        queues: &queues,
+        kinds: &[],
+        now: Some(clock.now()),
+        lock: None,
+        registering: true,
+    };
+    db.driver.node_heartbeat(restart).await.expect("the new process registers");
     let ctx = ServiceContext::new(db.driver.clone(), "rescuer").with_clock(Arc::new(clock.clone()));
     let rescuer = Rescuer::new(RescuerConfig { max_node_losses: 5, ..RescuerConfig::default() });
     let mut rescued = rescuer.run_once(&ctx).await.expect("rescue");
@@ -120,6 +142,8 @@ pub async fn the_rescue_follows_one_rule_for_cancels_timeouts_and_losses(db: Tes
         (JobState::Available, 4, "rescued_node_lost"),
         (JobState::Available, 21, "rescued_node_lost"),
         (JobState::Discarded, 20, "rescued_node_lost"),
+        (JobState::Available, 2, "rescued_node_lost"),
+        (JobState::Available, 2, "rescued_node_lost"),
     ];
     for (id, (state, max_attempts, why)) in ids.iter().zip(expected) {
         let row = db.job(*id).await;
@@ -134,7 +158,7 @@ pub async fn the_rescue_follows_one_rule_for_cancels_timeouts_and_losses(db: Tes
     assert!(message.contains("lost with its node 5 times"), "{message}");
     // A survivor runs what went back; nothing else moves.
     let survivor = start_survivor(&db).await;
-    for id in [ids[3], ids[4]] {
+    for id in [ids[3], ids[4], ids[6], ids[7]] {
         let row = db.wait_state(id, JobState::Completed).await;
         assert_eq!(row.attempted_by.last().map(String::as_str), Some("survivor"));
     }

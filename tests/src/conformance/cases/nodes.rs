@@ -99,6 +99,7 @@ pub async fn a_node_name_in_use_is_refused(db: TestDb) {
                     kinds: &[],
                     now: None,
                     lock: None,
+                    registering: false,
                 };
                 let _ = driver.node_heartbeat(beat).await;
                 tokio::time::sleep(Duration::from_millis(200)).await;

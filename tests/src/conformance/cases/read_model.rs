@@ -273,6 +273,7 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
             kinds: &[],
             now: Some(at(hours)),
             lock: None,
+            registering: false,
         };
         db.driver.node_heartbeat(beat).await.expect("heartbeat");
     }

@@ -30,6 +30,7 @@ pub(crate) async fn heartbeat(db: &TestDb, node: &str, at: DateTime<Utc>) {
         kinds: &[],
         now: Some(at),
         lock: None,
+        registering: false,
     };
     db.driver.node_heartbeat(params).await.expect("heartbeat");
 }
