@@ -43,6 +43,10 @@ macro_rules! node_gone {
 }
 pub(crate) use node_gone;
 
+/// How long keeping the lock may take (a check, or a reconnection and the lock taken
+/// again) before it counts as failed.
+const KEEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 #[derive(QueryableByName)]
 struct Got {
     #[diesel(sql_type = Nullable<diesel::sql_types::BigInt>)]
@@ -106,14 +110,21 @@ impl NodeLock for MysqlNodeLock {
 
     async fn keep(&mut self) -> Result<bool> {
         if let Some(conn) = self.conn.as_mut() {
-            let alive = diesel::sql_query("SELECT CAST(1 AS SIGNED) AS got").get_result::<Got>(conn).await;
-            if alive.is_ok() {
+            let check = diesel::sql_query("SELECT CAST(1 AS SIGNED) AS got").get_result::<Got>(conn);
+            if matches!(tokio::time::timeout(KEEP_TIMEOUT, check).await, Ok(Ok(_))) {
                 return Ok(true);
             }
+            // The connection is gone (or hangs), and the lock with it: take it again.
             self.conn = None;
         }
-        let mut conn = take(&self.pool).await?;
-        let locked = get_lock(&mut conn, &self.name).await?;
+        let retake = async {
+            let mut conn = take(&self.pool).await?;
+            let locked = get_lock(&mut conn, &self.name).await?;
+            Ok::<_, jobs_driver::DriverError>((conn, locked))
+        };
+        let (conn, locked) = tokio::time::timeout(KEEP_TIMEOUT, retake)
+            .await
+            .map_err(|_| jobs_driver::DriverError::Pool("taking the node's lock again timed out".into()))??;
         if locked {
             self.conn = Some(conn);
         }

@@ -36,7 +36,11 @@ pub async fn connect(url: &str) -> Result<AsyncMysqlConnection> {
 /// Builds a pool of at most `max_size` connections to `url` (`mysql://user:password@host:port/database`).
 pub fn pool(url: &str, max_size: usize) -> Result<Pool> {
     let mut config = ManagerConfig::default();
-    config.recycling_method = RecyclingMethod::Fast;
+    // Each checkout checks its connection with the cheapest statement there is: after a
+    // server restart (or a failover, or an idle timeout) the pool's connections are closed,
+    // and unchecked it would hand them out for ever ("Connection to the server is closed";
+    // the MySQL connection does not mark itself broken on I/O errors).
+    config.recycling_method = RecyclingMethod::CustomQuery(std::borrow::Cow::Borrowed("DO 0"));
     config.custom_setup = Box::new(|url| {
         let url = url.to_owned();
         Box::pin(async move {

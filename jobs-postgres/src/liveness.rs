@@ -49,6 +49,10 @@ macro_rules! node_gone {
 }
 pub(crate) use node_gone;
 
+/// How long keeping the lock may take (a check, or a reconnection and the lock taken
+/// again) before it counts as failed.
+const KEEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Where the lock's connection comes from.
 #[derive(Clone)]
 pub(crate) enum Source {
@@ -121,15 +125,26 @@ impl NodeLock for PgNodeLock {
 
     async fn keep(&mut self) -> Result<bool> {
         if let Some(conn) = self.conn.as_mut() {
-            let alive = diesel::sql_query("SELECT true AS locked").get_result::<Locked>(conn).await;
-            if alive.is_ok() {
+            let alive = tokio::time::timeout(
+                KEEP_TIMEOUT,
+                diesel::sql_query("SELECT true AS locked").get_result::<Locked>(conn),
+            )
+            .await;
+            if matches!(alive, Ok(Ok(_))) {
                 return Ok(true);
             }
-            // The connection is gone, and the lock with it: take it again.
+            // The connection is gone (or hangs: a half-open connection after a failover),
+            // and the lock with it: take it again on a new one.
             self.conn = None;
         }
-        let mut conn = self.source.connect().await?;
-        let locked = try_lock(&mut conn, self.key).await?;
+        let retake = async {
+            let mut conn = self.source.connect().await?;
+            let locked = try_lock(&mut conn, self.key).await?;
+            Ok::<_, jobs_driver::DriverError>((conn, locked))
+        };
+        let (conn, locked) = tokio::time::timeout(KEEP_TIMEOUT, retake)
+            .await
+            .map_err(|_| jobs_driver::DriverError::Pool("taking the node's lock again timed out".into()))??;
         if locked {
             self.conn = Some(conn);
         }

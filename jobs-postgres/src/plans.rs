@@ -101,7 +101,7 @@ async fn completion_plans_use_the_primary_key_whatever_the_statistics() {
         (
             "other",
             COMPLETE_SQL.as_str(),
-            "other('{1}', '{1}', '{retryable}', '{NULL}', '{NULL}', '{NULL}', '{f}', NULL)",
+            "other('{1}', '{1}', '{retryable}', '{NULL}', '{NULL}', '{NULL}', '{0}', NULL)",
         ),
     ];
     for (name, sql, execute) in statements {

@@ -43,9 +43,11 @@ fn stamp(file: &mut File, ms: i64) -> std::io::Result<()> {
     file.set_len(text.len() as u64)
 }
 
-/// Takes `node`'s lock for the database at `database` (blocking: file system calls).
+/// Takes `node`'s lock for the database at `database` (blocking: file system calls). The
+/// path recorded is absolute, so that every process finds the file whatever its working
+/// directory.
 pub(crate) fn hold(database: &Path, node: &str) -> Result<NodeHold> {
-    let path = lock_path(database, node);
+    let path = lock_path(&crate::local::canonical(database), node);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| io_error(&path, e))?;
     }
@@ -101,7 +103,14 @@ enum Probe {
 }
 
 fn probe(path: &Path) -> Probe {
-    let Ok(mut file) = File::open(path) else { return Probe::Free };
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        // The file is gone: nobody holds it.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.is_absolute() => return Probe::Free,
+        // Unreadable here (permissions, a relative path of another process's): say nothing
+        // beyond the row's heartbeat.
+        Err(_) => return Probe::Held(None),
+    };
     match file.try_lock_shared() {
         // Taken by us for a moment: nobody else had it. Dropping the file releases it.
         Ok(()) => Probe::Free,

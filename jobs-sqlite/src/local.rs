@@ -72,7 +72,7 @@ pub(crate) fn for_file(path: &Path, settings: ConnectionSettings) -> Arc<Local> 
 }
 
 /// The file's absolute path, also before the file exists (its directory is resolved).
-fn canonical(path: &Path) -> PathBuf {
+pub(crate) fn canonical(path: &Path) -> PathBuf {
     if let Ok(path) = path.canonicalize() {
         return path;
     }

@@ -22,8 +22,9 @@ use super::runtime::Shared;
 use crate::retry_pause::RetryPause;
 
 /// Writes `batch`, retrying with backoff while the database is unreachable: an outcome is
-/// never dropped because of a transient error. Gives up only when `give_up` fires (then the
-/// rescuer returns the jobs to the queue).
+/// never dropped because of a transient error, but a hand-back of a run that never started
+/// (see [`hand_backs_first`]). Gives up only when `give_up` fires (then the rescuer returns
+/// the jobs to the queue).
 ///
 /// A batch the database rejects for another reason is written row by row, so one bad row
 /// cannot hold up the others; a row rejected on its own is stored without its result and
@@ -32,6 +33,7 @@ use crate::retry_pause::RetryPause;
 /// Returns the ids whose outcome applied (the others' jobs were rescued or cancelled
 /// meanwhile, or the write was given up).
 async fn write(shared: &Shared, batch: &[Completion], give_up: &CancellationToken) -> Vec<i64> {
+    hand_backs_first(shared, batch);
     let applied = match write_retrying(shared, batch, give_up).await {
         Ok(applied) => applied,
         Err(e) if batch.len() > 1 => {
@@ -66,11 +68,25 @@ async fn write_alone(shared: &Shared, completion: &Completion, give_up: &Cancell
     })
 }
 
+/// A run that never started gives its attempt number back: the next claim takes the same
+/// number. So its hand-back is this node's no longer once it is decided, before it is
+/// written: should the node claim the job again at that number meanwhile, the new run is
+/// the one held (and [`forget`] leaves it). And it is never written twice: after a lost
+/// reply the first write may have applied, and a second one would hand back the new run
+/// of that number (this node's or another's). Such a hand-back is dropped instead; the
+/// job, still `running` under this node, is released by the orphan check.
+fn hand_backs_first(shared: &Shared, batch: &[Completion]) {
+    let mut held = shared.held.lock().unwrap_or_else(|e| e.into_inner());
+    for c in batch.iter().filter(|c| c.give_back_attempt) {
+        held.remove(&(c.id, c.attempt));
+    }
+}
+
 /// The jobs are no longer this node's to report: they leave the set the orphan check
-/// treats as held.
+/// treats as held (hand-backs left it before, see [`hand_backs_first`]).
 fn forget(shared: &Shared, batch: &[Completion]) {
     let mut held = shared.held.lock().unwrap_or_else(|e| e.into_inner());
-    for c in batch {
+    for c in batch.iter().filter(|c| !c.give_back_attempt) {
         held.remove(&(c.id, c.attempt));
     }
 }
@@ -83,6 +99,8 @@ async fn write_retrying(
     give_up: &CancellationToken,
 ) -> Result<Vec<i64>, crate::error::Error> {
     let mut pause = RetryPause::new(Duration::from_millis(50), Duration::from_secs(5));
+    let mut retried: Vec<Completion>;
+    let mut batch = batch;
     loop {
         let params = JobCompleteManyParams { completions: batch, now: shared.clock.db_now() };
         match shared.driver.job_complete_many(params).await.map_err(crate::error::Error::from) {
@@ -99,6 +117,14 @@ async fn write_retrying(
             Err(e) if !e.is_connection_error() => return Err(e),
             Err(e) => {
                 tracing::warn!(error = %e, batch = batch.len(), "writing outcomes failed; retrying");
+                if batch.iter().any(|c| c.give_back_attempt) {
+                    // The write may have applied: never write a hand-back twice.
+                    retried = batch.iter().filter(|c| !c.give_back_attempt).cloned().collect();
+                    batch = &retried;
+                    if batch.is_empty() {
+                        return Ok(Vec::new());
+                    }
+                }
                 if !pause.sleep_unless(give_up).await {
                     tracing::error!(
                         batch = batch.len(),

@@ -25,7 +25,7 @@ async fn keep(shared: &Shared, lock: &mut dyn NodeLock) -> bool {
             tracing::error!(
                 node = %shared.node,
                 "another process took this node's name while its liveness lock was lost; \
-                 this node hands back no orphans until it holds the name again"
+                 this node claims nothing and hands back no orphans until it holds the name again"
             );
             false
         }

@@ -211,11 +211,17 @@ async fn hand_back(shared: &Shared, jobs: Vec<Buffered>, why: &str) {
 }
 
 /// The size of the next claim, or `None` if the producer should not claim now: the
-/// queue is paused, looked empty, or is backing off after an error; its buffer is above
+/// queue is paused, looked empty, or is backing off after an error; the node lost its
+/// name to another process; its buffer is above
 /// its low-water mark; or (with no buffer) fewer slots than a batch are free and the
 /// cooldown has not passed.
 fn claim_size(shared: &Shared, queue: &QueueRuntime, plan: &Plan, batch: usize) -> Option<usize> {
     if plan.idle || plan.retry_at.is_some() || queue.paused.load(Ordering::Acquire) {
+        return None;
+    }
+    // Another process took this node's name: what it would claim would be that
+    // process's orphans. It claims again once it holds the name (`liveness`).
+    if !shared.owns_name.load(Ordering::Acquire) {
         return None;
     }
     let free = queue.slots.available_permits();

@@ -125,13 +125,15 @@ FROM ",
     " WHERE j.unique_key IS NOT NULL"
 );
 
-/// The outcomes of `part` rewritten so that none takes a uniqueness key another job holds
-/// (a retry, a snooze or a hand-back of a job whose duplicate was enqueued while it ran,
-/// its key not unique while running), nor one an earlier outcome of the batch takes (by
-/// id): those are discarded instead, with a `unique_conflict` entry after their own; the
-/// duplicate does the work. Run only after the batch broke the unique index (MySQL cannot
-/// read the table an `UPDATE` writes, so the check is not part of the statement).
-async fn without_conflicts<C>(conn: &mut C, part: &[&Completion]) -> Result<Vec<Completion>>
+/// The outcomes of `part` that would take a uniqueness key another job holds — a success
+/// whose key is unique once completed, a retry, a snooze or a hand-back of a job whose
+/// duplicate was enqueued while it ran (its key not unique while running) — or one an
+/// earlier outcome of the batch (by id) takes, each with whether its job must give its key
+/// up: a success, or a job whose key is unique once discarded too (the others keep it, so
+/// a retry of them later finds it held). Read only after the batch broke the unique index
+/// (MySQL cannot read the table an `UPDATE` writes, so the check is not part of the
+/// statement).
+async fn conflicting<C>(conn: &mut C, part: &[&Completion]) -> Result<std::collections::HashMap<i64, bool>>
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {
@@ -143,37 +145,86 @@ where
     let mut taken = std::collections::HashSet::new();
     let mut ordered: Vec<&Completion> = part.to_vec();
     ordered.sort_by_key(|c| c.id);
-    let mut rewritten = Vec::with_capacity(part.len());
+    let mut conflicting = std::collections::HashMap::new();
     for c in ordered {
-        let Some(k) = keyed.get(&c.id) else {
-            rewritten.push(c.clone());
-            continue;
-        };
+        let Some(k) = keyed.get(&c.id) else { continue };
         let cancelled = k.cancel_requested
             && matches!(c.state, JobState::Retryable | JobState::Scheduled | JobState::Available);
         let requested = if cancelled { JobState::Cancelled } else { c.state };
-        let unique = k.unique_states.split(',').any(|s| s == requested.as_str());
-        if unique && (k.held || taken.contains(&k.unique_key)) {
-            let entry = serde_json::json!({
-                "attempt": c.attempt,
-                "at": chrono::Utc::now(),
-                "error_type": "unique_conflict",
-                "message": format!("another job holds its uniqueness key: discarded instead of {}", c.state),
-            });
-            // Two objects: the statement wraps them in one array and appends both.
-            let error = match &c.error {
-                Some(own) => format!("{own},{entry}"),
-                None => entry.to_string(),
-            };
-            rewritten.push(Completion { state: JobState::Discarded, error: Some(error), ..c.clone() });
-        } else {
-            if unique {
-                taken.insert(k.unique_key.clone());
-            }
-            rewritten.push(c.clone());
+        if !k.unique_states.split(',').any(|s| s == requested.as_str()) {
+            continue;
+        }
+        if k.held || !taken.insert(k.unique_key.clone()) {
+            let gives_up = c.state == JobState::Completed
+                || k.unique_states.split(',').any(|s| s == JobState::Discarded.as_str());
+            conflicting.insert(c.id, gives_up);
         }
     }
-    Ok(rewritten)
+    Ok(conflicting)
+}
+
+/// `c` discarded instead, its entry followed by a `unique_conflict` one: the duplicate
+/// holding its key does the work.
+fn discarded_for_its_key(c: &Completion) -> Completion {
+    let entry = serde_json::json!({
+        "attempt": c.attempt,
+        "at": chrono::Utc::now(),
+        "error_type": "unique_conflict",
+        "message": format!("another job holds its uniqueness key: discarded instead of {}", c.state),
+    });
+    // Two objects: the statement wraps them in one array and appends both.
+    let error = match &c.error {
+        Some(own) => format!("{own},{entry}"),
+        None => entry.to_string(),
+    };
+    Completion { state: JobState::Discarded, error: Some(error), ..c.clone() }
+}
+
+// The jobs of the batch rows `[id, attempt]` give up their uniqueness key (still running
+// at that attempt): about to finish in a state their key is unique in while another job
+// holds it.
+const GIVE_UP_KEYS: &str = concat!("UPDATE ", batch!(""), " SET j.unique_key = NULL");
+
+/// Writes `part` with `sql` after a duplicate-key error: the outcomes that would take a key
+/// another job holds are discarded instead (but for successes), and those that must give
+/// their key up (see [`conflicting`]) give it up first.
+async fn write_without_conflicts<C>(
+    conn: &mut C,
+    sql: &'static str,
+    part: &[&Completion],
+    other: bool,
+    now: Option<chrono::NaiveDateTime>,
+) -> Result<Vec<i64>>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    let conflicting = conflicting(conn, part).await?;
+    let giving_up: Vec<&Completion> =
+        part.iter().copied().filter(|c| conflicting.get(&c.id) == Some(&true)).collect();
+    if !giving_up.is_empty() {
+        CachedQuery::new(GIVE_UP_KEYS)
+            .bind::<Text, _>(batch_json(giving_up.iter().copied(), false))
+            .execute(conn)
+            .await?;
+    }
+    let rewritten: Vec<Completion> =
+        part.iter()
+            .map(|c| {
+                if other && conflicting.contains_key(&c.id) { discarded_for_its_key(c) } else { (*c).clone() }
+            })
+            .collect();
+    let rewritten: Vec<&Completion> = rewritten.iter().collect();
+    write_part(conn, sql, &rewritten, other, now).await
+}
+
+fn is_unique_violation(e: &jobs_driver::DriverError) -> bool {
+    matches!(
+        e,
+        jobs_driver::DriverError::Database(diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::UniqueViolation,
+            _
+        ))
+    )
 }
 
 /// Writes `part` with `sql`; returns the ids that applied.
@@ -212,7 +263,7 @@ where
 /// Writes a batch of outcomes. Each write applies only to a row still `running` at the
 /// claimed attempt, so an outcome arriving after the job was rescued (and perhaps claimed
 /// again) changes nothing. An outcome that would take a uniqueness key another job holds
-/// is discarded instead (see [`without_conflicts`]). Returns the ids that applied.
+/// is discarded instead (see [`write_without_conflicts`]; a success gives its key up). Returns the ids that applied.
 pub(crate) async fn complete_many<C>(
     conn: &mut C,
     completions: &[Completion],
@@ -226,19 +277,21 @@ where
     let succeeded: Vec<&Completion> =
         completions.iter().filter(|c| c.state == JobState::Completed && !c.delete).collect();
     if !succeeded.is_empty() {
-        applied.extend(write_part(conn, COMPLETE_SUCCEEDED, &succeeded, false, now).await?);
+        match write_part(conn, COMPLETE_SUCCEEDED, &succeeded, false, now).await {
+            Ok(ids) => applied.extend(ids),
+            Err(e) if is_unique_violation(&e) => {
+                applied
+                    .extend(write_without_conflicts(conn, COMPLETE_SUCCEEDED, &succeeded, false, now).await?);
+            }
+            Err(e) => return Err(e),
+        }
     }
     let other: Vec<&Completion> = completions.iter().filter(|c| c.state != JobState::Completed).collect();
     if !other.is_empty() {
         match write_part(conn, COMPLETE_OTHER, &other, true, now).await {
             Ok(ids) => applied.extend(ids),
-            Err(jobs_driver::DriverError::Database(diesel::result::Error::DatabaseError(
-                diesel::result::DatabaseErrorKind::UniqueViolation,
-                _,
-            ))) => {
-                let rewritten = without_conflicts(conn, &other).await?;
-                let rewritten: Vec<&Completion> = rewritten.iter().collect();
-                applied.extend(write_part(conn, COMPLETE_OTHER, &rewritten, true, now).await?);
+            Err(e) if is_unique_violation(&e) => {
+                applied.extend(write_without_conflicts(conn, COMPLETE_OTHER, &other, true, now).await?);
             }
             Err(e) => return Err(e),
         }

@@ -6,10 +6,13 @@
 //! rows, in `insert_sql`). On MariaDB the statements return their rows; on MySQL, and on
 //! sync connections, `insert_read_back` reads them back (see `returning`).
 //!
-//! A job with a uniqueness key is first looked up: a job that holds its key, as the
-//! connection sees it, is its answer ([`visible_holders`], a plain read that locks
-//! nothing, so that a duplicate enqueued in a transaction that stays open never holds up
-//! a running holder's completion). The others go in with `ON DUPLICATE KEY UPDATE` on
+//! A job due now whose key is unique when available is first looked up: a job that holds
+//! its key, as the connection sees it, is its answer ([`visible_holders`], a plain read
+//! that locks nothing, so that a duplicate enqueued in a transaction that stays open never
+//! holds up a running holder's completion). In a `REPEATABLE READ` transaction (MySQL's
+//! default; the driver's own connections use `READ COMMITTED`) the look-up reads the
+//! transaction's snapshot: a holder that finished since it began still counts as holding
+//! the key. The others go in with `ON DUPLICATE KEY UPDATE` on
 //! `jobs_unique_idx` (the generated column that holds the key only in the job's unique
 //! states): should a holder have appeared since the look-up, MariaDB returns the row that
 //! holds the key. Every new row of such a statement carries the statement's token in
@@ -89,12 +92,23 @@ SELECT j.id, j.unique_held
 FROM JSON_TABLE($1, '$[*]' COLUMNS (k VARCHAR(200) PATH '$')) AS t
 STRAIGHT_JOIN jobs j ON j.unique_held = UNHEX(t.k)";
 
-/// The keys of `jobs`, as [`HOLDERS`] takes them (`None`: no job has one).
+/// The key of `job` when the look-up decides for it: the job is due now (it goes in
+/// `available`) and its key is unique there. (A job due later goes in `scheduled`, which
+/// its key may not be unique in: the insert decides for it.)
+fn looked_up_key(job: &NewJob) -> Option<&[u8]> {
+    let due_now = job.run_at.is_none() && job.delay_ms.unwrap_or(0) <= 0;
+    job.unique
+        .as_ref()
+        .filter(|(_, states)| due_now && states.contains(&jobs_driver::JobState::Available))
+        .map(|(key, _)| key.as_slice())
+}
+
+/// The keys of `jobs` the look-up decides for, as [`HOLDERS`] takes them (`None`: none).
 fn keys_json(jobs: &[NewJob]) -> Option<String> {
     let keys: Vec<String> = jobs
         .iter()
-        .filter_map(|job| job.unique.as_ref())
-        .map(|(key, _)| key.iter().map(|b| format!("{b:02x}")).collect())
+        .filter_map(looked_up_key)
+        .map(|key| key.iter().map(|b| format!("{b:02x}")).collect())
         .collect();
     (!keys.is_empty()).then(|| serde_json::Value::from(keys).to_string())
 }
@@ -108,7 +122,7 @@ impl Visible {
     }
 
     fn holder(&self, job: &NewJob) -> Option<i64> {
-        job.unique.as_ref().and_then(|(key, _)| self.0.get(key).copied())
+        looked_up_key(job).and_then(|key| self.0.get(key).copied())
     }
 
     /// The jobs still to insert: those whose key no visible job holds.

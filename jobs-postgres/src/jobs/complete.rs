@@ -61,6 +61,10 @@ SET state = ({new_state})::job_state,
     scheduled_at = CASE WHEN c.delay_ms IS NULL THEN jobs.scheduled_at
                         ELSE clock.now + c.delay_ms * interval '1 millisecond' END,
     attempt = jobs.attempt - (c.give_back = 1)::int,
+    -- A job discarded for a key another job holds keeps it (a retry of it later finds the
+    -- key held), unless discarded is one of its unique states: then it gives the key up.
+    unique_key = CASE WHEN 'discarded'::job_state = ANY (jobs.unique_states) AND {conflict}
+                      THEN NULL ELSE jobs.unique_key END,
     max_attempts = jobs.max_attempts + (c.give_back = 2)::int
 FROM unnest($1::int8[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::int2[])
          AS c(id, attempt, state, result, error, delay_ms, give_back),
@@ -99,11 +103,16 @@ RETURNING id"
 
 // The successes `COMPLETE_SUCCEEDED` left because they hold their key in `completed`:
 // completed in place, in `jobs`. (Run only when that statement applied fewer rows than it
-// was sent, so the common batch pays for one statement.)
+// was sent, so the common batch pays for one statement.) A success whose key another job
+// took while it ran (its key not unique while running) completes and gives up its key: the
+// unique index never fails the batch.
 pub(crate) const COMPLETE_HELD: &str = concat!(
     "\
 UPDATE jobs
-SET state = 'completed', finalized_at = COALESCE($4::timestamptz, now()), result = COALESCE(c.result::jsonb, jobs.result)
+SET state = 'completed', finalized_at = COALESCE($4::timestamptz, now()), result = COALESCE(c.result::jsonb, jobs.result),
+    unique_key = CASE WHEN EXISTS (SELECT 1 FROM jobs o WHERE o.unique_key = jobs.unique_key AND o.unique_key IS NOT NULL
+                                                        AND o.state = ANY (o.unique_states) AND o.id <> jobs.id)
+                      THEN NULL ELSE jobs.unique_key END
 FROM unnest($1::int8[], $2::int4[], $3::text[]) AS c(id, attempt, result)
 WHERE ",
     running_at_attempt!(),

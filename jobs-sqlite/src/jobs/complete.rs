@@ -27,10 +27,17 @@ macro_rules! running_at_attempt {
 // Completed and kept, the common case: `$1` is `[[id, attempt, result?], ...]` (a third
 // element only when the handler returned a result). A request to cancel does not change a
 // success.
+// A success whose key another job took while it ran (its key not unique while running,
+// unique once completed) completes and gives up its key: the unique index never fails the
+// batch.
 pub(crate) const COMPLETE_SUCCEEDED: &str = "\
 UPDATE jobs
 SET state = 'completed', finalized_at = $2,
-    result = CASE WHEN json_array_length(c.value) > 2 THEN c.value -> '$[2]' ELSE jobs.result END
+    result = CASE WHEN json_array_length(c.value) > 2 THEN c.value -> '$[2]' ELSE jobs.result END,
+    unique_key = CASE WHEN jobs.unique_key IS NOT NULL AND instr(jobs.unique_states, '\"completed\"') > 0
+                           AND EXISTS (SELECT 1 FROM jobs o WHERE o.unique_key = jobs.unique_key
+                                       AND instr(o.unique_states, '\"' || o.state || '\"') > 0 AND o.id <> jobs.id)
+                      THEN NULL ELSE jobs.unique_key END
 FROM json_each($1) AS c
 WHERE jobs.id = c.value ->> '$[0]' AND jobs.attempt = c.value ->> '$[1]' AND jobs.state || '' = 'running'
 RETURNING jobs.id";
@@ -122,6 +129,9 @@ const COMPLETE_OTHER: &str = concat!(
     own_entry!(),
     " END,
     scheduled_at = CASE WHEN $6 IS NULL THEN scheduled_at ELSE $8 + $6 END,
+    unique_key = CASE WHEN instr(unique_states, '\"discarded\"') > 0 AND ",
+    conflict!(),
+    " THEN NULL ELSE unique_key END,
     attempt = attempt - ($7 = 1),
     max_attempts = max_attempts + ($7 = 2)
 WHERE ",

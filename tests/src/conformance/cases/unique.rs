@@ -157,6 +157,9 @@ pub async fn outcomes_and_retries_whose_key_is_now_held_never_fail_their_batch(d
     for id in &ids[3..6] {
         assert_ne!(db.job(*id).await.state, Discarded, "the copies stay");
     }
+    for id in &ids[..3] {
+        assert!(db.job(*id).await.unique_key.is_some(), "job {id} keeps its key: a retry finds it held");
+    }
 
     // Retries: 0 and 2 (discarded) collide with their waiting copies; 7 and 8 share a key
     // and neither is held: the first (by id) is retried, the second left; 9 has no key.
@@ -183,4 +186,47 @@ pub async fn outcomes_and_retries_whose_key_is_now_held_never_fail_their_batch(d
     let applied = Action::Retry.apply_to_matching(&*db.driver, &filter, 1).await.expect("retry all");
     assert_eq!(applied.changed, 0);
     assert_eq!(applied.key_held.len(), 4, "each discarded job's key is held: {applied:?}");
+
+    // A success whose key another job took while it ran (running is not one of its unique
+    // states, completed is): it completes and gives up its key, and the rest of its batch
+    // (a keyless success) completes beside it. A failure whose key is unique once discarded
+    // too is discarded and gives its key up.
+    let kept: &[JobState] = &[Available, Scheduled, Retryable, JobState::Completed, Discarded];
+    let done = |key: &str, state: JobState| {
+        JobFactory::new("conformance.record")
+            .args(serde_json::json!({"ledger": 0, "n": 1}))
+            .unique(key, kept)
+            .state(state, now)
+    };
+    let last = insert_all(
+        &*db.driver,
+        vec![
+            done("done", Running).claimed_by("n"),
+            done("done", JobState::Completed),
+            JobFactory::new("conformance.record").claimed_by("n").state(Running, now),
+            done("failed", Running).claimed_by("n"),
+            done("failed", Available),
+        ],
+    )
+    .await;
+    let batch = [
+        crate::conformance::factory::succeeded(last[0], "work", 1),
+        crate::conformance::factory::succeeded(last[2], "work", 1),
+        outcome(last[3], Retryable, false),
+    ];
+    let mut applied = db
+        .driver
+        .job_complete_many(JobCompleteManyParams { completions: &batch, now: None })
+        .await
+        .expect("a success whose key is held never fails its batch");
+    applied.sort_unstable();
+    assert_eq!(applied, vec![last[0], last[2], last[3]]);
+    let runner = db.job(last[0]).await;
+    assert_eq!(runner.state, JobState::Completed);
+    assert_eq!(runner.unique_key, None, "the success gave its key up");
+    assert_eq!(db.job(last[1]).await.unique_key.as_deref(), Some(&b"done"[..]), "the holder keeps it");
+    assert_eq!(db.job(last[2]).await.state, JobState::Completed);
+    let failed = db.job(last[3]).await;
+    assert_eq!((failed.state, failed.unique_key), (Discarded, None), "discarded, its key given up");
+    assert_eq!(db.job(last[4]).await.state, Available);
 }
