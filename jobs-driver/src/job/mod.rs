@@ -16,5 +16,5 @@ pub use execution::{ClaimedJob, Completion, Timing};
 pub use filter::{Count, JobFilter, JobOrder, json_contains, like_pattern};
 pub use new_job::{DEFAULT_MAX_ATTEMPTS, Inserted, NewJob};
 pub use params::*;
-pub use rescue::{DEFAULT_MAX_NODE_LOSSES, NODE_LOST, RescueFate, RescueReason, Stuck};
+pub use rescue::{DEFAULT_MAX_NODE_LOSSES, NODE_LOST, RescueFate, RescueReason, Stuck, TIMED_OUT};
 pub use row::{JobRow, MAX_GIVEN_BACK_ENTRIES};

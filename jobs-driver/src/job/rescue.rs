@@ -8,16 +8,22 @@
 //! - a job whose uniqueness key another job now holds (a duplicate enqueued while it ran)
 //!   ends `discarded`: the duplicate does the work;
 //! - a job that overran its timeout ([`RescueReason::Timeout`]) used its attempt, as any
-//!   failure does: `discarded` when it was the last, else `available`;
+//!   failure does, and goes back `available`; on its last attempt too, since the rescuer
+//!   cannot tell a run that overran from a claim whose reply its node never received (a
+//!   lost connection; the node's orphan check has a grace of its own): it goes back with
+//!   one more attempt allowed, as a lost job does;
 //! - a job lost with its node ([`RescueReason::NodeLost`]: the node died, froze or lost
 //!   the database) or whose claim never reached its node ([`RescueReason::Orphaned`])
 //!   did not fail: its attempt does not count. It goes back `available` in its place in
 //!   line with one more attempt allowed (`max_attempts` + 1), so that a job on its last
 //!   attempt — claimed ahead into a buffer, say, and never started — is not discarded.
 //!   The attempt number itself is kept: the next claim takes a new one, and a late outcome
-//!   of the lost run is fenced out by it. Only a job lost with its node
+//!   of the lost run is fenced out by it. Only a job rescued this way (its node lost, or
+//!   past its timeout on its last attempt)
 //!   [`max_node_losses`](JobRescueStuckParams::max_node_losses) times (one that kills its
-//!   process, say) is `discarded`, so that it cannot take down node after node.
+//!   process, or blocks its thread for ever, say) is `discarded`, so that it cannot take
+//!   down node after node. Its earlier `rescued_node_lost` and `rescued_timeout` entries
+//!   count ([`Stuck::uncertain_rescues`]).
 //!
 //! [`JobRescueStuckParams`]: super::JobRescueStuckParams
 
@@ -37,19 +43,34 @@ pub enum RescueReason {
 }
 
 impl RescueReason {
+    /// The reason a job picked for `self` is taken back for, given whether it is past its
+    /// timeout and the grace and whether its node is gone: an orphan is one whatever the
+    /// clock (its own node says it never received the claim, so it never started); a job
+    /// past its timeout on a node that is not gone overran it; else its node is lost.
+    pub const fn judged(self, timed_out: bool, node_gone: bool) -> RescueReason {
+        match self {
+            RescueReason::Orphaned => RescueReason::Orphaned,
+            _ if timed_out && !node_gone => RescueReason::Timeout,
+            _ => RescueReason::NodeLost,
+        }
+    }
+
     /// The error entry's type: `rescued_node_lost`, `rescued_timeout`, `rescued_orphaned`.
     pub const fn error_type(self) -> &'static str {
         match self {
             RescueReason::NodeLost => NODE_LOST,
-            RescueReason::Timeout => "rescued_timeout",
+            RescueReason::Timeout => TIMED_OUT,
             RescueReason::Orphaned => "rescued_orphaned",
         }
     }
 }
 
 /// The error type of a rescue whose node was lost; drivers count a job's earlier entries
-/// of this type ([`Stuck::node_losses`]).
+/// of this type and of [`TIMED_OUT`] ([`Stuck::uncertain_rescues`]).
 pub const NODE_LOST: &str = "rescued_node_lost";
+
+/// The error type of a rescue of a job past its timeout.
+pub const TIMED_OUT: &str = "rescued_timeout";
 
 /// How many times a job may be lost with its node before a rescue discards it, unless the
 /// rescuer is told otherwise.
@@ -73,9 +94,9 @@ pub struct Stuck {
     /// Another job holds its uniqueness key in a state the key is unique in, and the job
     /// would take it back by becoming available.
     pub key_held_by_another: bool,
-    /// How many earlier rescues found it lost with its node (its `rescued_node_lost`
-    /// error entries).
-    pub node_losses: i32,
+    /// How many earlier rescues could not tell whether it ran: its `rescued_node_lost` and
+    /// `rescued_timeout` error entries.
+    pub uncertain_rescues: i32,
     /// Its uniqueness key, when the key is unique in `available`: of two jobs of one rescue
     /// with the same key, only the first (by id) may go back.
     pub available_key: Option<Vec<u8>>,
@@ -97,11 +118,15 @@ pub struct RescueFate {
 }
 
 impl RescueFate {
-    /// The fate of `job`, rescued by `rescuer` at `now`, where a job lost with its node
-    /// `max_node_losses` times is discarded (see the module's rule).
+    /// The fate of `job`, rescued by `rescuer` at `now`, where a job rescued without
+    /// knowing whether it ran `max_node_losses` times is discarded (see the module's rule).
     pub fn decide(job: &Stuck, rescuer: &str, max_node_losses: i32, now: DateTime<Utc>) -> RescueFate {
-        let lost = matches!(job.reason, RescueReason::NodeLost | RescueReason::Orphaned);
-        let losses = job.node_losses + i32::from(job.reason == RescueReason::NodeLost);
+        let last = job.attempt >= job.max_attempts;
+        let lost = match job.reason {
+            RescueReason::NodeLost | RescueReason::Orphaned => true,
+            RescueReason::Timeout => last,
+        };
+        let losses = job.uncertain_rescues + i32::from(job.reason != RescueReason::Orphaned);
         let (state, max_attempts, outcome) = if job.cancel_requested {
             (JobState::Cancelled, job.max_attempts, "cancelled: a cancellation was requested".to_owned())
         } else if job.key_held_by_another {
@@ -112,14 +137,17 @@ impl RescueFate {
             )
         } else if lost && losses >= max_node_losses.max(1) {
             let outcome = format!(
-                "discarded: lost with its node {losses} times (a job that kills its process would take down every node); retry it once fixed"
+                "discarded: lost with its node or past its timeout {losses} times (a job that kills its process or blocks its thread would take down every node); retry it once fixed"
             );
             (JobState::Discarded, job.max_attempts, outcome)
+        } else if lost && job.reason == RescueReason::Timeout {
+            let allowed = job.max_attempts.saturating_add(1);
+            let outcome =
+                "back in line with one more attempt: it was the last, and its run may never have started";
+            (JobState::Available, allowed, outcome.to_owned())
         } else if lost {
             let allowed = job.max_attempts.saturating_add(1);
             (JobState::Available, allowed, "back in line; this attempt does not count".to_owned())
-        } else if job.attempt >= job.max_attempts {
-            (JobState::Discarded, job.max_attempts, "discarded: it was the last attempt".to_owned())
         } else {
             (JobState::Available, job.max_attempts, "back in line".to_owned())
         };
@@ -196,7 +224,7 @@ mod tests {
             max_attempts,
             cancel_requested: false,
             key_held_by_another: false,
-            node_losses: 0,
+            uncertain_rescues: 0,
             available_key: None,
             node: Some("n1".into()),
         }
@@ -217,10 +245,24 @@ mod tests {
     }
 
     #[test]
-    fn a_timeout_uses_its_attempt() {
-        assert_eq!(decide(&stuck(RescueReason::Timeout, 3, 3)).state, JobState::Discarded);
+    fn a_timeout_uses_its_attempt_but_never_discards_a_run_that_may_not_have_started() {
         let fate = decide(&stuck(RescueReason::Timeout, 2, 3));
         assert_eq!((fate.state, fate.max_attempts), (JobState::Available, 3));
+        // The last attempt: one more, until the job was rescued unknowing too often.
+        let mut last = stuck(RescueReason::Timeout, 3, 3);
+        let fate = decide(&last);
+        assert_eq!((fate.state, fate.max_attempts), (JobState::Available, 4));
+        assert_eq!(fate.entry["error_type"], TIMED_OUT);
+        last.uncertain_rescues = DEFAULT_MAX_NODE_LOSSES - 1;
+        assert_eq!(decide(&last).state, JobState::Discarded);
+    }
+
+    #[test]
+    fn an_orphan_is_one_whatever_the_clock() {
+        assert_eq!(RescueReason::Orphaned.judged(true, false), RescueReason::Orphaned);
+        assert_eq!(RescueReason::NodeLost.judged(true, false), RescueReason::Timeout);
+        assert_eq!(RescueReason::NodeLost.judged(true, true), RescueReason::NodeLost);
+        assert_eq!(RescueReason::NodeLost.judged(false, true), RescueReason::NodeLost);
     }
 
     #[test]
@@ -245,9 +287,9 @@ mod tests {
         job.cancel_requested = false;
         assert_eq!(decide(&job).state, JobState::Discarded);
         let mut job = stuck(RescueReason::NodeLost, 9, 20);
-        job.node_losses = DEFAULT_MAX_NODE_LOSSES - 2;
+        job.uncertain_rescues = DEFAULT_MAX_NODE_LOSSES - 2;
         assert_eq!(decide(&job).state, JobState::Available);
-        job.node_losses = DEFAULT_MAX_NODE_LOSSES - 1;
+        job.uncertain_rescues = DEFAULT_MAX_NODE_LOSSES - 1;
         let fate = decide(&job);
         assert_eq!(fate.state, JobState::Discarded);
         assert!(fate.entry["message"].as_str().is_some_and(|m| m.contains("5 times")), "{}", fate.entry);

@@ -167,7 +167,7 @@ struct StuckRow {
     #[diesel(sql_type = Bool)]
     held: bool,
     #[diesel(sql_type = BigInt)]
-    node_losses: i64,
+    uncertain_rescues: i64,
     #[diesel(sql_type = Nullable<Text>)]
     node: Option<String>,
     #[diesel(sql_type = Nullable<Varbinary>)]
@@ -179,12 +179,12 @@ impl StuckRow {
         Stuck {
             id: self.id,
             queue: self.queue,
-            reason: if self.timed_out && !self.gone { RescueReason::Timeout } else { lost },
+            reason: lost.judged(self.timed_out, self.gone),
             attempt: self.attempt,
             max_attempts: self.max_attempts,
             cancel_requested: self.cancel_requested,
             key_held_by_another: self.held,
-            node_losses: i32::try_from(self.node_losses).unwrap_or(i32::MAX),
+            uncertain_rescues: i32::try_from(self.uncertain_rescues).unwrap_or(i32::MAX),
             available_key: self.available_key,
             node: self.node,
         }
@@ -205,7 +205,7 @@ macro_rules! stuck_columns {
             key_held_by_another!(),
             " AS held,
        (SELECT COUNT(*) FROM JSON_TABLE(j.errors, '$[*]' COLUMNS (t VARCHAR(64) PATH '$.error_type')) AS e
-        WHERE e.t = 'rescued_node_lost') AS node_losses,
+        WHERE e.t IN ('rescued_node_lost', 'rescued_timeout')) AS uncertain_rescues,
        j.attempted_node AS node,
        IF(FIND_IN_SET('available', j.unique_states) > 0, j.unique_key, NULL) AS available_key"
         )

@@ -75,9 +75,7 @@ macro_rules! stuck_columns {
             key_held_by_another!("jobs"),
             " AS held,
        (SELECT count(*) FROM jsonb_array_elements(jobs.errors) e
-        WHERE e->>'error_type' = '",
-            "rescued_node_lost",
-            "')::int4 AS node_losses,
+        WHERE e->>'error_type' IN ('rescued_node_lost', 'rescued_timeout'))::int4 AS uncertain_rescues,
        jobs.attempted_by[cardinality(jobs.attempted_by)] AS node,
        CASE WHEN 'available' = ANY (jobs.unique_states) THEN jobs.unique_key END AS available_key"
         )
@@ -161,7 +159,7 @@ struct StuckRow {
     #[diesel(sql_type = Bool)]
     held: bool,
     #[diesel(sql_type = Int4)]
-    node_losses: i32,
+    uncertain_rescues: i32,
     #[diesel(sql_type = Nullable<Text>)]
     node: Option<String>,
     #[diesel(sql_type = Nullable<diesel::sql_types::Bytea>)]
@@ -177,12 +175,12 @@ impl StuckRow {
         Stuck {
             id: self.id,
             queue: self.queue,
-            reason: if self.timed_out && !self.gone { RescueReason::Timeout } else { lost },
+            reason: lost.judged(self.timed_out, self.gone),
             attempt: self.attempt,
             max_attempts: self.max_attempts,
             cancel_requested: self.cancel_requested,
             key_held_by_another: self.held,
-            node_losses: self.node_losses,
+            uncertain_rescues: self.uncertain_rescues,
             available_key: self.available_key,
             node: self.node,
         }

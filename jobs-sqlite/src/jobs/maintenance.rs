@@ -93,7 +93,7 @@ macro_rules! stuck_columns {
             key_held_by_another!("jobs"),
             " AS held,
        (SELECT count(*) FROM json_each(jobs.errors) e
-        WHERE e.value ->> '$.error_type' = 'rescued_node_lost') AS node_losses,
+        WHERE e.value ->> '$.error_type' IN ('rescued_node_lost', 'rescued_timeout')) AS uncertain_rescues,
        jobs.attempted_by ->> '$[#-1]' AS node,
        CASE WHEN instr(jobs.unique_states, '\"available\"') > 0 THEN jobs.unique_key END AS available_key"
         )
@@ -147,7 +147,7 @@ struct StuckRow {
     #[diesel(sql_type = Bool)]
     held: bool,
     #[diesel(sql_type = Integer)]
-    node_losses: i32,
+    uncertain_rescues: i32,
     #[diesel(sql_type = Nullable<Text>)]
     node: Option<String>,
     #[diesel(sql_type = Nullable<diesel::sql_types::Binary>)]
@@ -163,12 +163,12 @@ impl StuckRow {
         Stuck {
             id: self.id,
             queue: self.queue,
-            reason: if self.timed_out && !self.gone { RescueReason::Timeout } else { lost },
+            reason: lost.judged(self.timed_out, self.gone),
             attempt: self.attempt,
             max_attempts: self.max_attempts,
             cancel_requested: self.cancel_requested,
             key_held_by_another: self.held,
-            node_losses: self.node_losses,
+            uncertain_rescues: self.uncertain_rescues,
             available_key: self.available_key,
             node: self.node,
         }

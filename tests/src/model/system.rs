@@ -11,7 +11,7 @@ use jobs_core::driver::{
     Completion, Driver, JobArchiveParams, JobCancelManyParams, JobClaimParams, JobCompleteManyParams,
     JobDeleteManyParams, JobInsertManyParams, JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams,
     JobRetryManyParams, JobRow, JobScheduleDueParams, JobState, NODE_LOST, NewJob, NodeHeartbeatParams,
-    QueueSetLimitsParams, QueueSetPausedParams,
+    QueueSetLimitsParams, QueueSetPausedParams, TIMED_OUT,
 };
 
 use super::ops::{Ending, KEYS, NODES, Op, QUEUES, Unique};
@@ -503,7 +503,11 @@ impl System {
             }
             let before = &self.rows[id];
             let last = entries(row).last().cloned().unwrap_or_default();
-            let losses = entries(row).iter().filter(|e| error_type(e) == NODE_LOST).count() as i32;
+            // Rescues that could not tell whether the job ran: its node lost, or past its
+            // timeout; as many as the rescuer allows discard it.
+            let losses =
+                entries(row).iter().filter(|e| [NODE_LOST, TIMED_OUT].contains(&error_type(e))).count()
+                    as i32;
             let cause = match row.state {
                 JobState::Cancelled if before.cancel_requested_at.is_some() => Some("a cancel was requested"),
                 JobState::Discarded if error_type(&last) == "unique_conflict" => Some("its key is held"),
@@ -514,14 +518,10 @@ impl System {
                 {
                     Some("its key is held")
                 }
-                JobState::Discarded if error_type(&last) == NODE_LOST && losses >= MAX_NODE_LOSSES => {
-                    Some("lost with its node too often")
-                }
                 JobState::Discarded
-                    if error_type(&last) == "rescued_timeout"
-                        && self.started.contains(&(row.id, row.attempt)) =>
+                    if [NODE_LOST, TIMED_OUT].contains(&error_type(&last)) && losses >= MAX_NODE_LOSSES =>
                 {
-                    Some("its started run overran its timeout on its last attempt")
+                    Some("lost with its node or past its timeout too often")
                 }
                 _ => None,
             };

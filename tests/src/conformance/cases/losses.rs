@@ -73,8 +73,8 @@ pub async fn jobs_lost_with_their_node_on_their_last_attempt_run_again(db: TestD
 }
 
 /// The rescue's rule on every backend: a cancel requested wins (whether the node was lost
-/// or the job overran its timeout); an overrun timeout uses the attempt (the last one:
-/// discarded); a node's loss does not, even once the job is past its timeout (its run may
+/// or the job overran its timeout); an overrun timeout uses the attempt (the last one: one
+/// more allowed, as the run may never have started); a node's loss does not, even once the job is past its timeout (its run may
 /// never have started), nor does a claim by an earlier process of a node's name (a restart
 /// with a fixed name); a job lost with its node as often as the rescuer allows
 /// (`max_node_losses`) is discarded, whatever attempts it has left.
@@ -113,6 +113,8 @@ pub async fn the_rescue_follows_one_rule_for_cancels_timeouts_and_losses(db: Tes
             running("gone").timeout_ms(100).attempts(1, 1),
             // 7: claimed by an earlier process of a node that has restarted since.
             running("restarted").attempts(1, 1),
+            // 8: timed out on its last attempt, rescued unknowing four times before.
+            running("live").timeout_ms(100).attempts(3, 3).errors(lost_before(4)),
         ],
     )
     .await;
@@ -138,12 +140,13 @@ pub async fn the_rescue_follows_one_rule_for_cancels_timeouts_and_losses(db: Tes
     let expected = [
         (JobState::Cancelled, 20, "rescued_node_lost"),
         (JobState::Cancelled, 20, "rescued_timeout"),
-        (JobState::Discarded, 3, "rescued_timeout"),
+        (JobState::Available, 4, "rescued_timeout"),
         (JobState::Available, 4, "rescued_node_lost"),
         (JobState::Available, 21, "rescued_node_lost"),
         (JobState::Discarded, 20, "rescued_node_lost"),
         (JobState::Available, 2, "rescued_node_lost"),
         (JobState::Available, 2, "rescued_node_lost"),
+        (JobState::Discarded, 3, "rescued_timeout"),
     ];
     for (id, (state, max_attempts, why)) in ids.iter().zip(expected) {
         let row = db.job(*id).await;
@@ -155,7 +158,20 @@ pub async fn the_rescue_follows_one_rule_for_cancels_timeouts_and_losses(db: Tes
     }
     let poisoned = db.job(ids[5]).await;
     let message = poisoned.errors[4]["message"].as_str().unwrap_or_default().to_owned();
-    assert!(message.contains("lost with its node 5 times"), "{message}");
+    assert!(message.contains("5 times"), "{message}");
+    // A claim whose reply its live node never received, found by that node's orphan check
+    // once past its timeout too: an orphan still (it never started), its attempt not used.
+    let orphan = running("live").timeout_ms(100).attempts(1, 1).insert(&*db.driver).await;
+    let release = jobs_core::driver::JobReleaseOrphansParams {
+        node: "live",
+        held: &[],
+        grace: Duration::from_secs(5),
+        now: Some(clock.now()),
+    };
+    assert_eq!(db.driver.job_release_orphans(release).await.expect("release"), vec![orphan]);
+    let row = db.job(orphan).await;
+    assert_eq!((row.state, row.max_attempts), (JobState::Available, 2));
+    assert_eq!(row.errors[0]["error_type"], "rescued_orphaned");
     // A survivor runs what went back; nothing else moves.
     let survivor = start_survivor(&db).await;
     for id in [ids[3], ids[4], ids[6], ids[7]] {
