@@ -182,6 +182,12 @@ impl Error {
             _ => false,
         }
     }
+
+    /// Whether the operation never reached the database (no connection could be had), so
+    /// that none of its writes applied.
+    pub(crate) fn sent_nothing(&self) -> bool {
+        matches!(self, Error::Connection(_) | Error::Pool(_))
+    }
 }
 
 impl From<DriverError> for Error {

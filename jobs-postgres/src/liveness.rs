@@ -50,8 +50,11 @@ macro_rules! node_gone {
 pub(crate) use node_gone;
 
 /// How long keeping the lock may take (a check, or a reconnection and the lock taken
-/// again) before it counts as failed.
-const KEEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+/// again) before it counts as failed: long enough that a database merely slow (whose
+/// heartbeats are slow too) does not make the node drop a lock it holds, and with it its
+/// jobs (the silence rule, 8 s, would judge it first); short enough that a connection dead
+/// without a reset does not keep the node's lock state stale for long.
+const KEEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Where the lock's connection comes from.
 #[derive(Clone)]

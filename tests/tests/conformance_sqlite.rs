@@ -43,6 +43,7 @@ jobs_tests::conformance_suite! {
         a_claim_on_a_paused_queue_takes_nothing,
         a_cancel_requested_while_running_wins_over_every_outcome_but_success,
         outcomes_and_retries_whose_key_is_now_held_never_fail_their_batch,
+        rescues_and_due_moves_that_end_a_job_whose_key_is_held_never_fail,
         claims_follow_priority_then_due_time_then_age,
         three_workers_of_fifty_slots_run_each_job_exactly_once,
         failures_retry_on_the_backoff_policy_then_discard,

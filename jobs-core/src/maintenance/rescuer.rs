@@ -29,9 +29,11 @@ pub struct RescuerConfig {
     /// interval: a live node whose lock connection broke takes its lock again at its next
     /// heartbeat. Default 1.5 s (heartbeats come every second by default).
     pub lock_lost_grace: Duration,
-    /// A job lost with its node this many times is discarded instead of handed back (a
-    /// job that kills its process would otherwise take down node after node). Lost
-    /// attempts do not count against the job's `max_attempts`. Default 5.
+    /// A job rescued this many times without knowing whether it ran — its node lost, or
+    /// past its timeout on its last attempt (its `rescued_node_lost` and
+    /// `rescued_timeout` entries count) — is discarded instead of handed back (a job that
+    /// kills its process or blocks its thread would otherwise take down node after node).
+    /// Lost attempts do not count against the job's `max_attempts`. Default 5.
     pub max_node_losses: i32,
     /// A node silent this long is forgotten (its row deleted; its name stays on its jobs'
     /// attempts). At least `node_stale_after`.

@@ -36,15 +36,16 @@ async fn write(shared: &Shared, batch: &[Completion], give_up: &CancellationToke
     hand_backs_first(shared, batch);
     let applied = match write_retrying(shared, batch, give_up).await {
         Ok(applied) => applied,
-        Err(e) if batch.len() > 1 => {
+        Err(e) => {
             tracing::error!(error = %e, batch = batch.len(), "the database rejected a batch of outcomes; writing them one by one");
+            // Hand-backs are left out: a driver's write is not always one transaction, so
+            // they may have applied (see `hand_backs_first`).
             let mut applied = Vec::new();
-            for one in batch {
+            for one in batch.iter().filter(|c| !c.give_back_attempt) {
                 applied.extend(write_alone(shared, one, give_up).await);
             }
             applied
         }
-        Err(_) => write_alone(shared, &batch[0], give_up).await,
     };
     forget(shared, batch);
     applied
@@ -73,8 +74,9 @@ async fn write_alone(shared: &Shared, completion: &Completion, give_up: &Cancell
 /// written: should the node claim the job again at that number meanwhile, the new run is
 /// the one held (and [`forget`] leaves it). And it is never written twice: after a lost
 /// reply the first write may have applied, and a second one would hand back the new run
-/// of that number (this node's or another's). Such a hand-back is dropped instead; the
-/// job, still `running` under this node, is released by the orphan check.
+/// of that number (this node's or another's). Such a hand-back is dropped instead (unless
+/// the write never reached the database: no connection to be had); the job, still
+/// `running` under this node, is released by the orphan check.
 fn hand_backs_first(shared: &Shared, batch: &[Completion]) {
     let mut held = shared.held.lock().unwrap_or_else(|e| e.into_inner());
     for c in batch.iter().filter(|c| c.give_back_attempt) {
@@ -117,7 +119,7 @@ async fn write_retrying(
             Err(e) if !e.is_connection_error() => return Err(e),
             Err(e) => {
                 tracing::warn!(error = %e, batch = batch.len(), "writing outcomes failed; retrying");
-                if batch.iter().any(|c| c.give_back_attempt) {
+                if !e.sent_nothing() && batch.iter().any(|c| c.give_back_attempt) {
                     // The write may have applied: never write a hand-back twice.
                     retried = batch.iter().filter(|c| !c.give_back_attempt).cloned().collect();
                     batch = &retried;

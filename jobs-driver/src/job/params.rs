@@ -157,7 +157,9 @@ pub struct JobRescueStuckParams<'a> {
     /// database calls failed too lately for live nodes to have taken their locks again,
     /// as a database restart frees every lock).
     pub lost_nodes_by_lock: bool,
-    /// A job lost with its node this many times is discarded, not handed back.
+    /// A job rescued this many times without knowing whether it ran (its node lost, or
+    /// past its timeout on its last attempt; see [`RescueFate`](crate::RescueFate)) is
+    /// discarded, not handed back.
     pub max_node_losses: i32,
     /// The most jobs to rescue.
     pub limit: i64,

@@ -22,8 +22,9 @@
 //!   past its timeout on its last attempt)
 //!   [`max_node_losses`](JobRescueStuckParams::max_node_losses) times (one that kills its
 //!   process, or blocks its thread for ever, say) is `discarded`, so that it cannot take
-//!   down node after node. Its earlier `rescued_node_lost` and `rescued_timeout` entries
-//!   count ([`Stuck::uncertain_rescues`]).
+//!   down node after node. Its earlier `rescued_node_lost` entries count, and its
+//!   `rescued_timeout` entries marked `"uncertain": true` (a timeout on the last attempt;
+//!   [`Stuck::uncertain_rescues`]).
 //!
 //! [`JobRescueStuckParams`]: super::JobRescueStuckParams
 
@@ -66,7 +67,8 @@ impl RescueReason {
 }
 
 /// The error type of a rescue whose node was lost; drivers count a job's earlier entries
-/// of this type and of [`TIMED_OUT`] ([`Stuck::uncertain_rescues`]).
+/// of this type, and those of [`TIMED_OUT`] marked `"uncertain": true`
+/// ([`Stuck::uncertain_rescues`]).
 pub const NODE_LOST: &str = "rescued_node_lost";
 
 /// The error type of a rescue of a job past its timeout.
@@ -94,8 +96,8 @@ pub struct Stuck {
     /// Another job holds its uniqueness key in a state the key is unique in, and the job
     /// would take it back by becoming available.
     pub key_held_by_another: bool,
-    /// How many earlier rescues could not tell whether it ran: its `rescued_node_lost` and
-    /// `rescued_timeout` error entries.
+    /// How many earlier rescues could not tell whether it ran: its `rescued_node_lost`
+    /// error entries and its `rescued_timeout` ones marked `"uncertain": true`.
     pub uncertain_rescues: i32,
     /// Its uniqueness key, when the key is unique in `available`: of two jobs of one rescue
     /// with the same key, only the first (by id) may go back.
@@ -137,7 +139,7 @@ impl RescueFate {
             )
         } else if lost && losses >= max_node_losses.max(1) {
             let outcome = format!(
-                "discarded: lost with its node or past its timeout {losses} times (a job that kills its process or blocks its thread would take down every node); retry it once fixed"
+                "discarded: lost with its node or past its timeout {losses} times (a job that kills its process or blocks its thread would take down every node); the count stays if you retry it"
             );
             (JobState::Discarded, job.max_attempts, outcome)
         } else if lost && job.reason == RescueReason::Timeout {
@@ -161,13 +163,17 @@ impl RescueFate {
                 )
             }
         };
-        let entry = serde_json::json!({
+        let mut entry = serde_json::json!({
             "attempt": job.attempt,
             "at": now,
             "node": job.node,
             "error_type": job.reason.error_type(),
             "message": format!("{why}; rescued by {rescuer}; {outcome}"),
         });
+        if lost && job.reason == RescueReason::Timeout {
+            // Counted with the node losses (see `Stuck::uncertain_rescues`).
+            entry["uncertain"] = serde_json::Value::Bool(true);
+        }
         RescueFate { id: job.id, state, max_attempts, entry }
     }
 
@@ -253,6 +259,8 @@ mod tests {
         let fate = decide(&last);
         assert_eq!((fate.state, fate.max_attempts), (JobState::Available, 4));
         assert_eq!(fate.entry["error_type"], TIMED_OUT);
+        assert_eq!(fate.entry["uncertain"], true);
+        assert!(decide(&stuck(RescueReason::Timeout, 2, 3)).entry.get("uncertain").is_none());
         last.uncertain_rescues = DEFAULT_MAX_NODE_LOSSES - 1;
         assert_eq!(decide(&last).state, JobState::Discarded);
     }

@@ -10,8 +10,8 @@
 
 use diesel::mysql::Mysql;
 use diesel::sql_types::{BigInt, Datetime, Nullable, Text};
-use diesel_async::{AsyncConnectionCore, RunQueryDsl};
-use jobs_driver::{Completion, JobState, Result};
+use diesel_async::{AsyncConnection, AsyncConnectionCore, AsyncMysqlConnection, RunQueryDsl};
+use jobs_driver::{Completion, DriverError, JobState, Result};
 
 use super::read::ids_json;
 use crate::cached::CachedQuery;
@@ -185,36 +185,38 @@ fn discarded_for_its_key(c: &Completion) -> Completion {
 // holds it.
 const GIVE_UP_KEYS: &str = concat!("UPDATE ", batch!(""), " SET j.unique_key = NULL");
 
-/// Writes `part` with `sql` after a duplicate-key error: the outcomes that would take a key
-/// another job holds are discarded instead (but for successes), and those that must give
-/// their key up (see [`conflicting`]) give it up first.
-async fn write_without_conflicts<C>(
-    conn: &mut C,
+/// Writes `part` with `sql` after a duplicate-key error, in one transaction: the outcomes
+/// that would take a key another job holds are discarded instead (but for successes), and
+/// those that must give their key up (see [`conflicting`]) give it up first. (One
+/// transaction: a key given up by a write that then failed would be lost to a retry of
+/// the batch, which no longer sees it held.)
+async fn write_without_conflicts(
+    conn: &mut AsyncMysqlConnection,
     sql: &'static str,
     part: &[&Completion],
     other: bool,
     now: Option<chrono::NaiveDateTime>,
-) -> Result<Vec<i64>>
-where
-    C: AsyncConnectionCore<Backend = Mysql> + Send,
-{
-    let conflicting = conflicting(conn, part).await?;
-    let giving_up: Vec<&Completion> =
-        part.iter().copied().filter(|c| conflicting.get(&c.id) == Some(&true)).collect();
-    if !giving_up.is_empty() {
-        CachedQuery::new(GIVE_UP_KEYS)
-            .bind::<Text, _>(batch_json(giving_up.iter().copied(), false))
-            .execute(conn)
-            .await?;
-    }
-    let rewritten: Vec<Completion> =
-        part.iter()
+) -> Result<Vec<i64>> {
+    conn.transaction::<_, DriverError, _>(async |tx| {
+        let conflicting = conflicting(tx, part).await?;
+        let giving_up: Vec<&Completion> =
+            part.iter().copied().filter(|c| conflicting.get(&c.id) == Some(&true)).collect();
+        if !giving_up.is_empty() {
+            CachedQuery::new(GIVE_UP_KEYS)
+                .bind::<Text, _>(batch_json(giving_up.iter().copied(), false))
+                .execute(tx)
+                .await?;
+        }
+        let rewritten: Vec<Completion> = part
+            .iter()
             .map(|c| {
                 if other && conflicting.contains_key(&c.id) { discarded_for_its_key(c) } else { (*c).clone() }
             })
             .collect();
-    let rewritten: Vec<&Completion> = rewritten.iter().collect();
-    write_part(conn, sql, &rewritten, other, now).await
+        let rewritten: Vec<&Completion> = rewritten.iter().collect();
+        write_part(tx, sql, &rewritten, other, now).await
+    })
+    .await
 }
 
 fn is_unique_violation(e: &jobs_driver::DriverError) -> bool {
@@ -264,14 +266,11 @@ where
 /// claimed attempt, so an outcome arriving after the job was rescued (and perhaps claimed
 /// again) changes nothing. An outcome that would take a uniqueness key another job holds
 /// is discarded instead (see [`write_without_conflicts`]; a success gives its key up). Returns the ids that applied.
-pub(crate) async fn complete_many<C>(
-    conn: &mut C,
+pub(crate) async fn complete_many(
+    conn: &mut AsyncMysqlConnection,
     completions: &[Completion],
     now: Option<chrono::DateTime<chrono::Utc>>,
-) -> Result<Vec<i64>>
-where
-    C: AsyncConnectionCore<Backend = Mysql> + Send,
-{
+) -> Result<Vec<i64>> {
     let now = naive_opt(now);
     let mut applied = Vec::with_capacity(completions.len());
     let succeeded: Vec<&Completion> =

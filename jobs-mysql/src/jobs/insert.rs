@@ -12,7 +12,8 @@
 //! holds up a running holder's completion). In a `REPEATABLE READ` transaction (MySQL's
 //! default; the driver's own connections use `READ COMMITTED`) the look-up reads the
 //! transaction's snapshot: a holder that finished since it began still counts as holding
-//! the key. The others go in with `ON DUPLICATE KEY UPDATE` on
+//! the key (a locking read would see it finished, but would hold up the running holder's
+//! completion until the transaction ends, which is worse). The others go in with `ON DUPLICATE KEY UPDATE` on
 //! `jobs_unique_idx` (the generated column that holds the key only in the job's unique
 //! states): should a holder have appeared since the look-up, MariaDB returns the row that
 //! holds the key. Every new row of such a statement carries the statement's token in
@@ -96,7 +97,7 @@ STRAIGHT_JOIN jobs j ON j.unique_held = UNHEX(t.k)";
 /// `available`) and its key is unique there. (A job due later goes in `scheduled`, which
 /// its key may not be unique in: the insert decides for it.)
 fn looked_up_key(job: &NewJob) -> Option<&[u8]> {
-    let due_now = job.run_at.is_none() && job.delay_ms.unwrap_or(0) <= 0;
+    let due_now = job.run_at.is_none_or(|at| at <= chrono::Utc::now()) && job.delay_ms.unwrap_or(0) <= 0;
     job.unique
         .as_ref()
         .filter(|(_, states)| due_now && states.contains(&jobs_driver::JobState::Available))

@@ -8,7 +8,7 @@
 //! available jobs. MariaDB has no `UPDATE … RETURNING`, and reading the fate first keeps
 //! every rule in one place.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use diesel::QueryableByName;
@@ -86,7 +86,9 @@ const DISCARD_DUPLICATES: &str = concat!(
 SET j.state = 'discarded', j.finalized_at = COALESCE($2, UTC_TIMESTAMP(6)),
     j.errors = JSON_ARRAY_APPEND(j.errors, '$', JSON_OBJECT(
         'attempt', j.attempt, 'at', $3, 'error_type', 'unique_conflict',
-        'message', 'another job holds its uniqueness key'))"
+        'message', 'another job holds its uniqueness key')),
+    -- Given up if discarded is one of its unique states: another job takes the key.
+    j.unique_key = IF(FIND_IN_SET('discarded', j.unique_states) > 0, NULL, j.unique_key)"
 );
 
 /// See [`JobScheduleDueParams`]: due jobs become available. One whose uniqueness key
@@ -172,6 +174,8 @@ struct StuckRow {
     node: Option<String>,
     #[diesel(sql_type = Nullable<Varbinary>)]
     available_key: Option<Vec<u8>>,
+    #[diesel(sql_type = Bool)]
+    key_taken: bool,
 }
 
 impl StuckRow {
@@ -204,10 +208,12 @@ macro_rules! stuck_columns {
        (j.cancel_requested_at IS NOT NULL) AS cancel_requested, ",
             key_held_by_another!(),
             " AS held,
-       (SELECT COUNT(*) FROM JSON_TABLE(j.errors, '$[*]' COLUMNS (t VARCHAR(64) PATH '$.error_type')) AS e
-        WHERE e.t IN ('rescued_node_lost', 'rescued_timeout')) AS uncertain_rescues,
+       (SELECT COUNT(*) FROM JSON_TABLE(j.errors, '$[*]' COLUMNS (t VARCHAR(64) PATH '$.error_type',
+                                                               u VARCHAR(8) PATH '$.uncertain')) AS e
+        WHERE e.t = 'rescued_node_lost' OR (e.t = 'rescued_timeout' AND e.u = 'true')) AS uncertain_rescues,
        j.attempted_node AS node,
-       IF(FIND_IN_SET('available', j.unique_states) > 0, j.unique_key, NULL) AS available_key"
+       IF(FIND_IN_SET('available', j.unique_states) > 0, j.unique_key, NULL) AS available_key,
+       (j.unique_key IS NOT NULL AND EXISTS (SELECT 1 FROM jobs o WHERE o.unique_held = j.unique_key AND o.id <> j.id)) AS key_taken"
         )
     };
 }
@@ -260,12 +266,17 @@ LIMIT 1000
 FOR UPDATE SKIP LOCKED"
 );
 
-// `$1` is `[[id, state, max_attempts, entry], …]`; the entries are JSON objects as text.
+// `$1` is `[[id, state, max_attempts, entry, key_taken], …]`; the entries are JSON objects
+// as text. A job that ends in one of its unique states while another job holds its key
+// (`key_taken`, read by the pick: MySQL cannot read the table it updates) gives the key up.
 const RESCUE: &str = "\
 UPDATE JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$[0]', state VARCHAR(16) PATH '$[1]',
-                                      max_attempts INT PATH '$[2]', entry TEXT PATH '$[3]')) AS c
+                                      max_attempts INT PATH '$[2]', entry TEXT PATH '$[3]',
+                                      key_taken INT PATH '$[4]')) AS c
 STRAIGHT_JOIN jobs j ON j.id = c.id
-SET j.state = c.state,
+SET j.unique_key = IF(c.state <> 'available' AND c.key_taken = 1 AND FIND_IN_SET(c.state, j.unique_states) > 0,
+                      NULL, j.unique_key),
+    j.state = c.state,
     j.max_attempts = c.max_attempts,
     j.finalized_at = IF(c.state = 'available', NULL, COALESCE($2, UTC_TIMESTAMP(6))),
     -- Appended as MariaDB and MySQL both can (MariaDB has no CAST … AS JSON).
@@ -276,26 +287,46 @@ WHERE j.state = 'running'";
 /// ids and the wake-ups added.
 async fn rescue(
     tx: &mut AsyncMysqlConnection,
-    stuck: Vec<Stuck>,
+    picked: Vec<StuckRow>,
+    reason: RescueReason,
     rescuer: &str,
     max_node_losses: i32,
     now: Option<DateTime<Utc>>,
 ) -> Result<(Vec<i64>, Vec<Notification>)> {
-    if stuck.is_empty() {
+    if picked.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
+    // The jobs whose key another job holds, or one going back by this rescue takes.
+    let mut taken: HashSet<i64> = picked.iter().filter(|r| r.key_taken).map(|r| r.id).collect();
+    let stuck: Vec<Stuck> = picked.into_iter().map(|r| r.stuck(reason)).collect();
     let at = now.unwrap_or_else(Utc::now);
+    let fates = RescueFate::decide_all(&stuck, rescuer, max_node_losses, at);
+    let back: HashSet<&[u8]> = fates
+        .iter()
+        .filter(|f| f.state == JobState::Available)
+        .filter_map(|f| stuck.iter().find(|j| j.id == f.id).and_then(|j| j.available_key.as_deref()))
+        .collect();
+    for fate in fates.iter().filter(|f| f.state != JobState::Available) {
+        if stuck
+            .iter()
+            .any(|j| j.id == fate.id && j.available_key.as_deref().is_some_and(|k| back.contains(k)))
+        {
+            taken.insert(fate.id);
+        }
+    }
     let mut rows = Vec::with_capacity(stuck.len());
     let mut available = Vec::new();
-    for fate in RescueFate::decide_all(&stuck, rescuer, max_node_losses, at) {
+    for fate in fates {
         if let (JobState::Available, Some(job)) = (fate.state, stuck.iter().find(|j| j.id == fate.id)) {
             available.push(job.queue.as_str());
         }
+        let key_taken = taken.contains(&fate.id);
         rows.push(serde_json::json!([
             fate.id,
             fate.state.as_str(),
             fate.max_attempts,
-            fate.entry.to_string()
+            fate.entry.to_string(),
+            i32::from(key_taken)
         ]));
     }
     CachedQuery::new(RESCUE)
@@ -327,8 +358,7 @@ pub(crate) async fn rescue_stuck(
             .bind::<Bool, _>(params.lost_nodes_by_lock)
             .load(tx)
             .await?;
-        let stuck = picked.into_iter().map(|r| r.stuck(RescueReason::NodeLost)).collect();
-        rescue(tx, stuck, params.rescuer, params.max_node_losses, params.now).await
+        rescue(tx, picked, RescueReason::NodeLost, params.rescuer, params.max_node_losses, params.now).await
     })
     .await
 }
@@ -350,9 +380,8 @@ pub(crate) async fn release_orphans(
             .bind::<Text, _>(&held)
             .load(tx)
             .await?;
-        let stuck = picked.into_iter().map(|r| r.stuck(RescueReason::Orphaned)).collect();
         // An orphan never ran: it is never discarded for its node losses.
-        rescue(tx, stuck, params.node, i32::MAX, params.now).await
+        rescue(tx, picked, RescueReason::Orphaned, params.node, i32::MAX, params.now).await
     })
     .await
 }

@@ -42,7 +42,10 @@ due AS (
         errors = CASE WHEN r.duplicate THEN jobs.errors || jsonb_build_array(jsonb_build_object(
                      'attempt', jobs.attempt, 'at', clock.now, 'error_type', 'unique_conflict',
                      'message', 'another job holds its uniqueness key'))
-                 ELSE jobs.errors END
+                 ELSE jobs.errors END,
+        -- Discarded for a key another job takes: given up if discarded is a unique state.
+        unique_key = CASE WHEN r.duplicate AND 'discarded' = ANY (jobs.unique_states) THEN NULL
+                          ELSE jobs.unique_key END
     FROM ranked r, clock WHERE jobs.id = r.id
     RETURNING jobs.queue, jobs.state
 ), woken AS (
@@ -75,7 +78,8 @@ macro_rules! stuck_columns {
             key_held_by_another!("jobs"),
             " AS held,
        (SELECT count(*) FROM jsonb_array_elements(jobs.errors) e
-        WHERE e->>'error_type' IN ('rescued_node_lost', 'rescued_timeout'))::int4 AS uncertain_rescues,
+        WHERE e->>'error_type' = 'rescued_node_lost'
+           OR (e->>'error_type' = 'rescued_timeout' AND e->>'uncertain' = 'true'))::int4 AS uncertain_rescues,
        jobs.attempted_by[cardinality(jobs.attempted_by)] AS node,
        CASE WHEN 'available' = ANY (jobs.unique_states) THEN jobs.unique_key END AS available_key"
         )
@@ -196,7 +200,18 @@ rescued AS (
     SET state = f.state::job_state,
         max_attempts = f.max_attempts,
         finalized_at = CASE WHEN f.state <> 'available' THEN clock.now END,
-        errors = jobs.errors || jsonb_build_array(f.entry::jsonb || jsonb_build_object('at', clock.now))
+        errors = jobs.errors || jsonb_build_array(f.entry::jsonb || jsonb_build_object('at', clock.now)),
+        -- A job that ends in one of its unique states while another job holds its key, or
+        -- takes it back by this rescue, gives the key up (the unique index never fails
+        -- the rescue).
+        unique_key = CASE WHEN f.state <> 'available' AND f.state::job_state = ANY (jobs.unique_states)
+                               AND (EXISTS (SELECT 1 FROM jobs o WHERE o.unique_key = jobs.unique_key
+                                            AND o.state = ANY (o.unique_states) AND o.id <> jobs.id)
+                                    OR EXISTS (SELECT 1 FROM unnest($1::int8[], $2::text[]) AS g(id, state)
+                                               JOIN jobs a ON a.id = g.id
+                                               WHERE g.state = 'available' AND a.unique_key = jobs.unique_key
+                                                 AND a.id <> jobs.id))
+                          THEN NULL ELSE jobs.unique_key END
     FROM unnest($1::int8[], $2::text[], $3::int4[], $4::text[]) AS f(id, state, max_attempts, entry), clock
     WHERE jobs.id = f.id AND jobs.state = 'running'
     RETURNING jobs.id, jobs.queue, jobs.state

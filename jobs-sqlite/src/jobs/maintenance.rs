@@ -24,7 +24,8 @@ SET state = CASE WHEN r.duplicate THEN 'discarded' ELSE 'available' END,
     errors = CASE WHEN r.duplicate THEN json_insert(errors, '$[#]', json_object(
                  'attempt', attempt, 'at', json($3), 'error_type', 'unique_conflict',
                  'message', 'another job holds its uniqueness key'))
-             ELSE errors END
+             ELSE errors END,
+    unique_key = CASE WHEN r.duplicate AND instr(unique_states, '\"discarded\"') > 0 THEN NULL ELSE unique_key END
 FROM (
     SELECT d.id,
            (d.unique_key IS NOT NULL AND instr(d.unique_states, '\"available\"') > 0
@@ -93,7 +94,8 @@ macro_rules! stuck_columns {
             key_held_by_another!("jobs"),
             " AS held,
        (SELECT count(*) FROM json_each(jobs.errors) e
-        WHERE e.value ->> '$.error_type' IN ('rescued_node_lost', 'rescued_timeout')) AS uncertain_rescues,
+        WHERE e.value ->> '$.error_type' = 'rescued_node_lost'
+           OR (e.value ->> '$.error_type' = 'rescued_timeout' AND e.value -> '$.uncertain' = 'true')) AS uncertain_rescues,
        jobs.attempted_by ->> '$[#-1]' AS node,
        CASE WHEN instr(jobs.unique_states, '\"available\"') > 0 THEN jobs.unique_key END AS available_key"
         )
@@ -181,7 +183,13 @@ UPDATE jobs
 SET state = $2,
     max_attempts = $3,
     finalized_at = CASE WHEN $2 <> 'available' THEN $5 END,
-    errors = json_insert(errors, '$[#]', json($4))
+    errors = json_insert(errors, '$[#]', json($4)),
+    -- A job that ends in one of its unique states while another job holds its key gives
+    -- the key up (the unique index never fails the rescue).
+    unique_key = CASE WHEN $2 <> 'available' AND instr(unique_states, '\"' || $2 || '\"') > 0
+                           AND EXISTS (SELECT 1 FROM jobs o WHERE o.unique_key = jobs.unique_key
+                                       AND instr(o.unique_states, '\"' || o.state || '\"') > 0 AND o.id <> jobs.id)
+                      THEN NULL ELSE unique_key END
 WHERE id = $1 AND state = 'running'";
 
 /// Gives each of `stuck` its fate ([`RescueFate::decide_all`]); returns the ids and the

@@ -190,6 +190,7 @@ pub const CASES: &[Case] = &[
         requires: &[Capability::SkipLocked],
     },
     Case { name: "outcomes_and_retries_whose_key_is_now_held_never_fail_their_batch", requires: &[] },
+    Case { name: "rescues_and_due_moves_that_end_a_job_whose_key_is_held_never_fail", requires: &[] },
 ];
 
 /// Runs case `name` on a fresh database of `B`, after checking the driver declares what

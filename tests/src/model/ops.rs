@@ -23,6 +23,9 @@ pub enum Unique {
     Pending,
     /// While it waits or runs, and once completed.
     Ever,
+    /// While it waits, and once it ends (completed, discarded, cancelled), not while it
+    /// runs: a duplicate may come then, and one of the two gives the key up as it ends.
+    Ended,
 }
 
 /// What a run ends with, as a worker reports it.
@@ -162,7 +165,7 @@ pub enum Op {
 fn unique() -> impl Strategy<Value = Option<(usize, Unique)>> {
     prop_oneof![
         3 => Just(None),
-        1 => (0..KEYS, prop_oneof![Just(Unique::Waiting), Just(Unique::Pending), Just(Unique::Ever)]).prop_map(Some),
+        1 => (0..KEYS, prop_oneof![Just(Unique::Waiting), Just(Unique::Pending), Just(Unique::Ever), Just(Unique::Ended)]).prop_map(Some),
     ]
 }
 

@@ -145,6 +145,14 @@ impl System {
                         s.push(JobState::Completed);
                         s
                     }
+                    Unique::Ended => vec![
+                        JobState::Available,
+                        JobState::Scheduled,
+                        JobState::Retryable,
+                        JobState::Completed,
+                        JobState::Discarded,
+                        JobState::Cancelled,
+                    ],
                 };
                 let jobs: Vec<NewJob> = (0..batch)
                     .map(|_| {
@@ -504,10 +512,11 @@ impl System {
             let before = &self.rows[id];
             let last = entries(row).last().cloned().unwrap_or_default();
             // Rescues that could not tell whether the job ran: its node lost, or past its
-            // timeout; as many as the rescuer allows discard it.
-            let losses =
-                entries(row).iter().filter(|e| [NODE_LOST, TIMED_OUT].contains(&error_type(e))).count()
-                    as i32;
+            // timeout on its last attempt; as many as the rescuer allows discard it.
+            let uncertain = |e: &serde_json::Value| {
+                error_type(e) == NODE_LOST || (error_type(e) == TIMED_OUT && e["uncertain"] == true)
+            };
+            let losses = entries(row).iter().filter(|e| uncertain(e)).count() as i32;
             let cause = match row.state {
                 JobState::Cancelled if before.cancel_requested_at.is_some() => Some("a cancel was requested"),
                 JobState::Discarded if error_type(&last) == "unique_conflict" => Some("its key is held"),
@@ -518,9 +527,7 @@ impl System {
                 {
                     Some("its key is held")
                 }
-                JobState::Discarded
-                    if [NODE_LOST, TIMED_OUT].contains(&error_type(&last)) && losses >= MAX_NODE_LOSSES =>
-                {
+                JobState::Discarded if uncertain(&last) && losses >= MAX_NODE_LOSSES => {
                     Some("lost with its node or past its timeout too often")
                 }
                 _ => None,
@@ -532,7 +539,8 @@ impl System {
                 row.errors
             );
             if let Some("its key is held") = cause {
-                let key = row.unique_key.as_deref();
+                // Its key as it was: a job discarded for it may have given it up.
+                let key = before.unique_key.as_deref();
                 let held = now
                     .values()
                     .chain(self.rows.values())

@@ -86,6 +86,21 @@ pub async fn the_rescue_follows_one_rule_for_cancels_timeouts_and_losses(db: Tes
             .map(|a| json!({"attempt": a, "at": start, "error_type": NODE_LOST, "message": "lost"}))
             .collect()
     };
+    // Earlier rescues: `lost` node losses, `uncertain` timeouts on a last attempt (they
+    // count), `timeouts` that used their attempt (they do not).
+    let rescued_before = |lost: usize, uncertain: usize, timeouts: usize| -> Vec<serde_json::Value> {
+        let entry = |kind: &str, extra: bool| {
+            let mut e = json!({"attempt": 1, "at": start, "error_type": kind, "message": "rescued"});
+            if extra {
+                e["uncertain"] = json!(true);
+            }
+            e
+        };
+        std::iter::repeat_n(entry(NODE_LOST, false), lost)
+            .chain(std::iter::repeat_n(entry("rescued_timeout", true), uncertain))
+            .chain(std::iter::repeat_n(entry("rescued_timeout", false), timeouts))
+            .collect()
+    };
     let running = |node: &str| {
         JobFactory::new("conformance.record")
             .args(json!({"ledger": 0, "n": 1}))
@@ -113,8 +128,11 @@ pub async fn the_rescue_follows_one_rule_for_cancels_timeouts_and_losses(db: Tes
             running("gone").timeout_ms(100).attempts(1, 1),
             // 7: claimed by an earlier process of a node that has restarted since.
             running("restarted").attempts(1, 1),
-            // 8: timed out on its last attempt, rescued unknowing four times before.
-            running("live").timeout_ms(100).attempts(3, 3).errors(lost_before(4)),
+            // 8: timed out on its last attempt, rescued unknowing four times before (lost
+            // twice, timed out on its last attempt twice), timed out twice more before.
+            running("live").timeout_ms(100).attempts(3, 3).errors(rescued_before(2, 2, 2)),
+            // 9: the same, rescued unknowing three times only.
+            running("live").timeout_ms(100).attempts(3, 3).errors(rescued_before(2, 1, 3)),
         ],
     )
     .await;
@@ -147,6 +165,7 @@ pub async fn the_rescue_follows_one_rule_for_cancels_timeouts_and_losses(db: Tes
         (JobState::Available, 2, "rescued_node_lost"),
         (JobState::Available, 2, "rescued_node_lost"),
         (JobState::Discarded, 3, "rescued_timeout"),
+        (JobState::Available, 4, "rescued_timeout"),
     ];
     for (id, (state, max_attempts, why)) in ids.iter().zip(expected) {
         let row = db.job(*id).await;

@@ -230,3 +230,76 @@ pub async fn outcomes_and_retries_whose_key_is_now_held_never_fail_their_batch(d
     assert_eq!((failed.state, failed.unique_key), (Discarded, None), "discarded, its key given up");
     assert_eq!(db.job(last[4]).await.state, Available);
 }
+
+/// A rescue or a move of due jobs that ends a job in one of its unique states while
+/// another job holds its key (`discarded` or `cancelled` among its unique states): the job
+/// gives its key up and the rest goes on; the unique index never fails (and so never
+/// stalls) the rescuer or the scheduler.
+pub async fn rescues_and_due_moves_that_end_a_job_whose_key_is_held_never_fail(db: TestDb) {
+    use JobState::{Available, Cancelled, Discarded, Retryable, Running};
+    use jobs_core::driver::{JobRescueStuckParams, JobScheduleDueParams};
+    let start = Utc::now() - chrono::Duration::minutes(5);
+    let keyed = |key: &str, states: &[JobState], state: JobState| {
+        JobFactory::new("conformance.record")
+            .args(serde_json::json!({"ledger": 0, "n": 1}))
+            .unique(key, states)
+            .state(state, start)
+    };
+    let discards: &[JobState] = &[Available, Discarded];
+    let cancels: &[JobState] = &[Available, Cancelled];
+    let ids = insert_all(
+        &*db.driver,
+        vec![
+            // 0: its node gone, a copy of its key waiting (1): discarded for its key.
+            keyed("lost", discards, Running).claimed_by("gone-node"),
+            keyed("lost", discards, Available),
+            // 2: its node gone, a cancel requested, a copy waiting (3): cancelled.
+            keyed("cancel", cancels, Running).claimed_by("gone-node").cancel_requested(start),
+            keyed("cancel", cancels, Available),
+            // 4 and 5: one key, both on the gone node, no other holder: 4 goes back, 5 is
+            // discarded.
+            keyed("pair", discards, Running).claimed_by("gone-node"),
+            keyed("pair", discards, Running).claimed_by("gone-node"),
+            // 6: a keyless job of the same rescue.
+            JobFactory::new("conformance.record").claimed_by("gone-node").state(Running, start),
+        ],
+    )
+    .await;
+    let rescue = JobRescueStuckParams {
+        node_stale_after: Duration::from_secs(8),
+        lock_lost_grace: Duration::from_millis(1_500),
+        timeout_grace: Duration::from_secs(5),
+        lost_nodes: true,
+        lost_nodes_by_lock: true,
+        max_node_losses: 5,
+        limit: 1_000,
+        rescuer: "rescuer",
+        now: None,
+    };
+    let mut rescued = db.driver.job_rescue_stuck(rescue).await.expect("the rescue never fails on a key");
+    rescued.sort_unstable();
+    assert_eq!(rescued, vec![ids[0], ids[2], ids[4], ids[5], ids[6]]);
+    let expect =
+        [(0, Discarded, None), (2, Cancelled, None), (4, Available, Some("pair")), (5, Discarded, None)];
+    for (i, state, key) in expect {
+        let row = db.job(ids[i]).await;
+        let key = key.map(|k: &str| k.as_bytes().to_vec());
+        assert_eq!((row.state, row.unique_key), (state, key), "job {i}");
+    }
+    assert_eq!(db.job(ids[6]).await.state, Available);
+    for i in [1, 3] {
+        assert!(db.job(ids[i]).await.unique_key.is_some(), "the holder {i} keeps its key");
+    }
+
+    // Due: a retry whose key a waiting copy took meanwhile is discarded and gives it up.
+    let due = insert_all(
+        &*db.driver,
+        vec![keyed("due", discards, Retryable).attempts(1, 3), keyed("due", discards, Available)],
+    )
+    .await;
+    let schedule = JobScheduleDueParams { limit: 1_000, now: None };
+    db.driver.job_schedule_due(schedule).await.expect("the move never fails on a key");
+    let row = db.job(due[0]).await;
+    assert_eq!((row.state, row.unique_key), (Discarded, None));
+    assert!(db.job(due[1]).await.unique_key.is_some());
+}
