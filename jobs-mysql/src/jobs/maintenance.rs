@@ -176,6 +176,25 @@ struct StuckRow {
     available_key: Option<Vec<u8>>,
     #[diesel(sql_type = Bool)]
     key_taken: bool,
+    #[diesel(sql_type = Nullable<Varbinary>)]
+    unique_key: Option<Vec<u8>>,
+    #[diesel(sql_type = Nullable<Text>)]
+    unique_states: Option<String>,
+}
+
+/// A picked job's uniqueness key and the states it is unique in.
+struct StuckKey {
+    id: i64,
+    key: Option<Vec<u8>>,
+    states: Option<String>,
+}
+
+impl StuckKey {
+    /// The key, if the job holds it in `state`.
+    fn held_in(&self, state: JobState) -> Option<&[u8]> {
+        let unique_there = self.states.as_deref().is_some_and(|s| s.split(',').any(|s| s == state.as_str()));
+        self.key.as_deref().filter(|_| unique_there)
+    }
 }
 
 impl StuckRow {
@@ -213,7 +232,8 @@ macro_rules! stuck_columns {
         WHERE e.t = 'rescued_node_lost' OR (e.t = 'rescued_timeout' AND e.u = 'true')) AS uncertain_rescues,
        j.attempted_node AS node,
        IF(FIND_IN_SET('available', j.unique_states) > 0, j.unique_key, NULL) AS available_key,
-       (j.unique_key IS NOT NULL AND EXISTS (SELECT 1 FROM jobs o WHERE o.unique_held = j.unique_key AND o.id <> j.id)) AS key_taken"
+       (j.unique_key IS NOT NULL AND EXISTS (SELECT 1 FROM jobs o WHERE o.unique_held = j.unique_key AND o.id <> j.id)) AS key_taken,
+       j.unique_key, j.unique_states"
         )
     };
 }
@@ -267,8 +287,9 @@ FOR UPDATE SKIP LOCKED"
 );
 
 // `$1` is `[[id, state, max_attempts, entry, key_taken], …]`; the entries are JSON objects
-// as text. A job that ends in one of its unique states while another job holds its key
-// (`key_taken`, read by the pick: MySQL cannot read the table it updates) gives the key up.
+// as text, the fates going back first. A job that ends in one of its unique states while
+// another job holds its key, or takes it by this rescue, gives the key up (`key_taken`,
+// worked out by [`rescue`] from the pick: MySQL cannot read the table it updates).
 const RESCUE: &str = "\
 UPDATE JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$[0]', state VARCHAR(16) PATH '$[1]',
                                       max_attempts INT PATH '$[2]', entry TEXT PATH '$[3]',
@@ -287,7 +308,7 @@ WHERE j.state = 'running'";
 /// ids and the wake-ups added.
 async fn rescue(
     tx: &mut AsyncMysqlConnection,
-    picked: Vec<StuckRow>,
+    mut picked: Vec<StuckRow>,
     reason: RescueReason,
     rescuer: &str,
     max_node_losses: i32,
@@ -296,20 +317,24 @@ async fn rescue(
     if picked.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
-    // The jobs whose key another job holds, or one going back by this rescue takes.
+    // The jobs ending in a unique state whose key another job holds, or takes by this
+    // rescue: one going back, or one ending earlier (in id order) in one of its unique
+    // states. At most one job of a key keeps it.
     let mut taken: HashSet<i64> = picked.iter().filter(|r| r.key_taken).map(|r| r.id).collect();
+    let keys: Vec<StuckKey> = picked
+        .iter_mut()
+        .map(|r| StuckKey { id: r.id, key: r.unique_key.take(), states: r.unique_states.take() })
+        .collect();
     let stuck: Vec<Stuck> = picked.into_iter().map(|r| r.stuck(reason)).collect();
     let at = now.unwrap_or_else(Utc::now);
-    let fates = RescueFate::decide_all(&stuck, rescuer, max_node_losses, at);
-    let back: HashSet<&[u8]> = fates
-        .iter()
-        .filter(|f| f.state == JobState::Available)
-        .filter_map(|f| stuck.iter().find(|j| j.id == f.id).and_then(|j| j.available_key.as_deref()))
-        .collect();
-    for fate in fates.iter().filter(|f| f.state != JobState::Available) {
-        if stuck
-            .iter()
-            .any(|j| j.id == fate.id && j.available_key.as_deref().is_some_and(|k| back.contains(k)))
+    let mut fates = RescueFate::decide_all(&stuck, rescuer, max_node_losses, at);
+    fates.sort_by_key(|f| (f.state != JobState::Available, f.id));
+    let mut kept: HashSet<&[u8]> = HashSet::new();
+    for fate in &fates {
+        let key = keys.iter().find(|k| k.id == fate.id).and_then(|k| k.held_in(fate.state));
+        if let Some(key) = key.filter(|_| !taken.contains(&fate.id))
+            && !kept.insert(key)
+            && fate.state != JobState::Available
         {
             taken.insert(fate.id);
         }

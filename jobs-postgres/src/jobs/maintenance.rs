@@ -16,13 +16,14 @@ use crate::rows::{Count, Id, millis};
 
 // Due jobs become available. One whose uniqueness key another job holds (a duplicate
 // enqueued while it waited in a state outside its unique states), or that a job due with
-// it takes first (by priority, then due time, then id), is discarded instead, with an
-// error entry: the batch never fails on the unique index.
+// it takes first (the one that holds it already, then by priority, due time and id), is
+// discarded instead, with an error entry: the batch never fails on the unique index.
 const SCHEDULE_DUE: &str = concat!(
     "\
 WITH clock AS (SELECT COALESCE($1::timestamptz, now()) AS now),
 due AS (
-    SELECT id, unique_key, unique_states, priority, scheduled_at FROM jobs, clock
+    SELECT id, unique_key, unique_states, priority, scheduled_at,
+           COALESCE(state = ANY (unique_states), false) AS holds FROM jobs, clock
     WHERE state IN ('scheduled', 'retryable') AND scheduled_at <= clock.now
     ORDER BY scheduled_at
     LIMIT $2
@@ -30,7 +31,8 @@ due AS (
 ), ranked AS (
     SELECT d.id,
            (d.unique_key IS NOT NULL AND 'available' = ANY (d.unique_states)
-            AND (row_number() OVER (PARTITION BY d.unique_key ORDER BY d.priority, d.scheduled_at, d.id) > 1
+            AND (row_number() OVER (PARTITION BY d.unique_key
+                                   ORDER BY d.holds DESC, d.priority, d.scheduled_at, d.id) > 1
                  OR ",
     key_held_by_another!("d"),
     ")) AS duplicate
@@ -201,16 +203,18 @@ rescued AS (
         max_attempts = f.max_attempts,
         finalized_at = CASE WHEN f.state <> 'available' THEN clock.now END,
         errors = jobs.errors || jsonb_build_array(f.entry::jsonb || jsonb_build_object('at', clock.now)),
-        -- A job that ends in one of its unique states while another job holds its key, or
-        -- takes it back by this rescue, gives the key up (the unique index never fails
-        -- the rescue).
+        -- A job that ends in one of its unique states while another job holds its key,
+        -- or takes it by this rescue (going back, or ending earlier in id order in one of
+        -- its own unique states), gives the key up: the unique index never fails the
+        -- rescue, and at most one job of a key keeps it.
         unique_key = CASE WHEN f.state <> 'available' AND f.state::job_state = ANY (jobs.unique_states)
                                AND (EXISTS (SELECT 1 FROM jobs o WHERE o.unique_key = jobs.unique_key
                                             AND o.state = ANY (o.unique_states) AND o.id <> jobs.id)
                                     OR EXISTS (SELECT 1 FROM unnest($1::int8[], $2::text[]) AS g(id, state)
                                                JOIN jobs a ON a.id = g.id
-                                               WHERE g.state = 'available' AND a.unique_key = jobs.unique_key
-                                                 AND a.id <> jobs.id))
+                                               WHERE a.unique_key = jobs.unique_key AND a.id <> jobs.id
+                                                 AND g.state::job_state = ANY (a.unique_states)
+                                                 AND (g.state = 'available' OR a.id < jobs.id)))
                           THEN NULL ELSE jobs.unique_key END
     FROM unnest($1::int8[], $2::text[], $3::int4[], $4::text[]) AS f(id, state, max_attempts, entry), clock
     WHERE jobs.id = f.id AND jobs.state = 'running'

@@ -14,8 +14,8 @@ use crate::time::{millis, now_ms};
 
 // Due jobs become available. One whose uniqueness key another job holds (a duplicate
 // enqueued while it waited in a state outside its unique states), or that a job due with
-// it takes first (by priority, then due time, then id), is discarded instead, with an
-// error entry: the batch never fails on the unique index.
+// it takes first (the one that holds it already, then by priority, due time and id), is
+// discarded instead, with an error entry: the batch never fails on the unique index.
 const SCHEDULE_DUE: &str = concat!(
     "\
 UPDATE jobs
@@ -29,11 +29,13 @@ SET state = CASE WHEN r.duplicate THEN 'discarded' ELSE 'available' END,
 FROM (
     SELECT d.id,
            (d.unique_key IS NOT NULL AND instr(d.unique_states, '\"available\"') > 0
-            AND (row_number() OVER (PARTITION BY d.unique_key ORDER BY d.priority, d.scheduled_at, d.id) > 1
+            AND (row_number() OVER (PARTITION BY d.unique_key
+                                   ORDER BY d.holds DESC, d.priority, d.scheduled_at, d.id) > 1
                  OR ",
     key_held_by_another!("d"),
     ")) AS duplicate
-    FROM (SELECT id, unique_key, unique_states, priority, scheduled_at FROM jobs
+    FROM (SELECT id, unique_key, unique_states, priority, scheduled_at,
+                 instr(unique_states, '\"' || state || '\"') > 0 AS holds FROM jobs
           WHERE state IN ('scheduled', 'retryable') AND scheduled_at <= $1
           ORDER BY scheduled_at
           LIMIT $2) AS d
@@ -185,7 +187,9 @@ SET state = $2,
     finalized_at = CASE WHEN $2 <> 'available' THEN $5 END,
     errors = json_insert(errors, '$[#]', json($4)),
     -- A job that ends in one of its unique states while another job holds its key gives
-    -- the key up (the unique index never fails the rescue).
+    -- the key up (the unique index never fails the rescue). The fates going back are
+    -- written first, so a job ending here sees a key taken back by this rescue, and at
+    -- most one job of a key ending here keeps it.
     unique_key = CASE WHEN $2 <> 'available' AND instr(unique_states, '\"' || $2 || '\"') > 0
                            AND EXISTS (SELECT 1 FROM jobs o WHERE o.unique_key = jobs.unique_key
                                        AND instr(o.unique_states, '\"' || o.state || '\"') > 0 AND o.id <> jobs.id)
@@ -204,7 +208,10 @@ fn write_fates(
     let at = crate::time::from_ms(now_ms);
     let mut ids = Vec::with_capacity(stuck.len());
     let mut available = Vec::new();
-    for fate in RescueFate::decide_all(&stuck, rescuer, max_node_losses, at) {
+    let mut fates = RescueFate::decide_all(&stuck, rescuer, max_node_losses, at);
+    // Going back first (see WRITE_FATE), then by id.
+    fates.sort_by_key(|f| (f.state != JobState::Available, f.id));
+    for fate in fates {
         let Some(job) = stuck.iter().find(|j| j.id == fate.id) else { continue };
         let written = CachedQuery::new(WRITE_FATE)
             .bind::<BigInt, _>(fate.id)

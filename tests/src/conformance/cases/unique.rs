@@ -262,6 +262,13 @@ pub async fn rescues_and_due_moves_that_end_a_job_whose_key_is_held_never_fail(d
             keyed("pair", discards, Running).claimed_by("gone-node"),
             // 6: a keyless job of the same rescue.
             JobFactory::new("conformance.record").claimed_by("gone-node").state(Running, start),
+            // 7 and 8: one key, both on the gone node, a cancel requested for 7: 7 is
+            // cancelled and gives the key up to 8, which goes back.
+            keyed("cancel-first", cancels, Running).claimed_by("gone-node").cancel_requested(start),
+            keyed("cancel-first", cancels, Running).claimed_by("gone-node"),
+            // 9 and 10: one key, both cancelled by this rescue: one keeps the key.
+            keyed("both-cancelled", cancels, Running).claimed_by("gone-node").cancel_requested(start),
+            keyed("both-cancelled", cancels, Running).claimed_by("gone-node").cancel_requested(start),
         ],
     )
     .await;
@@ -278,9 +285,17 @@ pub async fn rescues_and_due_moves_that_end_a_job_whose_key_is_held_never_fail(d
     };
     let mut rescued = db.driver.job_rescue_stuck(rescue).await.expect("the rescue never fails on a key");
     rescued.sort_unstable();
-    assert_eq!(rescued, vec![ids[0], ids[2], ids[4], ids[5], ids[6]]);
-    let expect =
-        [(0, Discarded, None), (2, Cancelled, None), (4, Available, Some("pair")), (5, Discarded, None)];
+    assert_eq!(rescued, vec![ids[0], ids[2], ids[4], ids[5], ids[6], ids[7], ids[8], ids[9], ids[10]]);
+    let expect = [
+        (0, Discarded, None),
+        (2, Cancelled, None),
+        (4, Available, Some("pair")),
+        (5, Discarded, None),
+        (7, Cancelled, None),
+        (8, Available, Some("cancel-first")),
+        (9, Cancelled, Some("both-cancelled")),
+        (10, Cancelled, None),
+    ];
     for (i, state, key) in expect {
         let row = db.job(ids[i]).await;
         let key = key.map(|k: &str| k.as_bytes().to_vec());
@@ -302,4 +317,20 @@ pub async fn rescues_and_due_moves_that_end_a_job_whose_key_is_held_never_fail(d
     let row = db.job(due[0]).await;
     assert_eq!((row.state, row.unique_key), (Discarded, None));
     assert!(db.job(due[1]).await.unique_key.is_some());
+
+    // Due together: a copy waiting outside its unique states, first in line (its id is
+    // lower), and the retry that holds the key: the holder goes, the copy is discarded.
+    let retries: &[JobState] = &[Available, Running, Retryable];
+    let due = insert_all(
+        &*db.driver,
+        vec![
+            keyed("holder-first", retries, JobState::Scheduled),
+            keyed("holder-first", retries, Retryable).attempts(1, 3),
+        ],
+    )
+    .await;
+    db.driver.job_schedule_due(schedule).await.expect("the move never fails on a key");
+    assert_eq!(db.job(due[0]).await.state, Discarded, "the copy");
+    let row = db.job(due[1]).await;
+    assert_eq!((row.state, row.unique_key), (Available, Some(b"holder-first".to_vec())), "the holder");
 }
