@@ -30,6 +30,34 @@ pub enum DashboardError {
     Template(#[from] askama::Error),
 }
 
+/// The response header that carries a server error's reference, which its log line and
+/// its page both show.
+pub(crate) const REFERENCE_HEADER: &str = "x-jobs-error-reference";
+
+impl DashboardError {
+    /// What the error page says, in the operator's terms: the database's and the template
+    /// engine's own text go to the server's log (with the page's reference), never to the
+    /// page.
+    pub fn page_message(&self) -> String {
+        match self {
+            DashboardError::Jobs(e) if e.is_connection_error() => {
+                "The jobs database cannot be reached.".to_owned()
+            }
+            DashboardError::Jobs(_) => "The jobs database could not answer this request.".to_owned(),
+            DashboardError::Template(_) => "This page could not be drawn.".to_owned(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// The page's message for a server error with `reference`.
+pub(crate) fn with_reference(message: String, reference: Option<&str>) -> String {
+    match reference {
+        Some(r) => format!("{message} The server's log has the details under reference {r}."),
+        None => message,
+    }
+}
+
 /// A driver's error is the jobs crate's database error.
 impl From<jobs_core::driver::DriverError> for DashboardError {
     fn from(e: jobs_core::driver::DriverError) -> Self {
@@ -60,19 +88,24 @@ impl ResponseError for DashboardError {
 
     fn error_response(&self) -> HttpResponse {
         let status = self.status_code();
-        if status.is_server_error() {
-            tracing::error!(error = %self, "dashboard request failed");
+        let reference = status.is_server_error().then(|| format!("{:08x}", rand::random::<u32>()));
+        if let Some(reference) = &reference {
+            tracing::error!(error = %self, reference = %reference, "dashboard request failed");
         }
+        let message = with_reference(self.page_message(), reference.as_deref());
         let page = ErrorPage {
             status: status.as_u16(),
             reason: status.canonical_reason().unwrap_or("Error"),
-            message: self.to_string(),
+            message: message.clone(),
         };
-        let body = page.render().unwrap_or_else(|_| format!("{} {}", status.as_u16(), self));
+        let body = page.render().unwrap_or_else(|_| format!("{} {message}", status.as_u16()));
         let mut response = HttpResponse::build(status);
         response.content_type("text/html; charset=utf-8");
         for header in crate::headers::PAGE_HEADERS {
             response.insert_header(header);
+        }
+        if let Some(reference) = reference {
+            response.insert_header((REFERENCE_HEADER, reference));
         }
         response.body(body)
     }

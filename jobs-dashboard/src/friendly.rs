@@ -11,7 +11,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 
 use crate::config::Dashboard;
-use crate::error::DashboardError;
+use crate::error::{DashboardError, REFERENCE_HEADER, with_reference};
 use crate::view::{self, PageCtx};
 
 #[derive(Template)]
@@ -78,15 +78,23 @@ pub(crate) async fn errors(
     if !(status.is_client_error() || status.is_server_error()) {
         return Ok(res.map_into_boxed_body());
     }
+    let reference = res.response().headers().get(REFERENCE_HEADER).cloned();
     let Some(message) = res.response().error().map(|e| match e.as_error::<DashboardError>() {
-        Some(e) => e.to_string(),
+        Some(e) => with_reference(e.page_message(), reference.as_ref().and_then(|r| r.to_str().ok())),
         None => e.to_string(),
     }) else {
         return Ok(res.map_into_boxed_body());
     };
     let (req, res) = res.into_parts();
     match page(&req, status, message) {
-        Some(friendly) => Ok(ServiceResponse::new(req, friendly)),
+        Some(mut friendly) => {
+            if let Some(reference) = reference {
+                friendly
+                    .headers_mut()
+                    .insert(actix_web::http::header::HeaderName::from_static(REFERENCE_HEADER), reference);
+            }
+            Ok(ServiceResponse::new(req, friendly))
+        }
         None => Ok(ServiceResponse::new(req, res.map_into_boxed_body())),
     }
 }

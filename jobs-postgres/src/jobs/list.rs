@@ -240,7 +240,9 @@ WITH total AS (SELECT GREATEST(reltuples, 0)::float8 AS n FROM pg_class WHERE oi
 stats AS (
     SELECT attname, most_common_vals::text::text[] AS vals, most_common_freqs AS freqs,
            most_common_elems::text::text[] AS elems, most_common_elem_freqs AS elem_freqs,
-           histogram_bounds::text::timestamptz[] AS bounds
+           -- Cast only created_at's: another column's bounds (the tag arrays', say) are no
+           -- timestamps.
+           CASE WHEN attname = 'created_at' THEN histogram_bounds::text::timestamptz[] END AS bounds
     FROM pg_stats WHERE schemaname = current_schema() AND tablename = $8
       AND attname IN ('state', 'queue', 'kind', 'tags', 'created_at')
 ),
