@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use jobs_driver::Driver;
 
+use crate::data::{AppData, Data};
 use crate::error::{Error, Result};
 
 /// Handed to every job: its identity, its metadata, a cancellation signal, and the
@@ -34,6 +35,7 @@ struct Inner {
     created_at: DateTime<Utc>,
     cancel: CancellationToken,
     driver: Option<Arc<dyn Driver>>,
+    data: AppData,
 }
 
 impl std::fmt::Debug for Inner {
@@ -76,6 +78,8 @@ pub struct ContextParts {
     pub cancel: CancellationToken,
     /// The worker's driver, whose pool the job may use.
     pub driver: Option<Arc<dyn Driver>>,
+    /// The application's values ([`WorkerBuilder::data`](crate::WorkerBuilder::data)).
+    pub data: AppData,
 }
 
 impl JobContext {
@@ -96,6 +100,7 @@ impl JobContext {
                 created_at: parts.created_at,
                 cancel: parts.cancel,
                 driver: parts.driver,
+                data: parts.data,
             }),
         }
     }
@@ -183,6 +188,21 @@ impl JobContext {
     /// Whether the job has been cancelled.
     pub fn is_cancelled(&self) -> bool {
         self.inner.cancel.is_cancelled()
+    }
+
+    /// The application's value of type `T`, registered with
+    /// [`WorkerBuilder::data`](crate::WorkerBuilder::data) (a `Data<T>` parameter of a
+    /// `#[job]` function reads it for you, checked when the worker is built).
+    pub fn data<T: Send + Sync + 'static>(&self) -> Result<Data<T>> {
+        self.inner.data.get::<T>().ok_or_else(|| Error::MissingData {
+            kind: self.inner.kind.to_owned(),
+            type_name: std::any::type_name::<T>(),
+        })
+    }
+
+    /// Every value of the application's this context holds.
+    pub fn app_data(&self) -> &AppData {
+        &self.inner.data
     }
 
     /// The worker's driver (`None` for a context built without one).

@@ -92,6 +92,16 @@ pub enum Error {
         registered: String,
     },
 
+    /// A job needs a value of the application's (a `Data<T>` parameter) that the worker
+    /// was not given.
+    #[error("{}", missing_data_message(kind, type_name))]
+    MissingData {
+        /// The job's kind.
+        kind: String,
+        /// The type it needs.
+        type_name: &'static str,
+    },
+
     /// A worker was started with a node name that a live process already uses. Two
     /// processes with one name would take each other's running jobs for orphans.
     #[error(
@@ -227,3 +237,11 @@ impl From<diesel_async::pooled_connection::deadpool::PoolError> for Error {
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What [`Error::MissingData`] and a run that lacks the value say.
+pub(crate) fn missing_data_message(kind: &str, type_name: &str) -> String {
+    format!(
+        "job `{kind}` needs a `{type_name}` from the application (its `Data<{type_name}>` parameter), \
+         but the worker has none: add `.data(value)` to the worker builder"
+    )
+}

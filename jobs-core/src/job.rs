@@ -63,6 +63,14 @@ pub trait Job: Send + Sync + 'static {
         JobOptions::new()
     }
 
+    /// The application's values the job needs ([`Data`](crate::Data) parameters of a
+    /// `#[job]` function): a worker that serves the job's queue and lacks one refuses to
+    /// start, and a run on a worker without it fails (`missing_data`) before the handler
+    /// is called.
+    fn needs() -> Vec<crate::Need> {
+        Vec::new()
+    }
+
     /// Runs one attempt.
     fn run(
         ctx: JobContext,

@@ -64,6 +64,7 @@ pub mod clock;
 mod context;
 mod control;
 pub mod cron;
+mod data;
 mod enqueue;
 mod error;
 mod into_driver;
@@ -104,6 +105,7 @@ pub use context::{ContextParts, JobContext};
 pub use control::{
     Action, Applied, QueueLimits, cancel_job, delete_job, retry_job, set_queue_limits, set_queue_paused,
 };
+pub use data::{AppData, Data, Need};
 pub use enqueue::{
     EnqueueRequest, Enqueued, Enqueuer, IntoNewJob, JobExt, enqueue_many, enqueue_many_sync, validate_queue,
 };
@@ -135,4 +137,15 @@ pub mod __private {
     pub use diesel;
     pub use inventory;
     pub use serde_json;
+
+    /// What a `#[job]` run says when called (`Job::run`) on a context without the
+    /// application's values it needs, which a worker and the registry check first.
+    pub fn missing_data(kind: &str, needs: &[crate::Need]) -> String {
+        let names: Vec<&str> = needs.iter().map(crate::Need::type_name).collect();
+        format!(
+            "job `{kind}` needs the application's {} but its context lacks one: run it through a \
+             worker built with `.data(value)`, `testing::inline_with` or `testing::job_context_with`",
+            names.join(", ")
+        )
+    }
 }

@@ -74,11 +74,22 @@ pub struct JobDescriptor {
     pub check_args: fn(&str) -> std::result::Result<(), String>,
     /// A schedule declared on the attribute.
     pub cron: Option<CronAttribute>,
+    /// The application's values the job needs ([`Job::needs`]).
+    pub needs: fn() -> Vec<crate::Need>,
 }
 
 inventory::collect!(JobDescriptor);
 
 fn run_erased<J: Job>(ctx: JobContext, args: &RawValue) -> BoxFuture<'static, RunOutcome> {
+    if let Some(need) = ctx.app_data().missing(&J::needs()) {
+        // Another node may have it: the attempt fails and the job retries.
+        let failure = Failure {
+            message: crate::error::missing_data_message(J::KIND, need.type_name()),
+            error_type: "missing_data".into(),
+            backtrace: None,
+        };
+        return Box::pin(std::future::ready(RunOutcome::Failed(failure)));
+    }
     match serde_json::from_str::<J::Args>(args.get()) {
         Err(e) => {
             let failure = Failure {
@@ -120,6 +131,7 @@ impl JobDescriptor {
             run: run_erased::<J>,
             check_args: check_args::<J>,
             cron: None,
+            needs: J::needs,
         }
     }
 

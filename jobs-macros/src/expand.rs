@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
-use syn::Path;
 use syn::spanned::Spanned;
+use syn::{Path, Type};
 
 use crate::parse::{BackoffSpec, JobAttr, UniqueBySpec};
-use crate::signature::JobFn;
+use crate::signature::{JobFn, Param};
 
 fn duration(d: Duration) -> TokenStream {
     let (secs, nanos) = (d.as_secs(), d.subsec_nanos());
@@ -88,7 +88,7 @@ fn options(krate: &Path, attr: &JobAttr) -> TokenStream {
 /// The whole expansion.
 pub(crate) fn expand(attr: JobAttr, job: JobFn) -> TokenStream {
     let krate: Path = attr.krate.clone().unwrap_or_else(|| syn::parse_quote!(::jobs_core));
-    let JobFn { item, ctx: (ctx_pat, ctx_ty), args, ret } = job;
+    let JobFn { item, ctx: (ctx_pat, ctx_ty), args, params, ret } = job;
     let vis = &item.vis;
     let name = &item.sig.ident;
     let name_str = name.to_string();
@@ -110,13 +110,51 @@ pub(crate) fn expand(attr: JobAttr, job: JobFn) -> TokenStream {
         Some((_, ty)) => quote!(#ty),
         None => quote!(()),
     };
-    let (call_params, call_args) = match &args {
-        Some((pat, ty)) => (quote!(#ctx_pat: #ctx_ty, #pat: #ty), quote!(ctx, args)),
-        None => (quote!(#ctx_pat: #ctx_ty), quote!(ctx)),
-    };
+    // The handler's parameters as written, and the run's values for them in that order.
+    let mut call_params = vec![quote!(#ctx_pat: #ctx_ty)];
+    let mut call_args = vec![quote!(ctx)];
+    let mut data_types = Vec::new();
+    for (i, param) in params.iter().enumerate() {
+        match (param, &args) {
+            (Param::Args, Some((pat, ty))) => {
+                call_params.push(quote!(#pat: #ty));
+                call_args.push(quote!(args));
+            }
+            (Param::Args, None) => {}
+            (Param::Data(data), _) => {
+                let (pat, ty, inner) = (&data.pat, &data.ty, &data.inner);
+                let value = format_ident!("__data_{}", i);
+                call_params.push(quote!(#pat: #ty));
+                call_args.push(quote!(#value));
+                data_types.push((value, inner.clone()));
+            }
+        }
+    }
     let run_args_pat = if args.is_some() { quote!(args) } else { quote!(_args) };
     let sig_span = item.sig.span();
-    let run_body = quote_spanned!(ret.span()=> #name::call(#call_args));
+    let run_body = if data_types.is_empty() {
+        quote_spanned!(ret.span()=> #name::call(#(#call_args),*))
+    } else {
+        let (values, types): (Vec<_>, Vec<_>) = data_types.iter().cloned().unzip();
+        quote_spanned! {ret.span()=>
+            async move {
+                // The registry checks `needs()` before every run (and the worker when it
+                // is built), so each value is there.
+                let (#(::core::option::Option::Some(#values),)*) = (#(ctx.app_data().get::<#types>(),)*) else {
+                    ::core::panic!("{}", #krate::__private::missing_data(Self::KIND, &Self::needs()));
+                };
+                #name::call(#(#call_args),*).await
+            }
+        }
+    };
+    let data_inner: Vec<&Type> = data_types.iter().map(|(_, t)| t).collect();
+    let needs_fn = (!data_inner.is_empty()).then(|| {
+        quote! {
+            fn needs() -> ::std::vec::Vec<#krate::Need> {
+                ::std::vec![#(#krate::Need::of::<#data_inner>()),*]
+            }
+        }
+    });
     // Spanned on the return type, so that a handler not returning a `Result` is reported there.
     let ret_types = quote_spanned! {ret.span()=>
         type Output = <#ret as #krate::HandlerReturn>::Output;
@@ -190,7 +228,7 @@ pub(crate) fn expand(attr: JobAttr, job: JobFn) -> TokenStream {
 
             /// Calls the handler directly, without the queue (for tests).
             #(#other_attrs)*
-            #vis async fn call(#call_params) -> #ret #body
+            #vis async fn call(#(#call_params),*) -> #ret #body
         }
 
         impl #krate::Job for #name {
@@ -201,6 +239,8 @@ pub(crate) fn expand(attr: JobAttr, job: JobFn) -> TokenStream {
             fn options() -> #krate::JobOptions {
                 #options
             }
+
+            #needs_fn
 
             #[allow(clippy::manual_async_fn)]
             fn run(

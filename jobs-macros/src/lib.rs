@@ -19,19 +19,24 @@ mod signature;
 
 use proc_macro::TokenStream;
 
-/// Turns `async fn name(ctx: JobContext[, args: T]) -> Result<O, E>` into a job kind.
+/// Turns `async fn name(ctx: JobContext[, args: T][, x: Data<X>]...) -> Result<O, E>` into
+/// a job kind.
 ///
 /// The function becomes a unit struct of the same name implementing `jobs_core::Job`,
 /// registered through `inventory` so that `Registry::from_inventory()` (and so every
 /// worker) knows it. `T` is the job's arguments (any serde type, `()` when omitted); `O`
 /// is stored as the job's result (or is an `Outcome` to snooze, cancel or discard); `E`'s
-/// text is recorded with the failed attempt. Generated items:
+/// text is recorded with the failed attempt (`E: Display + Send`: a `Box<dyn Error>` is not
+/// `Send`; use `anyhow::Error`, your own error type, or `Box<dyn Error + Send + Sync>`).
+/// Each `Data<X>` parameter is a value of the application's (a mail client, an HTTP client,
+/// its config, its own pool) given to the worker with `.data(value)`; a worker serving the
+/// job's queue without it refuses to start. Generated items:
 ///
 /// - `name::enqueue(target, args)`: insert through `&mut AsyncPgConnection` (in the
 ///   caller's transaction) or `&Pool`;
 /// - `name::enqueue_sync(&mut conn, args)`: the same on a sync diesel connection;
 /// - `name::build(args)`: an `EnqueueRequest` for per-call queue, delay, priority, meta;
-/// - `name::call(ctx, args)`: the handler itself, for tests;
+/// - `name::call(ctx, args, ..)`: the handler itself, for tests;
 /// - `name::KIND`: the kind name.
 ///
 /// Options (all optional, checked at compile time):
@@ -71,6 +76,22 @@ use proc_macro::TokenStream;
 /// }
 ///
 /// assert_eq!(charge::KIND, "billing.charge");
+/// ```
+///
+/// With values of the application's:
+///
+/// ```
+/// use jobs_core::{job, Data, JobContext};
+///
+/// pub struct Mailer { pub from: String }
+///
+/// #[job(queue = "mail")]
+/// async fn send_welcome(_ctx: JobContext, email: String, mailer: Data<Mailer>) -> Result<String, std::io::Error> {
+///     Ok(format!("{} -> {email}", mailer.from))
+/// }
+///
+/// // Worker::builder(pool).queue("mail", 10).data(Mailer { from: "hi@example.com".into() }).build()?
+/// assert_eq!(<send_welcome as jobs_core::Job>::needs().len(), 1);
 /// ```
 #[proc_macro_attribute]
 pub fn job(attr: TokenStream, item: TokenStream) -> TokenStream {

@@ -1,15 +1,46 @@
-//! Reading the handler `#[job]` is put on: `async fn name(ctx: JobContext[, args: T]) ->
-//! Result<..>`, checked so that mistakes are compile errors pointing at the offending token.
+//! Reading the handler `#[job]` is put on: `async fn name(ctx: JobContext[, args: T][, x:
+//! Data<X>]...) -> Result<..>`, checked so that mistakes are compile errors pointing at the
+//! offending token.
 
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 
-/// The handler: `async fn name(ctx: JobContext[, args: T]) -> Result<..>`.
+/// The handler: `async fn name(ctx: JobContext[, args: T][, x: Data<X>]...) -> Result<..>`.
 pub(crate) struct JobFn {
     pub(crate) item: ItemFn,
     pub(crate) ctx: (Pat, Type),
     pub(crate) args: Option<(Pat, Type)>,
+    /// The parameters after the context, in order: the arguments, or a value of the
+    /// application's (`Data<X>`, with `X`).
+    pub(crate) params: Vec<Param>,
     pub(crate) ret: Type,
+}
+
+/// A parameter after the context.
+pub(crate) enum Param {
+    /// The job's arguments.
+    Args,
+    /// A value of the application's: its pattern, its type as written, and `X` of
+    /// `Data<X>`.
+    Data(Box<DataParam>),
+}
+
+/// A `Data<X>` parameter: its pattern, its type as written, and `X`.
+pub(crate) struct DataParam {
+    pub(crate) pat: Pat,
+    pub(crate) ty: Type,
+    pub(crate) inner: Type,
+}
+
+/// `X`, when `ty` is `Data<X>` (by any path: `Data<X>`, `jobs_core::Data<X>`).
+fn data_type(ty: &Type) -> Option<Type> {
+    let Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last().filter(|s| p.qself.is_none() && s.ident == "Data")?;
+    let syn::PathArguments::AngleBracketed(generics) = &last.arguments else { return None };
+    match generics.args.iter().collect::<Vec<_>>().as_slice() {
+        [syn::GenericArgument::Type(inner)] => Some(inner.clone()),
+        _ => None,
+    }
 }
 
 fn typed_param(arg: &FnArg, role: &str) -> syn::Result<(Pat, Type)> {
@@ -55,13 +86,22 @@ impl JobFn {
                  `async fn send(_ctx: JobContext, args: Welcome)`",
             ));
         }
-        let args = inputs.next().map(|a| typed_param(a, "the job's arguments")).transpose()?;
-        if let Some(extra) = inputs.next() {
-            return Err(syn::Error::new(
-                extra.span(),
-                "a job takes at most two parameters: `ctx: JobContext` and one arguments value \
-                 (put several values in a struct)",
-            ));
+        let (mut args, mut params) = (None, Vec::new());
+        for input in inputs {
+            let (pat, ty) = typed_param(input, "the job's arguments or a `Data<T>` value")?;
+            if let Some(inner) = data_type(&ty) {
+                params.push(Param::Data(Box::new(DataParam { pat, ty, inner })));
+            } else if args.is_some() || !params.is_empty() {
+                return Err(syn::Error::new(
+                    input.span(),
+                    "a job takes `ctx: JobContext`, then at most one arguments value (put several \
+                     values in a struct), then values of the application's as `Data<T>` \
+                     parameters (registered with `.data(value)` on the worker builder)",
+                ));
+            } else {
+                args = Some((pat, ty));
+                params.push(Param::Args);
+            }
         }
         let ret = match &sig.output {
             ReturnType::Type(_, ty) => (**ty).clone(),
@@ -72,7 +112,7 @@ impl JobFn {
                 ));
             }
         };
-        Ok(JobFn { item, ctx, args, ret })
+        Ok(JobFn { item, ctx, args, params, ret })
     }
 }
 

@@ -44,6 +44,7 @@ jobs_tests::conformance_suite! {
         a_cancel_requested_while_running_wins_over_every_outcome_but_success,
         outcomes_and_retries_whose_key_is_now_held_never_fail_their_batch,
         rescues_and_due_moves_that_end_a_job_whose_key_is_held_never_fail,
+        jobs_reach_the_applications_values,
         claims_follow_priority_then_due_time_then_age,
         three_workers_of_fifty_slots_run_each_job_exactly_once,
         failures_retry_on_the_backoff_policy_then_discard,

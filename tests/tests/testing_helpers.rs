@@ -3,9 +3,10 @@
 
 use futures::FutureExt;
 use jobs_core::testing::{
-    Expected, TestDatabase, assert_enqueued, drain_queue, inline, perform_job, refute_enqueued,
+    Expected, TestDatabase, assert_enqueued, drain_queue, drain_queue_with, inline, inline_with, perform_job,
+    perform_job_with, refute_enqueued,
 };
-use jobs_core::{JobContext, JobState, RunOutcome, job};
+use jobs_core::{AppData, Data, JobContext, JobState, RunOutcome, job};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -154,4 +155,46 @@ async fn inline_mode_runs_jobs_at_enqueue_and_inserts_nothing() {
     // Outside the scope, enqueueing inserts again.
     welcome::enqueue(&pool, mail(7, "g@example.com")).await.expect("enqueue");
     assert_enqueued(&pool, &Expected::job::<welcome>().args(json!({ "user_id": 7 }))).await;
+}
+
+/// The application's signature line, a value its jobs reach.
+struct Signature(&'static str);
+
+/// Signs a note with the application's signature (a `Data<T>` parameter).
+#[job(kind = "helpers.sign", queue = "helpers_sign")]
+async fn sign(_ctx: JobContext, note: String, signature: Data<Signature>) -> Result<String, Bounced> {
+    Ok(format!("{note} -- {}", signature.0))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_helper_hands_jobs_the_applications_values() {
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    let data = || AppData::new().with(Signature("the shop"));
+
+    let outcome = perform_job_with::<sign>(None, data(), "hi".into()).await.expect("perform");
+    assert!(matches!(&outcome, RunOutcome::Completed(Some(v)) if v == "\"hi -- the shop\""), "{outcome:?}");
+    let RunOutcome::Failed(failure) = perform_job::<sign>(None, "hi".into()).await.expect("perform") else {
+        panic!("a run without the value fails")
+    };
+    assert_eq!(failure.error_type, "missing_data");
+    assert!(failure.message.contains("Signature"), "{}", failure.message);
+
+    let (_, runs) = inline_with(pool.clone(), data(), async {
+        sign::enqueue(&pool, "inline".into()).await.expect("enqueue")
+    })
+    .await
+    .expect("inline");
+    assert_eq!(runs[0].result, Some(json!("inline -- the shop")));
+    let without =
+        inline(pool.clone(), async { sign::enqueue(&pool, "x".into()).await }).await.expect("inline");
+    let e = without.0.expect_err("an inline worker without the value refuses the job");
+    assert!(e.to_string().contains("helpers.sign") && e.to_string().contains("Signature"), "{e}");
+
+    sign::enqueue(&pool, "drained".into()).await.expect("enqueue");
+    let refused =
+        drain_queue(&pool, "helpers_sign").await.expect_err("a worker without the value refuses to start");
+    assert!(matches!(refused, jobs_core::Error::MissingData { .. }), "{refused:?}");
+    let drained = drain_queue_with(&pool, data(), "helpers_sign").await.expect("drain");
+    assert_eq!(drained[0].result, Some(json!("drained -- the shop")));
 }

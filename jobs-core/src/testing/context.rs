@@ -7,12 +7,18 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::{ContextParts, JobContext};
+use crate::data::AppData;
 use crate::job::Job;
 
 /// A context for running `J`'s handler inline (`send_welcome::call(ctx, args)`): job id 0,
 /// first of `J`'s attempts, empty metadata, the given driver (if any) for the handler's
-/// own queries.
+/// own queries, no application values (see [`job_context_with`]).
 pub fn job_context<J: Job>(driver: Option<Arc<dyn Driver>>) -> JobContext {
+    job_context_with::<J>(driver, AppData::new())
+}
+
+/// [`job_context`] with the application's values `data` (what `ctx.data::<T>()` reads).
+pub fn job_context_with<J: Job>(driver: Option<Arc<dyn Driver>>, data: AppData) -> JobContext {
     let options = J::options();
     let meta = RawValue::from_string("{}".to_owned()).unwrap_or_default();
     JobContext::new(ContextParts {
@@ -28,5 +34,6 @@ pub fn job_context<J: Job>(driver: Option<Arc<dyn Driver>>) -> JobContext {
         created_at: chrono::Utc::now(),
         cancel: CancellationToken::new(),
         driver,
+        data,
     })
 }

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use jobs_driver::*;
 
+use crate::data::AppData;
 use crate::enqueue::enqueue_through;
 use crate::error::{Error, Result as CoreResult};
 use crate::into_driver::IntoDriver;
@@ -33,7 +34,17 @@ pub async fn inline<F: std::future::Future>(
     db: impl IntoDriver,
     body: F,
 ) -> CoreResult<(F::Output, Vec<Drained>)> {
-    let driver = Arc::new(InlineDriver::new(db.into_driver(), Registry::from_inventory()?));
+    inline_with(db, AppData::new(), body).await
+}
+
+/// [`inline`], the handlers given the application's values `data` (their `Data<T>`
+/// parameters), as a worker built with [`WorkerBuilder::data`](crate::WorkerBuilder::data).
+pub async fn inline_with<F: std::future::Future>(
+    db: impl IntoDriver,
+    data: AppData,
+    body: F,
+) -> CoreResult<(F::Output, Vec<Drained>)> {
+    let driver = Arc::new(InlineDriver::new(db.into_driver(), Registry::from_inventory()?).with_data(data));
     let output = enqueue_through(driver.clone(), body).await;
     Ok((output, driver.take_runs()))
 }
@@ -43,6 +54,7 @@ pub async fn inline<F: std::future::Future>(
 pub struct InlineDriver {
     inner: Arc<dyn Driver>,
     registry: Registry,
+    data: AppData,
     workers: Mutex<HashMap<String, Arc<Worker>>>,
     runs: Mutex<Vec<Drained>>,
 }
@@ -56,7 +68,19 @@ impl std::fmt::Debug for InlineDriver {
 impl InlineDriver {
     /// An inline engine running the jobs of `registry`, their handlers on `inner`'s pool.
     pub fn new(inner: Arc<dyn Driver>, registry: Registry) -> InlineDriver {
-        InlineDriver { inner, registry, workers: Mutex::default(), runs: Mutex::default() }
+        InlineDriver {
+            inner,
+            registry,
+            data: AppData::new(),
+            workers: Mutex::default(),
+            runs: Mutex::default(),
+        }
+    }
+
+    /// The same, its handlers given the application's values `data`.
+    pub fn with_data(mut self, data: AppData) -> InlineDriver {
+        self.data = data;
+        self
     }
 
     /// Every run so far, in order, leaving none.
@@ -75,6 +99,7 @@ impl InlineDriver {
                 .queue(queue, 1)
                 .node_name("inline")
                 .registry(self.registry.clone())
+                .app_data(self.data.clone())
                 .without_maintenance()
                 .listen(false)
                 .build()?,

@@ -31,8 +31,8 @@ mod running;
 mod waiting;
 
 pub use assertions::{Expected, assert_enqueued, refute_enqueued};
-pub use context::job_context;
-pub use inline::{InlineDriver, inline};
+pub use context::{job_context, job_context_with};
+pub use inline::{InlineDriver, inline, inline_with};
 /// A migrated database per test on a throwaway MariaDB server (feature `mysql`).
 #[cfg(feature = "mysql")]
 pub use jobs_mysql::testing::TestDatabase as MysqlTestDatabase;
@@ -41,5 +41,5 @@ pub use jobs_postgres::testing::{PgBouncer, PgCluster, Server, TestDatabase, clu
 /// A migrated SQLite database file per test (feature `sqlite`).
 #[cfg(feature = "sqlite")]
 pub use jobs_sqlite::testing::TestDatabase as SqliteTestDatabase;
-pub use running::{drain_queue, perform_job};
+pub use running::{drain_queue, drain_queue_with, perform_job, perform_job_with};
 pub use waiting::wait_for;

@@ -304,6 +304,7 @@ async fn run(
         created_at: job.created_at,
         cancel: running.token.clone(),
         driver: Some(shared.driver.clone()),
+        data: shared.data.clone(),
     });
     let args = match serde_json::from_str::<&RawValue>(&job.args) {
         Ok(args) => args,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use jobs_core::{JobContext, Outcome, Registry, job};
+use jobs_core::{Data, JobContext, Outcome, Registry, job};
 use serde::{Deserialize, Serialize};
 
 /// One run of [`record`].
@@ -270,6 +270,35 @@ pub struct Report {
     pub day: String,
 }
 
+/// A mail client of the application's, as its jobs reach it: it keeps what it sent.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    /// Every mail sent, in order.
+    pub sent: Mutex<Vec<String>>,
+}
+
+/// The application's configuration.
+#[derive(Debug)]
+pub struct Greeting {
+    /// Whom mails come from.
+    pub from: String,
+}
+
+/// Greets `user` by mail, with the application's mail client and configuration
+/// (`Data<T>` parameters, given to the worker with `.data(..)`). On a queue of its own,
+/// so that the suite's other workers need neither.
+#[job(kind = "conformance.greet", queue = "app")]
+pub async fn greet(
+    _ctx: JobContext,
+    user: String,
+    outbox: Data<Outbox>,
+    greeting: Data<Greeting>,
+) -> Result<String, std::io::Error> {
+    let mail = format!("hello {user}, from {}", greeting.from);
+    outbox.sent.lock().unwrap_or_else(|e| e.into_inner()).push(mail.clone());
+    Ok(mail)
+}
+
 /// The suite's jobs, registered explicitly (not through `inventory`, so that the suite
 /// runs the same whatever else the test binary links).
 pub fn registry() -> Registry {
@@ -283,5 +312,6 @@ pub fn registry() -> Registry {
         .and_then(|r| r.with::<daily_report>())
         .and_then(|r| r.with::<gated>())
         .and_then(|r| r.with::<once>())
+        .and_then(|r| r.with::<greet>())
         .expect("the suite's kinds are distinct")
 }

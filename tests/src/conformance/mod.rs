@@ -191,6 +191,7 @@ pub const CASES: &[Case] = &[
     },
     Case { name: "outcomes_and_retries_whose_key_is_now_held_never_fail_their_batch", requires: &[] },
     Case { name: "rescues_and_due_moves_that_end_a_job_whose_key_is_held_never_fail", requires: &[] },
+    Case { name: "jobs_reach_the_applications_values", requires: &[] },
 ];
 
 /// Runs case `name` on a fresh database of `B`, after checking the driver declares what

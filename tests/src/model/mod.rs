@@ -68,8 +68,8 @@ thread_local! {
     static STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// Runs the model on the database `target` makes (on `name`), for `JOBS_MODEL_STEPS`
-/// steps (default `ci_steps`), from `JOBS_MODEL_SEED` or a random seed it prints.
+/// Runs the model on the database `target` makes (on `name`), for at least
+/// `JOBS_MODEL_STEPS` steps (default `ci_steps`), from `JOBS_MODEL_SEED` or a random seed it prints.
 pub fn run<F>(name: &str, ci_steps: u64, target: F)
 where
     F: std::future::Future<Output = Target>,
@@ -86,7 +86,10 @@ where
     };
     let seed_hex: String = seed.iter().map(|b| format!("{b:02x}")).collect();
     println!("model ({name}): seed {seed_hex} (replay: JOBS_MODEL_SEED={seed_hex}), {steps} steps");
-    let cases = u32::try_from(steps.div_ceil(STEPS_PER_CASE as u64 / 2).max(1)).unwrap_or(u32::MAX);
+    // Cases are of random length (half of STEPS_PER_CASE on average): 3 % more of them
+    // make the run at least `steps` long (the spread over 30,000 cases is about 0.3 %).
+    let cases =
+        u32::try_from((steps * 103 / 100).div_ceil(STEPS_PER_CASE as u64 / 2).max(1)).unwrap_or(u32::MAX);
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let mut runner =
         TestRunner::new_with_rng(config.clone(), TestRng::from_seed(RngAlgorithm::ChaCha, &seed));

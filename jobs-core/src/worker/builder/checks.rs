@@ -4,6 +4,7 @@
 use tokio::sync::Semaphore;
 
 use super::WorkerBuilder;
+use crate::data::AppData;
 use crate::enqueue::validate_queue;
 use crate::error::{Error, Result};
 use crate::registry::Registry;
@@ -97,6 +98,27 @@ impl WorkerBuilder {
                 "heartbeat_interval",
                 self.heartbeat_interval,
             )?;
+        }
+        Ok(())
+    }
+
+    /// Refuses a worker lacking a value that a registered job of a served queue needs
+    /// (a job that reaches it by a per-call queue is checked when it runs).
+    pub(super) fn check_jobs_have_their_data(
+        registry: &Registry,
+        served: &[&str],
+        data: &AppData,
+    ) -> Result<()> {
+        for descriptor in registry.descriptors() {
+            if !served.contains(&(descriptor.options)().queue.as_ref()) {
+                continue;
+            }
+            if let Some(need) = data.missing(&(descriptor.needs)()) {
+                return Err(Error::MissingData {
+                    kind: descriptor.kind.to_owned(),
+                    type_name: need.type_name(),
+                });
+            }
         }
         Ok(())
     }

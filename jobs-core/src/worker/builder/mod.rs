@@ -19,6 +19,7 @@ use super::prefetch::{Prefetch, RunTime};
 use super::runtime::{self, QueueRuntime, RuntimeConfig, Shared};
 use crate::clock::{Clock, SystemClock};
 use crate::cron::Periodic;
+use crate::data::AppData;
 use crate::error::Result;
 use crate::into_driver::IntoDriver;
 use crate::maintenance::{
@@ -56,6 +57,7 @@ pub struct WorkerBuilder {
     unknown_kinds: UnknownKindPolicy,
     registry: Option<Registry>,
     allow_queues_without_jobs: bool,
+    data: AppData,
     clock: Arc<dyn Clock>,
     maintenance: bool,
     listen: bool,
@@ -97,6 +99,7 @@ impl WorkerBuilder {
             unknown_kinds: UnknownKindPolicy::default(),
             registry: None,
             allow_queues_without_jobs: false,
+            data: AppData::new(),
             clock: Arc::new(SystemClock),
             maintenance: true,
             listen: true,
@@ -234,6 +237,41 @@ impl WorkerBuilder {
         self
     }
 
+    /// Hands `value` to the jobs, by its type: a `#[job]` function takes it as a
+    /// `Data<T>` parameter (`mailer: Data<Mailer>`), other code as
+    /// [`JobContext::data`](crate::JobContext::data). One value per type (a second replaces
+    /// the first); wrap clients that are not `Sync` in a `Mutex`. `build()` refuses a
+    /// worker that serves a queue whose jobs need a value it was not given
+    /// ([`Error::MissingData`](crate::Error::MissingData)).
+    ///
+    /// ```no_run
+    /// # async fn example(pool: jobs_core::Pool) -> jobs_core::Result<()> {
+    /// struct Mailer { from: String }
+    /// let worker = jobs_core::Worker::builder(pool)
+    ///     .queue("mailers", 10)
+    ///     .data(Mailer { from: "hello@example.com".into() })
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn data<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.data.insert(Arc::new(value));
+        self
+    }
+
+    /// Hands an already shared value to the jobs (see [`data`](Self::data)): the app's
+    /// own `Arc<Mailer>` stays shared with its web handlers.
+    pub fn data_arc<T: Send + Sync + 'static>(mut self, value: Arc<T>) -> Self {
+        self.data.insert(value);
+        self
+    }
+
+    /// Every value of [`AppData`] (the testing helpers pass theirs on).
+    #[cfg(feature = "testing")]
+    pub(crate) fn app_data(mut self, data: AppData) -> Self {
+        self.data = data;
+        self
+    }
+
     /// The jobs this worker can run (default: every `#[job]` in the binary).
     pub fn registry(mut self, registry: Registry) -> Self {
         self.registry = Some(registry);
@@ -267,6 +305,7 @@ impl WorkerBuilder {
         };
         let served: Vec<&str> = self.queues.iter().map(|q| q.name.as_str()).collect();
         Self::check_queues_have_jobs(&registry, &served, self.allow_queues_without_jobs)?;
+        Self::check_jobs_have_their_data(&registry, &served, &self.data)?;
         let mut schedules: Vec<Periodic> =
             registry.descriptors().filter_map(Periodic::from_descriptor).collect();
         schedules.sort_by(|a, b| a.name().cmp(b.name()));
@@ -309,6 +348,7 @@ impl WorkerBuilder {
         let shared = Arc::new(Shared {
             driver: self.driver,
             registry,
+            data: self.data,
             clock: self.clock,
             node,
             host: gethostname::gethostname().to_string_lossy().into_owned(),

@@ -18,4 +18,10 @@ async fn generic<T>(_ctx: JobContext, _a: T) -> Result<(), std::io::Error> {
 #[job]
 async fn no_return(_ctx: JobContext, _a: i64) {}
 
+
+#[job]
+async fn args_after_data(_ctx: JobContext, _m: jobs_core::Data<String>, _a: i64) -> Result<(), std::io::Error> {
+    Ok(())
+}
+
 fn main() {}

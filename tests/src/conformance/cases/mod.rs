@@ -1,5 +1,6 @@
 //! The cases, by area. Each takes a fresh [`TestDb`](super::TestDb).
 
+mod app_values;
 mod archive;
 mod claims;
 mod control;
@@ -15,6 +16,7 @@ mod read_model;
 mod rescue;
 mod unique;
 
+pub use app_values::*;
 pub use archive::*;
 pub use claims::*;
 pub use control::*;
