@@ -169,6 +169,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .service(jobs_dashboard::scope("/jobs", dashboard.clone()))
     })
     .workers(2)
+    // The app stops on SIGINT and SIGTERM itself, in order (below): actix would stop only
+    // its server, leaving the workers running with nothing listening.
+    .disable_signals()
     .bind(&bind)?;
     let address = server.addrs().into_iter().next().map_or(bind, |a| a.to_string());
     let server = server.run();
@@ -183,12 +186,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
          discarded, one panics and retries), a report that snoozes 5 s, a mail scheduled in 10 minutes,\n\
          and cron jobs (carts every minute, a nightly digest). Try:\n  \
          curl -d email=you@example.com http://{address}/signup\n\
-         Job counts every 2 s below. Press Ctrl-C to stop."
+         Job counts every 2 s below. Press Ctrl-C (or send SIGTERM) to stop."
     );
+    // Containers stop processes with SIGTERM: it stops the shop as Ctrl-C does.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut ticker = tokio::time::interval(Duration::from_secs(2));
     loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break,
             _ = ticker.tick() => {
                 let counts = driver.job_count_by_queue_and_state(JobCountByQueueAndStateParams {}).await?;
                 let mut by_state: Vec<(jobs_core::JobState, i64)> = Vec::new();

@@ -137,8 +137,9 @@ const FULFILLED: &str = "SELECT count(*) AS n FROM jobs_all \
 
 /// Runs the demo shop (started by the caller) through its paces: a sign-up in one
 /// transaction, a rejected duplicate, orders that fail twice and succeed, cron schedules,
-/// a scheduled mail; then stops it cleanly.
-async fn the_shop_works(mut shop: Running) {
+/// a scheduled mail; then stops it with `stop` (SIGINT as Ctrl-C, SIGTERM as a container
+/// runtime does) and sees the worker drain and the process exit 0.
+async fn the_shop_works(mut shop: Running, stop: nix::sys::signal::Signal) {
     let url = database_url(&shop.line_with("DATABASE_URL=").await);
     let dashboard = shop.line_with("dashboard: http://").await;
     let address = dashboard.trim_start_matches("dashboard: http://").trim_end_matches("/jobs/").to_owned();
@@ -185,7 +186,7 @@ async fn the_shop_works(mut shop: Running) {
     // The dashboard serves its pages with the jobs in them.
     let page = get(&address, "/jobs/jobs?state=completed").await;
     assert!(page.starts_with("HTTP/1.1 200") && page.contains("shop.fulfil_order"), "{page}");
-    shop.stop(nix::sys::signal::Signal::SIGINT, "worker stopped cleanly").await;
+    shop.stop(stop, "worker stopped cleanly").await;
 }
 
 /// The libraries a running process has mapped.
@@ -210,20 +211,20 @@ async fn the_demo_shop_runs_on_sqlite_with_no_postgres_anywhere() {
     let maps = mapped_libraries(shop.child.id().expect("running"));
     assert!(maps.contains("/shop"), "the maps are the demo's own");
     assert!(!maps.contains("libpq"), "the demo links no libpq");
-    the_shop_works(shop).await;
+    the_shop_works(shop, nix::sys::signal::Signal::SIGTERM).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_shop_runs_on_a_throwaway_postgres() {
     let shop = Running::start_with(env!("CARGO_BIN_EXE_shop"), &["--postgres"], &[]);
-    the_shop_works(shop).await;
+    the_shop_works(shop, nix::sys::signal::Signal::SIGINT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_shop_runs_on_a_throwaway_mariadb() {
     let mut shop = Running::start_with(env!("CARGO_BIN_EXE_shop"), &["--mariadb"], &[]);
     assert!(shop.line_with("database: ").await.contains("mysql"));
-    the_shop_works(shop).await;
+    the_shop_works(shop, nix::sys::signal::Signal::SIGTERM).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
