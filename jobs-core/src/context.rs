@@ -197,6 +197,7 @@ impl JobContext {
         self.inner.data.get::<T>().ok_or_else(|| Error::MissingData {
             kind: self.inner.kind.to_owned(),
             type_name: std::any::type_name::<T>(),
+            given: self.inner.data.type_names(),
         })
     }
 

@@ -11,10 +11,11 @@ use std::sync::Arc;
 
 /// A shared value of the application's, handed to jobs: `Data<Mailer>` derefs to the
 /// `Mailer` registered with [`WorkerBuilder::data`](crate::WorkerBuilder::data). Cloning
-/// it clones an [`Arc`].
-pub struct Data<T: ?Sized>(Arc<T>);
+/// it clones an [`Arc`]. For a trait object (a mailer you fake in tests), register an
+/// `Arc<dyn Mailer>` and take `Data<Arc<dyn Mailer>>`.
+pub struct Data<T>(Arc<T>);
 
-impl<T: ?Sized> Data<T> {
+impl<T> Data<T> {
     /// Wraps a value already shared.
     pub fn from_arc(value: Arc<T>) -> Data<T> {
         Data(value)
@@ -24,29 +25,33 @@ impl<T: ?Sized> Data<T> {
     pub fn into_arc(self) -> Arc<T> {
         self.0
     }
-}
 
-impl<T> Data<T> {
     /// Wraps `value`.
     pub fn new(value: T) -> Data<T> {
         Data(Arc::new(value))
     }
 }
 
-impl<T: ?Sized> Clone for Data<T> {
+impl<T> From<Arc<T>> for Data<T> {
+    fn from(value: Arc<T>) -> Data<T> {
+        Data(value)
+    }
+}
+
+impl<T> Clone for Data<T> {
     fn clone(&self) -> Self {
         Data(self.0.clone())
     }
 }
 
-impl<T: ?Sized> Deref for Data<T> {
+impl<T> Deref for Data<T> {
     type Target = T;
     fn deref(&self) -> &T {
         &self.0
     }
 }
 
-impl<T: ?Sized + fmt::Debug> fmt::Debug for Data<T> {
+impl<T: fmt::Debug> fmt::Debug for Data<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
     }
@@ -81,10 +86,14 @@ impl fmt::Debug for Need {
 /// The values a worker hands its jobs, one per type. Built by
 /// [`WorkerBuilder::data`](crate::WorkerBuilder::data), or directly for the testing helpers
 /// (`AppData::new().with(mailer).with(config)`).
+/// Cloning it is cheap (the values are shared).
 #[derive(Clone, Default)]
 pub struct AppData {
-    values: HashMap<TypeId, (&'static str, Arc<dyn Any + Send + Sync>)>,
+    values: Arc<HashMap<TypeId, Entry>>,
 }
+
+/// A value, with its type's name.
+type Entry = (&'static str, Arc<dyn Any + Send + Sync>);
 
 impl AppData {
     /// No values.
@@ -93,14 +102,14 @@ impl AppData {
     }
 
     /// With `value` (replacing a value of the same type).
-    pub fn with<T: Send + Sync + 'static>(mut self, value: T) -> AppData {
-        self.insert(Arc::new(value));
-        self
+    pub fn with<T: Send + Sync + 'static>(self, value: T) -> AppData {
+        self.with_arc(Arc::new(value))
     }
 
-    /// Adds a value already shared (replacing a value of the same type).
-    pub fn insert<T: Send + Sync + 'static>(&mut self, value: Arc<T>) {
-        self.values.insert(TypeId::of::<T>(), (std::any::type_name::<T>(), value));
+    /// With a value already shared (replacing a value of the same type).
+    pub fn with_arc<T: Send + Sync + 'static>(mut self, value: Arc<T>) -> AppData {
+        Arc::make_mut(&mut self.values).insert(TypeId::of::<T>(), (std::any::type_name::<T>(), value));
+        self
     }
 
     /// The value of type `T`, if there is one.
@@ -119,11 +128,35 @@ impl AppData {
         needs.iter().find(|n| !self.has(n)).copied()
     }
 
-    /// The types held, by name (for error messages).
+    /// The types held, by name (what [`Error::MissingData`](crate::Error::MissingData) lists).
     pub fn type_names(&self) -> Vec<&'static str> {
         let mut names: Vec<&'static str> = self.values.values().map(|(name, _)| *name).collect();
         names.sort_unstable();
         names
+    }
+}
+
+/// How a `#[job]` function's `Data<T>` parameter is read from the worker's values
+/// (implemented for [`Data<T>`] only).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not `jobs_core::Data<T>`, which a `#[job]` parameter spelled `Data<..>` must be",
+    label = "a value of the application's: use `jobs_core::Data<T>` (given with `.data(value)`)",
+    note = "a job's own arguments come first, and cannot be spelled `Data<..>`: rename or wrap that type"
+)]
+pub trait FromAppData: Sized {
+    /// What it needs.
+    fn need() -> Need;
+    /// The value, if `data` holds it.
+    fn from_app_data(data: &AppData) -> Option<Self>;
+}
+
+impl<T: Send + Sync + 'static> FromAppData for Data<T> {
+    fn need() -> Need {
+        Need::of::<T>()
+    }
+
+    fn from_app_data(data: &AppData) -> Option<Self> {
+        data.get::<T>()
     }
 }
 

@@ -94,12 +94,14 @@ pub enum Error {
 
     /// A job needs a value of the application's (a `Data<T>` parameter) that the worker
     /// was not given.
-    #[error("{}", missing_data_message(kind, type_name))]
+    #[error("{}", missing_data_message(kind, type_name, given))]
     MissingData {
         /// The job's kind.
         kind: String,
         /// The type it needs.
         type_name: &'static str,
+        /// The types the worker was given.
+        given: Vec<&'static str>,
     },
 
     /// A worker was started with a node name that a live process already uses. Two
@@ -239,9 +241,11 @@ impl From<diesel_async::pooled_connection::deadpool::PoolError> for Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What [`Error::MissingData`] and a run that lacks the value say.
-pub(crate) fn missing_data_message(kind: &str, type_name: &str) -> String {
+pub(crate) fn missing_data_message(kind: &str, type_name: &str, given: &[&str]) -> String {
+    let given = if given.is_empty() { "none".to_owned() } else { given.join(", ") };
     format!(
-        "job `{kind}` needs a `{type_name}` from the application (its `Data<{type_name}>` parameter), \
-         but the worker has none: add `.data(value)` to the worker builder"
+        "job `{kind}` needs a `{type_name}` from the application, but the worker has none: add \
+         `.data(value)` with the value itself (not wrapped in an `Arc` or `Data`: use `.data_arc(arc)` \
+         for an `Arc`) to the worker builder (its values: {given})"
     )
 }

@@ -105,7 +105,7 @@ pub use context::{ContextParts, JobContext};
 pub use control::{
     Action, Applied, QueueLimits, cancel_job, delete_job, retry_job, set_queue_limits, set_queue_paused,
 };
-pub use data::{AppData, Data, Need};
+pub use data::{AppData, Data, FromAppData, Need};
 pub use enqueue::{
     EnqueueRequest, Enqueued, Enqueuer, IntoNewJob, JobExt, enqueue_many, enqueue_many_sync, validate_queue,
 };

@@ -84,7 +84,11 @@ fn run_erased<J: Job>(ctx: JobContext, args: &RawValue) -> BoxFuture<'static, Ru
     if let Some(need) = ctx.app_data().missing(&J::needs()) {
         // Another node may have it: the attempt fails and the job retries.
         let failure = Failure {
-            message: crate::error::missing_data_message(J::KIND, need.type_name()),
+            message: crate::error::missing_data_message(
+                J::KIND,
+                need.type_name(),
+                &ctx.app_data().type_names(),
+            ),
             error_type: "missing_data".into(),
             backtrace: None,
         };

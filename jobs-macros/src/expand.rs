@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
+use syn::Path;
 use syn::spanned::Spanned;
-use syn::{Path, Type};
 
 use crate::parse::{BackoffSpec, JobAttr, UniqueBySpec};
 use crate::signature::{JobFn, Param};
@@ -122,11 +122,11 @@ pub(crate) fn expand(attr: JobAttr, job: JobFn) -> TokenStream {
             }
             (Param::Args, None) => {}
             (Param::Data(data), _) => {
-                let (pat, ty, inner) = (&data.pat, &data.ty, &data.inner);
+                let (pat, ty) = (&data.pat, &data.ty);
                 let value = format_ident!("__data_{}", i);
                 call_params.push(quote!(#pat: #ty));
                 call_args.push(quote!(#value));
-                data_types.push((value, inner.clone()));
+                data_types.push((value, ty.clone()));
             }
         }
     }
@@ -135,23 +135,36 @@ pub(crate) fn expand(attr: JobAttr, job: JobFn) -> TokenStream {
     let run_body = if data_types.is_empty() {
         quote_spanned!(ret.span()=> #name::call(#(#call_args),*))
     } else {
-        let (values, types): (Vec<_>, Vec<_>) = data_types.iter().cloned().unzip();
-        quote_spanned! {ret.span()=>
+        // Each value through `FromAppData`, spanned on its parameter's type (a type that is
+        // not `jobs_core::Data` is reported there); `ctx` and the values are the call
+        // site's, as the run's parameters are.
+        let app = format_ident!("__jobs_app_data");
+        let (values, fetches): (Vec<_>, Vec<_>) = data_types
+            .iter()
+            .map(|(value, ty)| {
+                (value.clone(), quote_spanned!(ty.span()=> <#ty as #krate::FromAppData>::from_app_data(#app)))
+            })
+            .unzip();
+        quote! {
             async move {
+                let #app = ctx.app_data();
                 // The registry checks `needs()` before every run (and the worker when it
                 // is built), so each value is there.
-                let (#(::core::option::Option::Some(#values),)*) = (#(ctx.app_data().get::<#types>(),)*) else {
-                    ::core::panic!("{}", #krate::__private::missing_data(Self::KIND, &Self::needs()));
+                let (#(::core::option::Option::Some(#values),)*) = (#(#fetches,)*) else {
+                    ::core::panic!("{}", #krate::__private::missing_data(<Self as #krate::Job>::KIND, &<Self as #krate::Job>::needs()));
                 };
                 #name::call(#(#call_args),*).await
             }
         }
     };
-    let data_inner: Vec<&Type> = data_types.iter().map(|(_, t)| t).collect();
-    let needs_fn = (!data_inner.is_empty()).then(|| {
+    let needs: Vec<TokenStream> = data_types
+        .iter()
+        .map(|(_, ty)| quote_spanned!(ty.span()=> <#ty as #krate::FromAppData>::need()))
+        .collect();
+    let needs_fn = (!needs.is_empty()).then(|| {
         quote! {
             fn needs() -> ::std::vec::Vec<#krate::Need> {
-                ::std::vec![#(#krate::Need::of::<#data_inner>()),*]
+                ::std::vec![#(#needs),*]
             }
         }
     });

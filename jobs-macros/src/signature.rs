@@ -20,27 +20,25 @@ pub(crate) struct JobFn {
 pub(crate) enum Param {
     /// The job's arguments.
     Args,
-    /// A value of the application's: its pattern, its type as written, and `X` of
-    /// `Data<X>`.
+    /// A value of the application's.
     Data(Box<DataParam>),
 }
 
-/// A `Data<X>` parameter: its pattern, its type as written, and `X`.
+/// A `Data<X>` parameter: its pattern and its type as written.
 pub(crate) struct DataParam {
     pub(crate) pat: Pat,
     pub(crate) ty: Type,
-    pub(crate) inner: Type,
 }
 
-/// `X`, when `ty` is `Data<X>` (by any path: `Data<X>`, `jobs_core::Data<X>`).
-fn data_type(ty: &Type) -> Option<Type> {
-    let Type::Path(p) = ty else { return None };
-    let last = p.path.segments.last().filter(|s| p.qself.is_none() && s.ident == "Data")?;
-    let syn::PathArguments::AngleBracketed(generics) = &last.arguments else { return None };
-    match generics.args.iter().collect::<Vec<_>>().as_slice() {
-        [syn::GenericArgument::Type(inner)] => Some(inner.clone()),
-        _ => None,
-    }
+/// Whether `ty` is spelled `Data<X>` (by any path: `Data<X>`, `jobs_core::Data<X>`): a
+/// value of the application's. The expansion reads it through `jobs_core::FromAppData`,
+/// so another type spelled so is reported at the parameter.
+fn is_data(ty: &Type) -> bool {
+    let Type::Path(p) = ty else { return false };
+    let Some(last) = p.path.segments.last().filter(|s| p.qself.is_none() && s.ident == "Data") else {
+        return false;
+    };
+    matches!(&last.arguments, syn::PathArguments::AngleBracketed(g) if g.args.len() == 1)
 }
 
 fn typed_param(arg: &FnArg, role: &str) -> syn::Result<(Pat, Type)> {
@@ -89,15 +87,18 @@ impl JobFn {
         let (mut args, mut params) = (None, Vec::new());
         for input in inputs {
             let (pat, ty) = typed_param(input, "the job's arguments or a `Data<T>` value")?;
-            if let Some(inner) = data_type(&ty) {
-                params.push(Param::Data(Box::new(DataParam { pat, ty, inner })));
+            if is_data(&ty) {
+                params.push(Param::Data(Box::new(DataParam { pat, ty })));
             } else if args.is_some() || !params.is_empty() {
-                return Err(syn::Error::new(
-                    input.span(),
+                let message = if args.is_some() {
                     "a job takes `ctx: JobContext`, then at most one arguments value (put several \
                      values in a struct), then values of the application's as `Data<T>` \
-                     parameters (registered with `.data(value)` on the worker builder)",
-                ));
+                     parameters (registered with `.data(value)` on the worker builder)"
+                } else {
+                    "the job's arguments come before its `Data<T>` parameters: \
+                     `async fn name(ctx: JobContext, args: T, value: Data<V>)`"
+                };
+                return Err(syn::Error::new(input.span(), message));
             } else {
                 args = Some((pat, ty));
                 params.push(Param::Args);

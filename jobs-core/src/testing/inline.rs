@@ -100,6 +100,7 @@ impl InlineDriver {
                 .node_name("inline")
                 .registry(self.registry.clone())
                 .app_data(self.data.clone())
+                .check_data_per_run()
                 .without_maintenance()
                 .listen(false)
                 .build()?,

@@ -51,6 +51,7 @@ pub async fn drain_queue(driver: impl IntoDriver, queue: &str) -> Result<Vec<Dra
 pub async fn drain_queue_with(driver: impl IntoDriver, data: AppData, queue: &str) -> Result<Vec<Drained>> {
     Worker::builder(driver)
         .app_data(data)
+        .check_data_per_run()
         .queue(queue, 1)
         .node_name(format!("drain-{queue}-{:08x}", rand::random::<u32>()))
         .without_maintenance()

@@ -117,6 +117,7 @@ impl WorkerBuilder {
                 return Err(Error::MissingData {
                     kind: descriptor.kind.to_owned(),
                     type_name: need.type_name(),
+                    given: data.type_names(),
                 });
             }
         }
