@@ -13,21 +13,30 @@ use crate::error::{Error, Result};
 /// feature). For the CLI, the demo and anything that takes
 /// a URL from its environment.
 pub fn driver_for_url(url: &str, max_connections: usize) -> Result<Arc<dyn Driver>> {
-    let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
+    // `sqlite:app.db` and `file:app.db` name SQLite files as `sqlite://app.db` does.
+    let scheme = url
+        .split_once(':')
+        .map(|(scheme, _)| scheme)
+        .filter(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '+'))
+        .unwrap_or("");
     match scheme {
         #[cfg(feature = "postgres")]
         "postgres" | "postgresql" => Ok(jobs_postgres::pool(url, max_connections)?.into_driver()),
         #[cfg(feature = "sqlite")]
-        "sqlite" => Ok(jobs_sqlite::SqliteDriver::open(url, max_connections)?.into_driver()),
+        "sqlite" | "file" => Ok(jobs_sqlite::SqliteDriver::open(url, max_connections)?.into_driver()),
         #[cfg(feature = "mysql")]
         "mysql" | "mariadb" => {
             let url = url.replacen("mariadb://", "mysql://", 1);
             Ok(jobs_mysql::MysqlDriver::open(&url, max_connections)?.into_driver())
         }
+        "" => Err(Error::InvalidOption {
+            option: "database_url",
+            reason: format!("`{url}` has no scheme; this build reads: {}", BUILT_IN_SCHEMES.join(", ")),
+        }),
         _ => Err(Error::InvalidOption {
             option: "database_url",
             reason: format!(
-                "no driver for `{scheme}://` URLs in this build (it has: {})",
+                "no driver for `{scheme}:` URLs in this build; it reads: {}",
                 BUILT_IN_SCHEMES.join(", ")
             ),
         }),
@@ -37,11 +46,11 @@ pub fn driver_for_url(url: &str, max_connections: usize) -> Result<Arc<dyn Drive
 /// The URL schemes [`driver_for_url`] knows in this build.
 const BUILT_IN_SCHEMES: &[&str] = &[
     #[cfg(feature = "postgres")]
-    "postgres://",
+    "postgres://user:password@host:5432/database",
     #[cfg(feature = "sqlite")]
-    "sqlite://",
+    "sqlite://path/to/file.db (or sqlite:file.db)",
     #[cfg(feature = "mysql")]
-    "mysql://",
+    "mysql://user:password@host:3306/database (or mariadb://)",
 ];
 
 /// Converts into the shared driver the engine runs on: `Worker::builder(pool)`,

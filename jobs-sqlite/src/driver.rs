@@ -63,6 +63,13 @@ impl SqliteDriver {
         settings: ConnectionSettings,
     ) -> Result<SqliteDriver> {
         let path = pool::database_path(url)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+            return Err(DriverError::Pool(format!(
+                "the SQLite file `{}` cannot be created: its directory `{}` does not exist",
+                path.display(),
+                dir.display()
+            )));
+        }
         Ok(SqliteDriver::with_settings(pool::pool_with(url, max_connections, settings)?, &path, settings))
     }
 

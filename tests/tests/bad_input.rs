@@ -220,3 +220,31 @@ async fn an_invalid_cron_expression_stops_the_worker_from_starting_and_says_whic
         Ok(_) => panic!("an invalid cron expression was accepted"),
     }
 }
+
+/// A database URL that cannot work says why, and which forms this build reads; the
+/// forms other tools accept for SQLite (`sqlite:app.db`) work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_urls_say_what_is_wrong_with_them() {
+    let refused = |url: &str| match jobs_core::driver_for_url(url, 1) {
+        Ok(_) => panic!("`{url}` was accepted"),
+        Err(e) => e.to_string(),
+    };
+    let no_scheme = refused("app.db");
+    assert!(no_scheme.contains("`app.db` has no scheme") && no_scheme.contains("sqlite://"), "{no_scheme}");
+    let unknown = refused("redis://localhost/0");
+    assert!(unknown.contains("no driver for `redis:` URLs") && unknown.contains("postgres://"), "{unknown}");
+    let dir = std::env::temp_dir().join(format!("jobs-url-{}", std::process::id()));
+    let missing = dir.join("no-such-dir").join("app.db");
+    let message = refused(&format!("sqlite://{}", missing.display()));
+    assert!(
+        message.contains(&missing.display().to_string()) && message.contains("does not exist"),
+        "names the file and the missing directory: {message}"
+    );
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("app.db");
+    let driver =
+        jobs_core::driver_for_url(&format!("sqlite:{}", file.display()), 1).expect("sqlite: without //");
+    driver.migrate().await.expect("migrate");
+    assert!(file.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
