@@ -28,7 +28,7 @@ const SESSION: &str =
 
 /// Opens one connection with the driver's session settings.
 pub async fn connect(url: &str) -> Result<AsyncMysqlConnection> {
-    let mut conn = AsyncMysqlConnection::establish(url).await?;
+    let mut conn = establish(url).await?;
     conn.batch_execute(SESSION).await?;
     Ok(conn)
 }
@@ -44,7 +44,7 @@ pub fn pool(url: &str, max_size: usize) -> Result<Pool> {
     config.custom_setup = Box::new(|url| {
         let url = url.to_owned();
         Box::pin(async move {
-            let mut conn = AsyncMysqlConnection::establish(&url).await?;
+            let mut conn = establish(&url).await?;
             conn.batch_execute(SESSION).await.map_err(ConnectionError::CouldntSetupConfiguration)?;
             Ok(conn)
         })
@@ -57,6 +57,23 @@ pub fn pool(url: &str, max_size: usize) -> Result<Pool> {
         .create_timeout(Some(Duration::from_secs(10)))
         .build()
         .map_err(|e| DriverError::Pool(e.to_string()))
+}
+
+/// Opens a connection; a failure names the server it tried (the driver's own text does
+/// not: "Input/output error: Connection refused").
+async fn establish(url: &str) -> diesel::ConnectionResult<AsyncMysqlConnection> {
+    AsyncMysqlConnection::establish(url).await.map_err(|e| {
+        let target = url
+            .split_once("://")
+            .map(|(_, rest)| rest.rsplit_once('@').map_or(rest, |(_, host)| host))
+            .map(|rest| rest.split_once('?').map_or(rest, |(r, _)| r))
+            .map(|rest| match rest.split_once('/') {
+                Some((host, db)) => format!("{host} (database `{db}`)"),
+                None => rest.to_owned(),
+            })
+            .unwrap_or_else(|| "the URL given".to_owned());
+        ConnectionError::BadConnection(format!("could not connect to MySQL/MariaDB at {target}: {e}"))
+    })
 }
 
 /// A connection from `pool`, its error as a [`DriverError`].

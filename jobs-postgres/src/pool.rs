@@ -20,7 +20,9 @@ pub type PooledConnection = Object<AsyncPgConnection>;
 /// query (one round trip less per checkout) unless it is closed or its transaction broken;
 /// a connection that died unnoticed fails its next query, which every caller retries.
 pub fn pool(database_url: &str, max_size: usize) -> Result<Pool> {
-    build(database_url, max_size, ManagerConfig::default())
+    let mut config = ManagerConfig::default();
+    config.custom_setup = Box::new(|url| Box::pin(establish(url.to_owned())));
+    build(database_url, max_size, config)
 }
 
 /// A pool of `config`'s connections to `database_url`, with this module's recycling and
@@ -43,8 +45,55 @@ pub(crate) fn build(
 
 /// Opens one connection outside any pool.
 pub async fn connect(database_url: &str) -> Result<AsyncPgConnection> {
-    use diesel_async::AsyncConnection;
-    Ok(AsyncPgConnection::establish(database_url).await?)
+    Ok(establish(database_url.to_owned()).await?)
+}
+
+/// Opens a connection as diesel-async does, but a failure names the server it tried and
+/// why (diesel-async's text is tokio-postgres's alone: "error connecting to server").
+async fn establish(database_url: String) -> diesel::ConnectionResult<AsyncPgConnection> {
+    let (client, connection) = tokio_postgres::connect(&database_url, tokio_postgres::NoTls)
+        .await
+        .map_err(|e| diesel::ConnectionError::BadConnection(explain(&database_url, &e)))?;
+    AsyncPgConnection::try_from_client_and_connection(client, connection).await
+}
+
+/// "could not connect to Postgres at host:port (database `d`, user `u`): cause: cause…",
+/// the password left out.
+pub(crate) fn explain(database_url: &str, e: &tokio_postgres::Error) -> String {
+    let target = match database_url.parse::<tokio_postgres::Config>() {
+        Ok(config) => {
+            let hosts: Vec<String> = config
+                .get_hosts()
+                .iter()
+                .enumerate()
+                .map(|(i, host)| {
+                    let port =
+                        config.get_ports().get(i).or(config.get_ports().first()).copied().unwrap_or(5432);
+                    match host {
+                        tokio_postgres::config::Host::Tcp(h) => format!("{h}:{port}"),
+                        tokio_postgres::config::Host::Unix(dir) => {
+                            format!("{}/.s.PGSQL.{port}", dir.display())
+                        }
+                    }
+                })
+                .collect();
+            format!(
+                "{} (database `{}`, user `{}`)",
+                if hosts.is_empty() { "localhost:5432".to_owned() } else { hosts.join(", ") },
+                config.get_dbname().unwrap_or("(the user's)"),
+                config.get_user().unwrap_or("(the OS user's)")
+            )
+        }
+        Err(_) => "the URL given".to_owned(),
+    };
+    let mut cause = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        cause.push_str(": ");
+        cause.push_str(&s.to_string());
+        source = s.source();
+    }
+    format!("could not connect to Postgres at {target}: {cause}")
 }
 
 /// A connection from `pool`, its error as a [`DriverError`].

@@ -93,7 +93,7 @@ struct Present {
 async fn establish(database_url: &str) -> diesel::ConnectionResult<AsyncPgConnection> {
     let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
         .await
-        .map_err(|e| ConnectionError::BadConnection(e.to_string()))?;
+        .map_err(|e| ConnectionError::BadConnection(crate::pool::explain(database_url, &e)))?;
     // The connection's I/O runs on a task of its own until the client is dropped.
     tokio::spawn(async move {
         if let Err(e) = connection.await {

@@ -247,4 +247,21 @@ async fn database_urls_say_what_is_wrong_with_them() {
     driver.migrate().await.expect("migrate");
     assert!(file.exists());
     let _ = std::fs::remove_dir_all(&dir);
+
+    // A server that is not there: the error names it (not the password) and the cause.
+    for (url, says) in [
+        (
+            "postgres://app:s3cret@127.0.0.1:1/shop",
+            "could not connect to Postgres at 127.0.0.1:1 (database `shop`, user `app`)",
+        ),
+        (
+            "mysql://app:s3cret@127.0.0.1:1/shop",
+            "could not connect to MySQL/MariaDB at 127.0.0.1:1 (database `shop`)",
+        ),
+    ] {
+        let driver = jobs_core::driver_for_url(url, 1).expect("a driver (connections are made on use)");
+        let error = driver.migrate().await.expect_err("nothing listens there").to_string();
+        assert!(error.contains(says) && error.contains("refused"), "{error}");
+        assert!(!error.contains("s3cret"), "the password stays out: {error}");
+    }
 }
