@@ -155,7 +155,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     let bind = std::env::var("SHOP_BIND").unwrap_or_else(|_| "127.0.0.1:8080".into());
-    let dashboard = jobs_dashboard::DashboardConfig::new(driver.clone());
+    // A demo on your own machine: open to whoever reaches it. Your app says who may use it
+    // with `.authorize(|req| ...)`.
+    let dashboard = jobs_dashboard::DashboardConfig::new(driver.clone()).open_to_everyone();
     let app_db = web::Data::new(db.clone());
     let server = actix_web::HttpServer::new(move || {
         actix_web::App::new()

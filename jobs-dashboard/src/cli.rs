@@ -114,9 +114,10 @@ struct EnqueueArgs {
     /// The arguments as JSON.
     #[arg(long, default_value = "null")]
     args: String,
-    /// The queue.
-    #[arg(long, default_value = jobs_core::DEFAULT_QUEUE)]
-    queue: String,
+    /// The queue (default: the kind's own, when this binary registers it, or the one queue
+    /// live nodes that run it serve).
+    #[arg(long)]
+    queue: Option<String>,
     /// Priority: lower runs first.
     #[arg(long, default_value_t = 0)]
     priority: i16,
@@ -132,6 +133,10 @@ struct EnqueueArgs {
     /// Tags (repeatable).
     #[arg(long = "tag")]
     tags: Vec<String>,
+    /// Enqueue a kind that no live node runs (a worker that registers it will start
+    /// later); without it, such a kind is refused, as a likely typo.
+    #[arg(long)]
+    allow_unknown_kind: bool,
 }
 
 /// Jobs changed per statement by an action on a filter.
@@ -277,15 +282,54 @@ async fn act(url: &str, action: Action, selection: Selection, out: &mut impl Wri
 async fn enqueue(url: &str, args: EnqueueArgs, out: &mut impl Write) -> Result<(), CliError> {
     let json: serde_json::Value = serde_json::from_str(&args.args)
         .map_err(|e| CliError::Invalid(format!("--args is not valid JSON: {e}")))?;
-    let mut job = NewJob::new(&args.kind, &args.queue, json.to_string());
+    let driver = driver_for_url(url, 1)?;
+    let kinds = crate::liveness::live_kinds(&*driver).await?;
+    let known = kinds.iter().find(|k| k.kind == args.kind);
+    let queue = match (&args.queue, known) {
+        (Some(queue), _) => queue.clone(),
+        (None, Some(k)) => match (&k.default_queue, k.queues.as_slice()) {
+            (Some(queue), _) => queue.clone(),
+            (None, [only]) => only.clone(),
+            (None, queues) => {
+                return Err(CliError::Invalid(format!(
+                    "kind `{}` runs on nodes serving {}: say which with --queue",
+                    args.kind,
+                    queues.join(", ")
+                )));
+            }
+        },
+        (None, None) if args.allow_unknown_kind => jobs_core::DEFAULT_QUEUE.to_owned(),
+        (None, None) => String::new(),
+    };
+    if known.is_none() {
+        let live: Vec<&str> = kinds.iter().map(|k| k.kind.as_str()).collect();
+        let live = if live.is_empty() {
+            "no node is live".to_owned()
+        } else {
+            format!("live kinds: {}", live.join(", "))
+        };
+        if !args.allow_unknown_kind {
+            return Err(CliError::Invalid(format!(
+                "no live node runs kind `{}` ({live}): check its spelling, start a worker that registers \
+                 it, or pass --allow-unknown-kind to enqueue it for a worker that starts later",
+                args.kind
+            )));
+        }
+        // On standard error: standard output carries the command's result.
+        eprintln!(
+            "warning: no live node runs kind `{}` ({live}); enqueued for a worker that starts later",
+            args.kind
+        );
+    }
+    let mut job = NewJob::new(&args.kind, &queue, json.to_string());
     job.priority = args.priority;
     job.max_attempts = args.max_attempts;
     job.tags = args.tags;
     job.run_at = args.at;
     job.delay_ms = args.delay.map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let inserted = jobs_core::enqueue_many(&driver_for_url(url, 1)?, [job]).await?;
+    let inserted = jobs_core::enqueue_many(&driver, [job]).await?;
     let first = inserted.first().ok_or_else(|| CliError::Invalid("nothing was inserted".into()))?;
-    writeln!(out, "enqueued job {} ({} on queue {})", first.id, args.kind, args.queue)?;
+    writeln!(out, "enqueued job {} ({} on queue {queue})", first.id, args.kind)?;
     Ok(())
 }
 

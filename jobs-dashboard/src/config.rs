@@ -17,6 +17,9 @@ pub struct DashboardConfig {
     pub(crate) auth: access::SharedAuthorize,
     pub(crate) audit: SharedAudit,
     pub(crate) refresh_seconds: u32,
+    /// Whether access was chosen ([`authorize`](Self::authorize) or
+    /// [`open_to_everyone`](Self::open_to_everyone)); if not, mounting it warns.
+    pub(crate) access_chosen: bool,
 }
 
 impl std::fmt::Debug for DashboardConfig {
@@ -31,7 +34,9 @@ impl std::fmt::Debug for DashboardConfig {
 
 impl DashboardConfig {
     /// A dashboard on `driver` (or a pool a driver wraps: today's `DashboardConfig::new(pool)`),
-    /// open to everyone ([`AllowAll`]) until you set [`authorize`](Self::authorize). It
+    /// open to everyone ([`AllowAll`]) until you set [`authorize`](Self::authorize); mounted
+    /// so, it logs a warning once (say [`open_to_everyone`](Self::open_to_everyone) if you
+    /// mean it). It
     /// reads and acts only through the driver, and hides what the driver cannot do: without
     /// [`Capability::JsonContainment`] there is no search of arguments and metadata.
     pub fn new(driver: impl IntoDriver) -> DashboardConfig {
@@ -41,6 +46,7 @@ impl DashboardConfig {
             auth: Arc::new(AllowAll),
             audit: Arc::new(LogActions),
             refresh_seconds: 5,
+            access_chosen: false,
         }
     }
 
@@ -67,7 +73,28 @@ impl DashboardConfig {
     /// The hook deciding each request's [`Access`](crate::Access).
     pub fn authorize(mut self, auth: impl Authorize) -> DashboardConfig {
         self.auth = Arc::new(auth);
+        self.access_chosen = true;
         self
+    }
+
+    /// Says that the dashboard is open to everyone who reaches it, actions included, on
+    /// purpose (behind a VPN, or an auth proxy in front of the app): mounting it then does
+    /// not warn.
+    pub fn open_to_everyone(mut self) -> DashboardConfig {
+        self.auth = Arc::new(AllowAll);
+        self.access_chosen = true;
+        self
+    }
+
+    /// The warning mounting this dashboard at `base` logs, when nobody chose who may use it.
+    pub(crate) fn open_warning(&self, base: &str) -> Option<String> {
+        (!self.access_chosen).then(|| {
+            format!(
+                "the jobs dashboard at `{base}` is open to everyone who reaches it, retry, cancel and \
+                 delete included: give it `.authorize(hook)` (see `Authorize`), or call \
+                 `.open_to_everyone()` to say you mean it"
+            )
+        })
     }
 
     /// Calls `audit` after every action (retry, cancel, delete, enqueue, pause, …) with the
@@ -90,4 +117,31 @@ pub(crate) struct Dashboard {
     pub(crate) config: DashboardConfig,
     /// Where the dashboard is mounted (`/jobs`), without a trailing slash.
     pub(crate) base: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> DashboardConfig {
+        let driver =
+            jobs_core::driver_for_url("sqlite://unused-dashboard-config-test.db", 1).expect("driver");
+        DashboardConfig::new(driver)
+    }
+
+    #[test]
+    fn a_dashboard_nobody_chose_access_for_warns_when_mounted() {
+        let warning = config().open_warning("/jobs").expect("open by default warns");
+        assert!(
+            warning.contains("`/jobs` is open to everyone") && warning.contains(".authorize("),
+            "{warning}"
+        );
+        assert!(config().open_to_everyone().open_warning("/jobs").is_none());
+        assert!(
+            config()
+                .authorize(|_: &actix_web::HttpRequest| crate::Access::ReadOnly)
+                .open_warning("/jobs")
+                .is_none()
+        );
+    }
 }

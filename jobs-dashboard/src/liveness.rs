@@ -69,3 +69,46 @@ pub(crate) fn queue_lines(depths: Vec<QueueDepth>, nodes: &[NodeRow], now: DateT
         })
         .collect()
 }
+
+/// A kind some live node runs.
+pub(crate) struct KindChoice {
+    pub(crate) kind: String,
+    /// The queues live nodes that run it serve.
+    pub(crate) queues: Vec<String>,
+    /// Its default queue, when it is registered in this process.
+    pub(crate) default_queue: Option<String>,
+}
+
+/// The kinds live nodes run, by name, with the queues those nodes serve: what the enqueue
+/// form offers and the command line checks.
+pub(crate) async fn live_kinds(driver: &dyn jobs_core::driver::Driver) -> jobs_core::Result<Vec<KindChoice>> {
+    let now = Utc::now();
+    let mut kinds: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
+    let nodes =
+        driver.node_list(jobs_core::driver::NodeListParams {}).await.map_err(jobs_core::Error::from)?;
+    for node in nodes {
+        if !is_live(&node, now) {
+            continue;
+        }
+        let queues: Vec<String> =
+            node.queues.as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+        for kind in &node.kinds {
+            let entry = kinds.entry(kind.clone()).or_default();
+            for q in &queues {
+                if !entry.contains(q) {
+                    entry.push(q.clone());
+                }
+            }
+        }
+    }
+    let local = jobs_core::Registry::from_inventory().ok();
+    Ok(kinds
+        .into_iter()
+        .map(|(kind, mut queues)| {
+            queues.sort();
+            let default_queue =
+                local.as_ref().and_then(|r| r.get(&kind)).map(|d| (d.options)().queue.into_owned());
+            KindChoice { kind, queues, default_queue }
+        })
+        .collect())
+}

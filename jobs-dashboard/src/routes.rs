@@ -16,6 +16,13 @@ pub fn scope(path: &str, config: DashboardConfig) -> actix_web::Scope {
 /// Registers the dashboard's routes on a service config whose scope is mounted at `base`
 /// (`web::scope("/admin/jobs").configure(jobs_dashboard::configure_at("/admin/jobs", config))`).
 pub fn configure_at(base: &str, config: DashboardConfig) -> impl FnOnce(&mut web::ServiceConfig) + use<> {
+    // Once per process: actix builds the app once per server thread.
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if let Some(warning) = config.open_warning(base.trim_end_matches('/'))
+        && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        tracing::warn!("{warning}");
+    }
     let data = web::Data::new(Dashboard { config, base: base.trim_end_matches('/').to_owned() });
     move |cfg: &mut web::ServiceConfig| {
         cfg.app_data(data)

@@ -62,9 +62,11 @@ async fn enqueue_from_json_with_options_and_clear_errors() {
             "15m",
             "--tag",
             "cli",
+            "--allow-unknown-kind",
         ],
     );
     assert!(ok, "{err}");
+    assert!(err.contains("warning: no live node runs kind `app::send_welcome`"), "{err}");
     let id: i64 = out
         .strip_prefix("enqueued job ")
         .and_then(|rest| rest.split_whitespace().next())
@@ -80,12 +82,13 @@ async fn enqueue_from_json_with_options_and_clear_errors() {
     assert!((delay.num_seconds() - 900).abs() <= 2, "due in 15 minutes: {delay}");
 
     for (args, expected) in [
-        (vec!["enqueue", "--kind", "k", "--args", "{user_id: 7}"], "error: --args is not valid JSON"),
-        (vec!["enqueue", "--kind", "k", "--args", r#""a\u0000b""#], "contain a NUL character"),
-        (vec!["enqueue", "--kind", "k", "--queue", ""], "error: invalid option `queue`"),
-        (vec!["enqueue", "--kind", "k", "--tag", "no spaces"], "error: invalid option `tag`"),
-        (vec!["enqueue", "--kind", "k", "--in", "soon"], "invalid value 'soon' for '--in"),
+        (vec!["--kind", "k", "--args", "{user_id: 7}"], "error: --args is not valid JSON"),
+        (vec!["--kind", "k", "--args", r#""a\u0000b""#], "contain a NUL character"),
+        (vec!["--kind", "k", "--queue", ""], "error: invalid option `queue`"),
+        (vec!["--kind", "k", "--tag", "no spaces"], "error: invalid option `tag`"),
+        (vec!["--kind", "k", "--in", "soon"], "invalid value 'soon' for '--in"),
     ] {
+        let args: Vec<&str> = ["enqueue", "--allow-unknown-kind"].into_iter().chain(args).collect();
         let (ok, _, err) = cli(Some(db.url()), &args);
         assert!(!ok, "{args:?} must fail");
         assert!(err.contains(expected), "{args:?}: {err}");
@@ -203,7 +206,10 @@ async fn serve_prints_its_address_and_serves_the_dashboard() {
 /// Enqueues two `mail` jobs on `mailers` through the command.
 fn enqueue_two_mails(url: Option<&str>) {
     for args in [r#"{"user_id": 7}"#, r#"{"user_id": 8}"#] {
-        let (ok, out, err) = cli(url, &["enqueue", "--kind", "mail", "--queue", "mailers", "--args", args]);
+        let (ok, out, err) = cli(
+            url,
+            &["enqueue", "--allow-unknown-kind", "--kind", "mail", "--queue", "mailers", "--args", args],
+        );
         assert!(ok && out.starts_with("enqueued job "), "{out}{err}");
     }
 }
@@ -253,8 +259,21 @@ async fn every_command_works_on_mariadb() {
     assert!(ok, "{err}");
     assert_eq!(out.trim(), "the jobs schema is up to date");
     enqueue_two_mails(url);
-    let (ok, out, err) =
-        cli(url, &["enqueue", "--kind", "mail", "--queue", "mailers", "--args", "{}", "--in", "1h"]);
+    let (ok, out, err) = cli(
+        url,
+        &[
+            "enqueue",
+            "--allow-unknown-kind",
+            "--kind",
+            "mail",
+            "--queue",
+            "mailers",
+            "--args",
+            "{}",
+            "--in",
+            "1h",
+        ],
+    );
     assert!(ok, "{out}{err}");
     let (mailers, out) = mailers_stats(url);
     assert_eq!(mailers, ["mailers", "2", "1", "0", "0", "0", "0", "0"], "{out}");
@@ -268,4 +287,38 @@ async fn every_command_works_on_mariadb() {
     let (ok, out, _) = cli(url, &["delete", "--queue", "mailers", "--yes"]);
     assert!(ok);
     assert_eq!(out.trim(), "3 jobs deleted");
+}
+
+/// A kind no live node runs is refused as a likely typo, naming the live kinds; one a live
+/// node runs goes, without `--queue`, on the queue its nodes serve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_checks_the_kind_against_live_nodes_and_finds_its_queue() {
+    use jobs_core::IntoDriver;
+    use jobs_core::driver::NodeHeartbeatParams;
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(2).expect("pool");
+    let (ok, _, err) = cli(Some(db.url()), &["enqueue", "--kind", "app::send_welcome"]);
+    assert!(!ok);
+    assert!(err.contains("no live node runs kind `app::send_welcome` (no node is live)"), "{err}");
+    assert!(err.contains("--allow-unknown-kind"), "says how to go on: {err}");
+
+    let queues = serde_json::json!({"mailers": {"limit": 10, "running": 0}});
+    let beat = NodeHeartbeatParams {
+        node: "mail-node",
+        host: "h",
+        pid: 1,
+        queues: &queues,
+        kinds: &["app::send_welcome"],
+        now: None,
+        lock: None,
+        registering: true,
+    };
+    (&pool).into_driver().node_heartbeat(beat).await.expect("heartbeat");
+    let (ok, _, err) = cli(Some(db.url()), &["enqueue", "--kind", "app::send_welcom"]);
+    assert!(!ok);
+    assert!(err.contains("live kinds: app::send_welcome"), "{err}");
+    let (ok, out, err) =
+        cli(Some(db.url()), &["enqueue", "--kind", "app::send_welcome", "--args", r#"{"user_id": 1}"#]);
+    assert!(ok, "{err}");
+    assert!(out.contains("on queue mailers"), "the queue its live nodes serve: {out}");
 }

@@ -2,28 +2,16 @@
 //! (checked against the kind's argument type when the kind is registered in this
 //! process too), queue, priority, attempts and when to run.
 
-use std::collections::BTreeMap;
-
 use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use chrono::Utc;
-use jobs_core::driver::NodeListParams;
 use jobs_core::{NewJob, Registry};
 
 use crate::config::Dashboard;
 use crate::error::DashboardError;
+use crate::liveness::KindChoice;
 use crate::view::{self, PageCtx};
 use crate::{actions, liveness, params};
-
-/// A kind the form offers.
-pub(crate) struct KindChoice {
-    pub(crate) kind: String,
-    /// The queues live nodes that run it serve.
-    pub(crate) queues: Vec<String>,
-    /// Its default queue, when it is registered in this process.
-    pub(crate) default_queue: Option<String>,
-}
 
 #[derive(Template)]
 #[template(path = "enqueue.html")]
@@ -45,37 +33,6 @@ pub(crate) struct Form {
     pub(crate) priority: String,
     pub(crate) max_attempts: String,
     pub(crate) run_at: String,
-}
-
-/// Each kind live nodes run, with the queues they run it on.
-async fn live_kinds(d: &Dashboard) -> Result<Vec<KindChoice>, DashboardError> {
-    let now = Utc::now();
-    let mut kinds: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for node in d.config.driver.node_list(NodeListParams {}).await? {
-        if !liveness::is_live(&node, now) {
-            continue;
-        }
-        let queues: Vec<String> =
-            node.queues.as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
-        for kind in &node.kinds {
-            let entry = kinds.entry(kind.clone()).or_default();
-            for q in &queues {
-                if !entry.contains(q) {
-                    entry.push(q.clone());
-                }
-            }
-        }
-    }
-    let local = Registry::from_inventory().ok();
-    Ok(kinds
-        .into_iter()
-        .map(|(kind, mut queues)| {
-            queues.sort();
-            let default_queue =
-                local.as_ref().and_then(|r| r.get(&kind)).map(|d| (d.options)().queue.into_owned());
-            KindChoice { kind, queues, default_queue }
-        })
-        .collect())
 }
 
 fn render(
@@ -102,7 +59,7 @@ fn render(
 
 /// `GET /jobs/new`: the form.
 pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
-    let kinds = live_kinds(&d).await?;
+    let kinds = liveness::live_kinds(&*d.config.driver).await?;
     let pairs = params::pairs(req.query_string().as_bytes());
     let kind = params::value(&pairs, "kind").unwrap_or_default().to_owned();
     let queue = kinds
@@ -131,7 +88,7 @@ pub(crate) async fn submit(
         max_attempts: field("max_attempts"),
         run_at: field("run_at"),
     };
-    let kinds = live_kinds(&d).await?;
+    let kinds = liveness::live_kinds(&*d.config.driver).await?;
     let job = match build(&form, &kinds) {
         Ok(job) => job,
         Err(error) => return render(&req, &d, kinds, form, Some(error)),
