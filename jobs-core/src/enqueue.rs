@@ -22,7 +22,9 @@ use crate::unique::{UniqueBy, UniqueOptions};
 pub type Enqueued = Inserted;
 
 /// Where jobs can be inserted from async code: a connection of a supported backend
-/// (`&mut AsyncPgConnection`, in a transaction or not; a pooled connection), a pool
+/// (`&mut AsyncPgConnection`, `&mut AsyncMysqlConnection`, SQLite's
+/// `&mut SyncConnectionWrapper<SqliteConnection>`, in a transaction or not; a pooled
+/// connection), a Postgres pool
 /// (`&Pool`), or a driver (`&PgDriver`, `&SqliteDriver`, `&MysqlDriver`, `&Arc<dyn Driver>`).
 pub trait Enqueuer: Send {
     /// Inserts the jobs in one statement.

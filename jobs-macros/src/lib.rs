@@ -32,9 +32,13 @@ use proc_macro::TokenStream;
 /// its config, its own pool) given to the worker with `.data(value)`; a worker serving the
 /// job's queue without it refuses to start. Generated items:
 ///
-/// - `name::enqueue(target, args)`: insert through `&mut AsyncPgConnection` (in the
-///   caller's transaction) or `&Pool`;
-/// - `name::enqueue_sync(&mut conn, args)`: the same on a sync diesel connection;
+/// - `name::enqueue(target, args)`: insert through an async connection of any backend
+///   (`&mut AsyncPgConnection`, `&mut AsyncMysqlConnection`, SQLite's
+///   `&mut SyncConnectionWrapper<SqliteConnection>`; inside the caller's transaction when
+///   it is in one), a Postgres `&Pool`, or a driver (`&PgDriver`, `&SqliteDriver`,
+///   `&MysqlDriver`, `&Arc<dyn Driver>`);
+/// - `name::enqueue_sync(&mut conn, args)`: the same on a sync diesel connection
+///   (`PgConnection`, `MysqlConnection`, `SqliteConnection`);
 /// - `name::build(args)`: an `EnqueueRequest` for per-call queue, delay, priority, meta;
 /// - `name::call(ctx, args, ..)`: the handler itself, for tests;
 /// - `name::KIND`: the kind name.
