@@ -252,3 +252,37 @@ async fn a_driver_without_search_gets_a_jobs_page_without_it() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("JSON containment"), "{body}");
 }
+
+/// A job that failed and then succeeded shows its earlier error as history (muted,
+/// "recovered from"), not as a failure; a discarded job's stays an error.
+#[actix_web::test]
+async fn a_recovered_jobs_old_error_reads_as_history() {
+    use diesel::prelude::*;
+    use diesel_async::RunQueryDsl;
+    use jobs_core::schema::jobs;
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(2).expect("pool");
+    let ids = insert(
+        &pool,
+        vec![
+            new_job("charge", "billing", serde_json::json!({"n": 1})),
+            new_job("charge", "billing", serde_json::json!({"n": 2})),
+        ],
+    )
+    .await;
+    fail(&pool, ids[0], "gateway timed out").await;
+    fail(&pool, ids[1], "card declined").await;
+    let mut conn = pool.get().await.expect("conn");
+    diesel::update(jobs::table.find(ids[0]))
+        .set(jobs::state.eq(JobState::Completed))
+        .execute(&mut conn)
+        .await
+        .expect("recovered");
+    let app = app(&pool, Access::Full).await;
+    let (_, body, _) = get(&app, "/admin/jobs/jobs").await;
+    assert!(
+        body.contains(r#"<td class="error-text recovered">recovered from: gateway timed out</td>"#),
+        "{body}"
+    );
+    assert!(body.contains(r#"<td class="error-text">card declined</td>"#), "{body}");
+}

@@ -99,7 +99,8 @@ impl JobsPage {
     }
 
     fn last_error(&self, row: &JobRow) -> String {
-        row.failures()
+        let message = row
+            .failures()
             .last()
             .and_then(|e| e.get("message"))
             .and_then(|m| m.as_str())
@@ -110,7 +111,17 @@ impl JobsPage {
                     m.to_owned()
                 }
             })
-            .unwrap_or_default()
+            .unwrap_or_default();
+        if row.state == JobState::Completed && !message.is_empty() {
+            format!("recovered from: {message}")
+        } else {
+            message
+        }
+    }
+
+    /// A completed job's earlier error is history, not a failure: shown muted.
+    fn error_class(&self, row: &JobRow) -> &'static str {
+        if row.state == JobState::Completed { "error-text recovered" } else { "error-text" }
     }
 }
 
