@@ -224,10 +224,14 @@ async fn churn(url: &str, driver: Arc<dyn Driver>, restart: Restart) {
     stop_all(workers).await;
     ledger.assert_exactly_once();
     let (p50, worst) = (percentile(&restarts, 0.5), restarts.last().copied().unwrap_or(0));
+    let outage = if restarted_database {
+        format!("database down {:.1}..{:.1} s, not counted", begun(database_down.0), begun(database_down.1))
+    } else {
+        "no database restart".to_owned()
+    };
     println!(
         "churn ({}): {seconds} s, {} kills, {} database restart, {} jobs; interrupted jobs restarted after p50 {:.1} s, \
-         worst {:.1} s ({} jobs); longest stretch without a live leader {:.1} s (from {:.1} s; kills at {} s; database down {:.1}..{:.1} s, not \
-         counted); {} lost, {} run twice at one \
+         worst {:.1} s ({} jobs); longest stretch without a live leader {:.1} s (from {:.1} s; kills at {} s; {outage}); {} lost, {} run twice at one \
          attempt, {} left running; {} node rows at the end ({} live)",
         driver.name(),
         kills.len(),
@@ -239,8 +243,6 @@ async fn churn(url: &str, driver: Arc<dyn Driver>, restart: Restart) {
         longest as f64 / 1000.0,
         begun(longest_from),
         kill_times.join(", "),
-        begun(database_down.0),
-        begun(database_down.1),
         ledger.lost(),
         ledger.duplicates,
         ledger.running,
