@@ -137,9 +137,13 @@ fn choose_database() -> Result<(String, Option<Server>), Box<dyn std::error::Err
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Both stop the shop, as Ctrl-C does; listened for from the start, so that one sent
+    // while it starts up is not lost.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let (url, database_server) = choose_database()?;
     let (db, driver) = Db::open(&url, 16).await?;
-    println!("database: {} ({url})", driver.name());
+    println!("database: {} ({})", driver.name(), without_password(&url));
 
     let in_process = std::env::var("SHOP_WORKER").map_or(true, |v| v != "off");
     let worker = if in_process {
@@ -190,12 +194,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
          curl -d email=you@example.com http://{address}/signup\n\
          Job counts every 2 s below. Press Ctrl-C (or send SIGTERM) to stop."
     );
-    // Containers stop processes with SIGTERM: it stops the shop as Ctrl-C does.
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut ticker = tokio::time::interval(Duration::from_secs(2));
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => break,
+            _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
             _ = ticker.tick() => {
                 let counts = driver.job_count_by_queue_and_state(JobCountByQueueAndStateParams {}).await?;
@@ -220,4 +222,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     drop(database_server);
     Ok(())
+}
+
+/// `url` with its password, if any, replaced by `***` (for printing).
+fn without_password(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((credentials, host)) => {
+                let user = credentials.split_once(':').map_or(credentials, |(user, _)| user);
+                format!("{scheme}://{user}:***@{host}")
+            }
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
 }

@@ -13,6 +13,8 @@ use crate::error::{Error, Result};
 /// feature). For the CLI, the demo and anything that takes
 /// a URL from its environment.
 pub fn driver_for_url(url: &str, max_connections: usize) -> Result<Arc<dyn Driver>> {
+    // A URL copied from a `.env` file may keep its spaces.
+    let url = url.trim();
     // `sqlite:app.db` and `file:app.db` name SQLite files as `sqlite://app.db` does.
     let scheme = url
         .split_once(':')
@@ -29,9 +31,14 @@ pub fn driver_for_url(url: &str, max_connections: usize) -> Result<Arc<dyn Drive
             let url = url.replacen("mariadb://", "mysql://", 1);
             Ok(jobs_mysql::MysqlDriver::open(&url, max_connections)?.into_driver())
         }
+        // Not echoed: the URL may hold a password.
         "" => Err(Error::InvalidOption {
             option: "database_url",
-            reason: format!("`{url}` has no scheme; this build reads: {}", BUILT_IN_SCHEMES.join(", ")),
+            reason: format!(
+                "the URL has no scheme{}; this build reads: {}",
+                if url.starts_with(['"', '\'']) { " (it is in quotes: remove them)" } else { "" },
+                BUILT_IN_SCHEMES.join(", ")
+            ),
         }),
         _ => Err(Error::InvalidOption {
             option: "database_url",

@@ -290,6 +290,9 @@ async fn enqueue(url: &str, args: EnqueueArgs, out: &mut impl Write) -> Result<(
         (None, Some(k)) => match (&k.default_queue, k.queues.as_slice()) {
             (Some(queue), _) => queue.clone(),
             (None, [only]) => only.clone(),
+            (None, queues) if queues.iter().any(|q| q == jobs_core::DEFAULT_QUEUE) => {
+                jobs_core::DEFAULT_QUEUE.to_owned()
+            }
             (None, queues) => {
                 return Err(CliError::Invalid(format!(
                     "kind `{}` runs on nodes serving {}: say which with --queue",
@@ -341,7 +344,15 @@ async fn serve(
     read_only: bool,
     out: &mut impl Write,
 ) -> Result<(), CliError> {
-    let mut config = crate::config::DashboardConfig::new(driver_for_url(url, 8)?);
+    if !read_only {
+        // On standard error, where a command-line user sees it (this binary sets up no
+        // logging); the config is then marked open on purpose, so it does not warn again.
+        eprintln!(
+            "warning: the dashboard on {bind} is open to everyone who reaches it, retry, cancel and delete \
+             included: pass --read-only, or put it behind your own authenticating proxy"
+        );
+    }
+    let mut config = crate::config::DashboardConfig::new(driver_for_url(url, 8)?).open_to_everyone();
     if let Some(replica) = replica_url {
         config = config.read_from(driver_for_url(replica, 8)?);
     }

@@ -230,7 +230,9 @@ async fn database_urls_say_what_is_wrong_with_them() {
         Err(e) => e.to_string(),
     };
     let no_scheme = refused("app.db");
-    assert!(no_scheme.contains("`app.db` has no scheme") && no_scheme.contains("sqlite://"), "{no_scheme}");
+    assert!(no_scheme.contains("the URL has no scheme") && no_scheme.contains("sqlite://"), "{no_scheme}");
+    let quoted = refused(r#""postgres://app:s3cret@db/shop""#);
+    assert!(quoted.contains("in quotes") && !quoted.contains("s3cret"), "never echoes the URL: {quoted}");
     let unknown = refused("redis://localhost/0");
     assert!(unknown.contains("no driver for `redis:` URLs") && unknown.contains("postgres://"), "{unknown}");
     let dir = std::env::temp_dir().join(format!("jobs-url-{}", std::process::id()));
