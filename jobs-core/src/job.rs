@@ -63,11 +63,11 @@ pub trait Job: Send + Sync + 'static {
         JobOptions::new()
     }
 
-    /// The application's values the job needs ([`Data`](crate::Data) parameters of a
+    /// The application's values the job needs ([`Data`](crate::data::Data) parameters of a
     /// `#[job]` function): a worker that serves the job's queue and lacks one refuses to
     /// start, and a run on a worker without it fails (`missing_data`) before the handler
     /// is called.
-    fn needs() -> Vec<crate::Need> {
+    fn needs() -> Vec<crate::data::Need> {
         Vec::new()
     }
 

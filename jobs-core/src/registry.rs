@@ -75,7 +75,7 @@ pub struct JobDescriptor {
     /// A schedule declared on the attribute.
     pub cron: Option<CronAttribute>,
     /// The application's values the job needs ([`Job::needs`]).
-    pub needs: fn() -> Vec<crate::Need>,
+    pub needs: fn() -> Vec<crate::data::Need>,
 }
 
 inventory::collect!(JobDescriptor);

@@ -92,7 +92,7 @@ pub trait NodeLock: Send + std::fmt::Debug {
     /// (on a new connection) when its connection was lost. Returns `false` when another
     /// process took it meanwhile (the name is no longer this node's). Called with every
     /// heartbeat.
-    async fn keep(&mut self) -> crate::Result<bool>;
+    async fn keep(&mut self) -> crate::error::Result<bool>;
 }
 
 /// `node_delete`: remove a node's row (clean shutdown, after its jobs were written back).

@@ -39,6 +39,7 @@ pub mod migrate;
 mod migration_lock;
 mod nodes;
 mod op_conn;
+mod pg_driver;
 #[cfg(test)]
 mod plans;
 mod pool;
@@ -55,7 +56,7 @@ mod stats;
 pub mod testing;
 pub mod wakeups;
 
-pub use driver::PgDriver;
 pub use jobs_driver::{AVAILABLE_CHANNEL, CONTROL_CHANNEL};
 pub use migrate::migrate;
+pub use pg_driver::PgDriver;
 pub use pool::{Pool, PooledConnection, connect, pool};

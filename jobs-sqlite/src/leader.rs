@@ -6,7 +6,9 @@ use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
 use jobs_driver::{LeaderGetParams, LeaderReleaseParams, LeaderTryAcquireParams, Result};
 
 use crate::cached::CachedQuery;
+use crate::exec::write;
 use crate::liveness::Liveness;
+use crate::local::Local;
 use crate::time::{millis, now_ms};
 
 #[derive(QueryableByName)]
@@ -25,6 +27,24 @@ SET leader_id = excluded.leader_id,
 WHERE job_leaders.leader_id = excluded.leader_id OR job_leaders.expires_at < excluded.elected_at
    OR job_leaders.leader_id IN (SELECT value FROM json_each($5))
 RETURNING leader_id";
+
+/// [`try_acquire`] on `local`'s writer, its parameters owned for the connection's thread.
+pub(crate) async fn try_acquire_through(local: &Local, params: LeaderTryAcquireParams<'_>) -> Result<bool> {
+    let LeaderTryAcquireParams { name, node, ttl, holder_stale_after, lock_lost_grace, now } = params;
+    let (name, node) = (name.to_owned(), node.to_owned());
+    write(local, move |c| {
+        let params = LeaderTryAcquireParams {
+            name: &name,
+            node: &node,
+            ttl,
+            holder_stale_after,
+            lock_lost_grace,
+            now,
+        };
+        try_acquire(c, &params)
+    })
+    .await
+}
 
 /// See [`LeaderTryAcquireParams`]. The holder's node is gone when `liveness` says so
 /// (`$5`: the registered nodes that are gone).

@@ -6,6 +6,8 @@ use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
 use jobs_driver::{NodeHeartbeatParams, NodeRow, Result};
 
 use crate::cached::CachedQuery;
+use crate::exec::write;
+use crate::local::Local;
 use crate::rows::json;
 use crate::time::{from_ms, now_ms};
 
@@ -18,6 +20,29 @@ SET heartbeat_at = excluded.heartbeat_at, queues = excluded.queues, kinds = excl
     -- A process's first heartbeat (a restart with a fixed name too) starts the node afresh.
     started_at = CASE WHEN $8 THEN excluded.started_at ELSE job_nodes.started_at END,
     host = excluded.host, pid = excluded.pid";
+
+/// [`heartbeat`] on `local`'s writer, its parameters owned for the connection's thread.
+pub(crate) async fn heartbeat_through(local: &Local, params: NodeHeartbeatParams<'_>) -> Result<()> {
+    let NodeHeartbeatParams { node, host, pid, queues, kinds, now, lock, registering } = params;
+    let (node, host, queues) = (node.to_owned(), host.to_owned(), queues.clone());
+    let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
+    let lock = lock.map(str::to_owned);
+    write(local, move |c| {
+        let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
+        let params = NodeHeartbeatParams {
+            node: &node,
+            host: &host,
+            pid,
+            queues: &queues,
+            kinds: &kinds,
+            now,
+            lock: lock.as_deref(),
+            registering,
+        };
+        heartbeat(c, &params)
+    })
+    .await
+}
 
 /// See [`NodeHeartbeatParams`].
 pub(crate) fn heartbeat(conn: &mut SqliteConnection, params: &NodeHeartbeatParams<'_>) -> Result<()> {

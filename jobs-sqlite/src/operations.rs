@@ -222,25 +222,7 @@ impl Driver for SqliteDriver {
     }
 
     async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()> {
-        let NodeHeartbeatParams { node, host, pid, queues, kinds, now, lock, registering } = params;
-        let (node, host, queues) = (node.to_owned(), host.to_owned(), queues.clone());
-        let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
-        let lock = lock.map(str::to_owned);
-        write(&self.local, move |c| {
-            let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
-            let params = NodeHeartbeatParams {
-                node: &node,
-                host: &host,
-                pid,
-                queues: &queues,
-                kinds: &kinds,
-                now,
-                lock: lock.as_deref(),
-                registering,
-            };
-            nodes::heartbeat(c, &params)
-        })
-        .await
+        nodes::heartbeat_through(&self.local, params).await
     }
 
     async fn node_hold(&self, params: NodeHoldParams<'_>) -> Result<NodeHold> {
@@ -265,20 +247,7 @@ impl Driver for SqliteDriver {
     }
 
     async fn leader_try_acquire(&self, params: LeaderTryAcquireParams<'_>) -> Result<bool> {
-        let LeaderTryAcquireParams { name, node, ttl, holder_stale_after, lock_lost_grace, now } = params;
-        let (name, node) = (name.to_owned(), node.to_owned());
-        write(&self.local, move |c| {
-            let params = LeaderTryAcquireParams {
-                name: &name,
-                node: &node,
-                ttl,
-                holder_stale_after,
-                lock_lost_grace,
-                now,
-            };
-            leader::try_acquire(c, &params)
-        })
-        .await
+        leader::try_acquire_through(&self.local, params).await
     }
 
     async fn leader_release(&self, params: LeaderReleaseParams<'_>) -> Result<()> {

@@ -165,7 +165,7 @@ pub(crate) struct Shared {
     pub(crate) driver: Arc<dyn Driver>,
     pub(crate) registry: Registry,
     /// The application's values for the jobs (`WorkerBuilder::data`).
-    pub(crate) data: crate::AppData,
+    pub(crate) data: crate::data::AppData,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) node: Arc<str>,
     pub(crate) host: String,

@@ -2,34 +2,14 @@
 //! statement (delivered on commit) or left to the caller.
 
 use chrono::{DateTime, Utc};
-use diesel::QueryableByName;
 use diesel::pg::Pg;
 use diesel::sql_types::{Array, BigInt, Bool, Bytea, Int2, Int4, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl as AsyncRunQueryDsl};
 use jobs_driver::{Deduplicated, DriverError, Inserted, JobState, NewJob, Result};
 
+use super::insert_rounds::{Holder, InsertedRow, KEY_ROUNDS, Rounds};
 use crate::cached::CachedQuery;
 use crate::channels::available_channel;
-
-/// One row returned by an insert statement: `id, wakes, unique_key`.
-#[derive(QueryableByName)]
-struct InsertedRow {
-    #[diesel(sql_type = BigInt)]
-    id: i64,
-    #[diesel(sql_type = Bool)]
-    wakes: bool,
-    #[diesel(sql_type = Nullable<Bytea>)]
-    unique_key: Option<Vec<u8>>,
-}
-
-/// The job holding a uniqueness key.
-#[derive(QueryableByName)]
-struct Holder {
-    #[diesel(sql_type = BigInt)]
-    id: i64,
-    #[diesel(sql_type = Bytea)]
-    unique_key: Vec<u8>,
-}
 
 /// The insert statement, with `$conflict` between the `SELECT` and `RETURNING`.
 ///
@@ -188,99 +168,6 @@ fn insert_query<'a>(rows: &[&'a NewJob], now: Option<DateTime<Utc>>, notify: boo
         .bind::<Array<Nullable<Text>>, _>(unique_states)
         .bind::<Nullable<Timestamptz>, _>(now)
         .bind::<Bool, _>(notify)
-}
-
-/// How many times an insert goes again for keys whose holder finished between the insert
-/// and the look-up of the holder.
-const KEY_ROUNDS: usize = 5;
-
-/// A batch's insert, statement by statement: each row is inserted, or its key's holder is
-/// found; a row whose holder finished before it was found goes again.
-struct Rounds<'d, 'a> {
-    dedup: &'d Deduplicated<'a>,
-    /// Each row's result once known.
-    done: Vec<Option<Inserted>>,
-    /// The rows of the next insert.
-    pending: Vec<usize>,
-    /// The rows the last insert did not take (their key was held).
-    held: Vec<usize>,
-    /// The queues that received available jobs.
-    queues: Vec<String>,
-}
-
-impl<'d, 'a> Rounds<'d, 'a> {
-    fn new(dedup: &'d Deduplicated<'a>) -> Self {
-        let n = dedup.rows.len();
-        Rounds { dedup, done: vec![None; n], pending: (0..n).collect(), held: Vec::new(), queues: Vec::new() }
-    }
-
-    /// The rows to insert now.
-    fn rows(&self) -> Vec<&'a NewJob> {
-        self.pending.iter().map(|&i| self.dedup.rows[i]).collect()
-    }
-
-    /// Takes the insert's returned rows: one per row inserted, in the order given. A
-    /// row with a key that is not among them was not inserted.
-    fn inserted(&mut self, returned: &[InsertedRow]) -> Result<()> {
-        let mut next = returned.iter().peekable();
-        self.held.clear();
-        for &i in &self.pending {
-            let job = self.dedup.rows[i];
-            let key = job.unique.as_ref().map(|(key, _)| key.as_slice());
-            match next.peek() {
-                Some(row) if row.unique_key.as_deref() == key => {
-                    self.done[i] = Some(Inserted { id: row.id, existing: false });
-                    if row.wakes && !self.queues.iter().any(|q| **q == *job.queue) {
-                        self.queues.push(job.queue.to_string());
-                    }
-                    next.next();
-                }
-                _ if key.is_some() => self.held.push(i),
-                _ => return Err(DriverError::unexpected("a job without a uniqueness key was not inserted")),
-            }
-        }
-        if next.next().is_some() {
-            return Err(DriverError::unexpected("an insert returned more rows than it was given"));
-        }
-        self.pending.clear();
-        Ok(())
-    }
-
-    /// The keys of the rows the last insert did not take.
-    fn held_keys(&self) -> Vec<&'a [u8]> {
-        self.held
-            .iter()
-            .filter_map(|&i| self.dedup.rows[i].unique.as_ref().map(|(k, _)| k.as_slice()))
-            .collect()
-    }
-
-    /// Takes the holders found: their rows come back as the holder, `existing`; a row
-    /// whose holder is gone goes again.
-    fn holders(&mut self, holders: &[Holder]) {
-        for &i in &self.held {
-            let key = self.dedup.rows[i].unique.as_ref().map(|(k, _)| k.as_slice());
-            match holders.iter().find(|h| Some(h.unique_key.as_slice()) == key) {
-                Some(holder) => self.done[i] = Some(Inserted { id: holder.id, existing: true }),
-                None => self.pending.push(i),
-            }
-        }
-        self.held.clear();
-    }
-
-    fn finished(&self) -> bool {
-        self.pending.is_empty()
-    }
-
-    /// Each input's result, and the queues that received available jobs.
-    fn results(self) -> Result<(Vec<Inserted>, Vec<String>)> {
-        let per_row: Option<Vec<Inserted>> = self.done.into_iter().collect();
-        let per_row = per_row.ok_or_else(|| {
-            DriverError::unexpected(format!(
-                "a uniqueness key changed hands {KEY_ROUNDS} times during one insert"
-            ))
-        })?;
-        Ok((self.dedup.results(&per_row)?, self.queues))
-    }
 }
 
 /// Inserts jobs in one statement, inside whatever transaction `conn` is in.
