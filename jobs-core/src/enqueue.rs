@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use diesel_async::AsyncConnection;
 use jobs_driver::{Driver, Inserted, JobInsertManyParams, NewJob};
 use serde::Serialize;
 
 use crate::backend::JobsBackend;
+pub use crate::enqueuer::Enqueuer;
 use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::unique::{UniqueBy, UniqueOptions};
@@ -20,74 +20,6 @@ use crate::unique::{UniqueBy, UniqueOptions};
 /// What enqueueing one job did: the job's id, and whether a job with the same uniqueness
 /// key already existed (then nothing was inserted and `id` is that job's).
 pub type Enqueued = Inserted;
-
-/// Where jobs can be inserted from async code: a connection of a supported backend
-/// (`&mut AsyncPgConnection`, `&mut AsyncMysqlConnection`, SQLite's
-/// `&mut SyncConnectionWrapper<SqliteConnection>`, in a transaction or not; a pooled
-/// connection), a Postgres pool
-/// (`&Pool`), or a driver (`&PgDriver`, `&SqliteDriver`, `&MysqlDriver`, `&Arc<dyn Driver>`).
-pub trait Enqueuer: Send {
-    /// Inserts the jobs in one statement.
-    fn insert(self, jobs: &[NewJob]) -> impl Future<Output = Result<Vec<Inserted>>> + Send;
-}
-
-/// In the caller's transaction, if the connection is in one: roll back, and the jobs
-/// never existed.
-impl<C> Enqueuer for &mut C
-where
-    C: AsyncConnection,
-    C::Backend: JobsBackend,
-{
-    async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
-        Ok(<C::Backend as JobsBackend>::insert(self, jobs).await?)
-    }
-}
-
-/// Through the driver: the insert commits by itself, and the driver wakes the workers.
-/// (Generic over the object's lifetime, which is `'static` for every driver: written so,
-/// the compiler can prove a future holding one `Send` for `tokio::spawn`.)
-impl<'d> Enqueuer for &Arc<dyn Driver + 'd> {
-    async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
-        Ok(self.job_insert_many(JobInsertManyParams { jobs, now: None }).await?)
-    }
-}
-
-/// A pooled connection is not in a transaction: the insert commits by itself and returns.
-/// Its wake-up is rationed per queue (`jobs_postgres::wakeups`): the first insert of a
-/// window notifies from its own statement; later ones in the window get one trailing
-/// wake-up at its end.
-#[cfg(feature = "postgres")]
-impl Enqueuer for &jobs_postgres::Pool {
-    async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
-        Ok(jobs_postgres::wakeups::insert_through_pool(self, jobs, None).await?)
-    }
-}
-
-/// As [`Enqueuer for &Pool`](Enqueuer#impl-Enqueuer-for-%26Pool).
-#[cfg(feature = "postgres")]
-impl Enqueuer for &jobs_postgres::PgDriver {
-    async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
-        Ok(self.job_insert_many(JobInsertManyParams { jobs, now: None }).await?)
-    }
-}
-
-/// Through the SQLite driver: the insert commits by itself; this process's workers are
-/// woken at once, others' at their next read of `job_notifications`.
-#[cfg(feature = "sqlite")]
-impl Enqueuer for &jobs_sqlite::SqliteDriver {
-    async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
-        Ok(self.job_insert_many(JobInsertManyParams { jobs, now: None }).await?)
-    }
-}
-
-/// Through the MySQL driver: the insert commits by itself; this process's workers are
-/// woken at once, others' at their next read of `job_notifications`.
-#[cfg(feature = "mysql")]
-impl Enqueuer for &jobs_mysql::MysqlDriver {
-    async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
-        Ok(self.job_insert_many(JobInsertManyParams { jobs, now: None }).await?)
-    }
-}
 
 /// A job of kind `J` about to be enqueued, with per-call overrides of the kind's defaults.
 ///

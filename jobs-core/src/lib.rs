@@ -66,6 +66,7 @@ mod control;
 pub mod cron;
 mod data;
 mod enqueue;
+mod enqueuer;
 mod error;
 mod into_driver;
 mod job;

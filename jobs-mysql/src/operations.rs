@@ -8,7 +8,7 @@ use diesel_async::AsyncConnection;
 use jobs_driver::*;
 
 use crate::driver::{CAPABILITIES, MysqlDriver};
-use crate::jobs::{complete, control, insert, insert_full, list, maintenance, read as jobs_read};
+use crate::jobs::{complete, control, due, insert, insert_full, list, maintenance, read as jobs_read};
 use crate::{
     kind_stats, leader, listener, migrate, nodes, queue_limits, queue_settings, queues, schedules, server,
     stats, wakeups,
@@ -85,7 +85,7 @@ impl Driver for MysqlDriver {
     }
 
     async fn job_schedule_due(&self, params: JobScheduleDueParams) -> Result<i64> {
-        let (moved, told) = on_connection!(self, |c| maintenance::schedule_due(c, params).await)?;
+        let (moved, told) = on_connection!(self, |c| due::schedule_due(c, params).await)?;
         self.deliver(&told);
         Ok(moved)
     }

@@ -1,5 +1,5 @@
-//! The leader's statements: promote due jobs, rescue stuck ones, prune finished ones; and
-//! the node's own: hand back claims whose reply it never received.
+//! The leader's statements: rescue stuck jobs, prune finished ones (due jobs are promoted
+//! in `due.rs`); and the node's own: hand back claims whose reply it never received.
 //!
 //! Each move is one transaction: a `SELECT … FOR UPDATE SKIP LOCKED` picks and locks the
 //! rows (with what decides their fate: an overrun timeout, a spent attempt budget, a
@@ -8,144 +8,33 @@
 //! available jobs. MariaDB has no `UPDATE … RETURNING`, and reading the fate first keeps
 //! every rule in one place.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 
 use chrono::{DateTime, Utc};
 use diesel::QueryableByName;
-use diesel::sql_types::{BigInt, Bool, Datetime, Integer, Nullable, SmallInt, Text, Varbinary};
+use diesel::sql_types::{BigInt, Bool, Datetime, Integer, Nullable, Text, Varbinary};
 use diesel_async::{AsyncConnection, AsyncMysqlConnection, RunQueryDsl};
 use jobs_driver::{
-    DriverError, JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams, JobScheduleDueParams,
-    JobState, Notification, RescueFate, RescueReason, Result, Stuck,
+    DriverError, JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams, JobState, Notification,
+    RescueFate, RescueReason, Result, Stuck,
 };
 
-use super::read::ids_json;
 use crate::cached::CachedQuery;
 use crate::notifications;
 use crate::time::{micros, naive_opt};
 
-/// Whether job `j` would break its uniqueness by becoming available: its key is unique in
-/// `available`, and another row holds it (`unique_held`, the key of a row in one of its
-/// own unique states, found through the unique index). A macro, for `concat!`.
-macro_rules! key_held_by_another {
-    () => {
-        "(j.unique_key IS NOT NULL AND FIND_IN_SET('available', j.unique_states) > 0
-          AND EXISTS (SELECT 1 FROM jobs o WHERE o.unique_held = j.unique_key AND o.id <> j.id))"
-    };
-}
-
 /// One wake-up per distinct queue of `queues`.
-fn wake_ups<'a>(queues: impl IntoIterator<Item = &'a str>) -> Vec<Notification> {
+pub(super) fn wake_ups<'a>(queues: impl IntoIterator<Item = &'a str>) -> Vec<Notification> {
     let queues: BTreeSet<&str> = queues.into_iter().collect();
     queues.into_iter().map(|queue| Notification::JobsAvailable { queue: queue.to_owned() }).collect()
 }
 
 /// The operation's time as an error entry's `at` holds it (as the engine writes it).
-fn at_text(now: Option<DateTime<Utc>>) -> String {
+pub(super) fn at_text(now: Option<DateTime<Utc>>) -> String {
     serde_json::to_value(now.unwrap_or_else(Utc::now))
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
-}
-
-#[derive(QueryableByName)]
-struct Due {
-    #[diesel(sql_type = BigInt)]
-    id: i64,
-    #[diesel(sql_type = Text)]
-    queue: String,
-    #[diesel(sql_type = Nullable<Varbinary>)]
-    unique_key: Option<Vec<u8>>,
-    #[diesel(sql_type = Nullable<Text>)]
-    unique_states: Option<String>,
-    #[diesel(sql_type = SmallInt)]
-    priority: i16,
-    #[diesel(sql_type = Datetime)]
-    scheduled_at: chrono::NaiveDateTime,
-    #[diesel(sql_type = Bool)]
-    held: bool,
-}
-
-const PICK_DUE: &str = concat!(
-    "SELECT j.id, j.queue, j.unique_key, j.unique_states, j.priority, j.scheduled_at, ",
-    key_held_by_another!(),
-    " AS held
-FROM jobs j
-WHERE j.state IN ('scheduled', 'retryable') AND j.state_at <= COALESCE($1, UTC_TIMESTAMP(6))
-ORDER BY j.state_at
-LIMIT $2
-FOR UPDATE SKIP LOCKED"
-);
-
-const MAKE_AVAILABLE: &str = concat!("UPDATE ", by_ids!(), " SET j.state = 'available'");
-
-const DISCARD_DUPLICATES: &str = concat!(
-    "UPDATE ",
-    by_ids!(),
-    "
-SET j.state = 'discarded', j.finalized_at = COALESCE($2, UTC_TIMESTAMP(6)),
-    j.errors = JSON_ARRAY_APPEND(j.errors, '$', JSON_OBJECT(
-        'attempt', j.attempt, 'at', $3, 'error_type', 'unique_conflict',
-        'message', 'another job holds its uniqueness key')),
-    -- Given up if discarded is one of its unique states: another job takes the key.
-    j.unique_key = IF(FIND_IN_SET('discarded', j.unique_states) > 0, NULL, j.unique_key)"
-);
-
-/// See [`JobScheduleDueParams`]: due jobs become available. One whose uniqueness key
-/// another job holds (a duplicate enqueued while it waited in a state outside its unique
-/// states), or that a job due with it takes first (by priority, then due time, then id),
-/// is discarded instead, with an error entry: the batch never fails on the unique index.
-/// Returns how many became available and the wake-ups added.
-pub(crate) async fn schedule_due(
-    conn: &mut AsyncMysqlConnection,
-    params: JobScheduleDueParams,
-) -> Result<(i64, Vec<Notification>)> {
-    let now = naive_opt(params.now);
-    let at = at_text(params.now);
-    conn.transaction::<_, DriverError, _>(async |tx| {
-        {
-            let due: Vec<Due> = CachedQuery::new(PICK_DUE)
-                .bind::<Nullable<Datetime>, _>(now)
-                .bind::<BigInt, _>(params.limit)
-                .load(tx)
-                .await?;
-            if due.is_empty() {
-                return Ok((0, Vec::new()));
-            }
-            // The first of each key (priority, due time, id) may go; the rest are duplicates.
-            let mut order: Vec<&Due> = due.iter().collect();
-            order.sort_by_key(|j| (j.priority, j.scheduled_at, j.id));
-            let mut taken: HashMap<&[u8], i64> = HashMap::new();
-            let (mut available, mut duplicates) = (Vec::new(), Vec::new());
-            for job in order {
-                let unique_when_available = job.unique_key.is_some()
-                    && job.unique_states.as_deref().is_some_and(|s| s.split(',').any(|s| s == "available"));
-                let duplicate = unique_when_available
-                    && (job.held
-                        || job.unique_key.as_deref().is_some_and(|key| taken.insert(key, job.id).is_some()));
-                if duplicate { duplicates.push(job) } else { available.push(job) }
-            }
-            if !available.is_empty() {
-                let ids: Vec<i64> = available.iter().map(|j| j.id).collect();
-                CachedQuery::new(MAKE_AVAILABLE).bind::<Text, _>(ids_json(&ids)).execute(tx).await?;
-            }
-            if !duplicates.is_empty() {
-                let ids: Vec<i64> = duplicates.iter().map(|j| j.id).collect();
-                CachedQuery::new(DISCARD_DUPLICATES)
-                    .bind::<Text, _>(ids_json(&ids))
-                    .bind::<Nullable<Datetime>, _>(now)
-                    .bind::<Text, _>(&at)
-                    .execute(tx)
-                    .await?;
-            }
-            let woken = wake_ups(available.iter().map(|j| j.queue.as_str()));
-            for wake_up in &woken {
-                notifications::add(tx, wake_up).await?;
-            }
-            Ok((available.len() as i64, woken))
-        }
-    })
-    .await
 }
 
 /// A running job picked for rescue, with what decides its fate (see

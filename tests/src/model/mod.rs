@@ -22,6 +22,9 @@
 //! `JOBS_MODEL_SEED=<hex>` replays it. `JOBS_MODEL_STEPS` sets how many steps to run
 //! (CI: 10,000 per backend).
 
+mod allowed;
+mod invariants;
+mod nodes;
 mod ops;
 mod system;
 

@@ -10,19 +10,21 @@ use chrono::{DateTime, Utc};
 use jobs_core::driver::{
     Completion, Driver, JobArchiveParams, JobCancelManyParams, JobClaimParams, JobCompleteManyParams,
     JobDeleteManyParams, JobInsertManyParams, JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams,
-    JobRetryManyParams, JobRow, JobScheduleDueParams, JobState, NODE_LOST, NewJob, NodeHeartbeatParams,
-    QueueSetLimitsParams, QueueSetPausedParams, TIMED_OUT,
+    JobRetryManyParams, JobRow, JobScheduleDueParams, JobState, NewJob, NodeHeartbeatParams,
+    QueueSetLimitsParams, QueueSetPausedParams,
 };
 
+use super::allowed::Allowed;
+use super::nodes::{Node, Run, completion};
 use super::ops::{Ending, KEYS, NODES, Op, QUEUES, Unique};
 use crate::conformance::app_transaction::Begin;
 
 /// How many times a job may be lost with its node before a rescue discards it, here.
 pub const MAX_NODE_LOSSES: i32 = 3;
 /// A node silent this long is gone.
-const STALE: Duration = Duration::from_secs(8);
+pub(super) const STALE: Duration = Duration::from_secs(8);
 /// Claims younger than this are never released as orphans.
-const ORPHAN_GRACE: Duration = Duration::from_secs(5);
+pub(super) const ORPHAN_GRACE: Duration = Duration::from_secs(5);
 
 /// A database to run the model on.
 pub struct Target {
@@ -36,61 +38,22 @@ pub struct Target {
     pub keep_alive: Box<dyn std::any::Any + Send + Sync>,
 }
 
-/// A run a simulated node holds.
-#[derive(Debug, Clone)]
-struct Run {
-    job: i64,
-    attempt: i32,
-    max_attempts: i32,
-    queue: String,
-    started: bool,
-}
-
-#[derive(Debug, Clone, Default)]
-struct Node {
-    alive: bool,
-    runs: Vec<Run>,
-}
-
-/// What a step may do to the rows, beyond the rules every step obeys.
-#[derive(Debug, Default)]
-struct Allowed {
-    /// Ids that may appear (new jobs).
-    new: HashSet<i64>,
-    /// Ids that may disappear (deleted, or pruned when finished).
-    vanish: HashSet<i64>,
-    /// Ids that may reach a final state by an explicit action or a started run's end.
-    finish: HashSet<i64>,
-}
-
 /// The system under test.
 pub struct System {
     target: Arc<Target>,
     runtime: Arc<tokio::runtime::Runtime>,
-    now: DateTime<Utc>,
-    nodes: Vec<Node>,
+    pub(super) now: DateTime<Utc>,
+    pub(super) nodes: Vec<Node>,
     /// Every (job, attempt) whose handler was called.
-    started: HashSet<(i64, i32)>,
+    pub(super) started: HashSet<(i64, i32)>,
     /// The rows as the last check read them.
-    rows: HashMap<i64, JobRow>,
-    limits: [Option<u8>; 2],
-    paused: [bool; 2],
+    pub(super) rows: HashMap<i64, JobRow>,
+    pub(super) limits: [Option<u8>; 2],
+    pub(super) paused: [bool; 2],
 }
 
-fn node_name(i: usize) -> String {
+pub(super) fn node_name(i: usize) -> String {
     format!("n{i}")
-}
-
-fn is_unique_in(row: &JobRow, state: JobState) -> bool {
-    row.unique_key.is_some() && row.unique_states.as_ref().is_some_and(|s| s.contains(&state))
-}
-
-fn entries(row: &JobRow) -> Vec<serde_json::Value> {
-    row.errors.as_array().cloned().unwrap_or_default()
-}
-
-fn error_type(entry: &serde_json::Value) -> &str {
-    entry["error_type"].as_str().unwrap_or_default()
 }
 
 impl System {
@@ -117,11 +80,11 @@ impl System {
         system
     }
 
-    fn driver(&self) -> &dyn Driver {
+    pub(super) fn driver(&self) -> &dyn Driver {
         &*self.target.driver
     }
 
-    fn block<F: std::future::Future>(&self, f: F) -> F::Output {
+    pub(super) fn block<F: std::future::Future>(&self, f: F) -> F::Output {
         self.runtime.block_on(f)
     }
 
@@ -394,199 +357,4 @@ impl System {
         };
         self.block(self.driver().node_heartbeat(params)).expect("heartbeat");
     }
-
-    /// A claim took only available jobs of its queue, in order, at most `limit` (and what
-    /// the queue's global limit leaves), none of a paused queue, and never an attempt
-    /// number that ran.
-    fn check_claim(&self, queue: usize, limit: usize, node: &str, claimed: &[jobs_core::driver::ClaimedJob]) {
-        assert!(claimed.len() <= limit, "claimed {} for a limit of {limit}", claimed.len());
-        if self.paused[queue] {
-            assert!(claimed.is_empty(), "a paused queue was claimed: {claimed:?}");
-        }
-        let mut eligible: Vec<&JobRow> = self
-            .rows
-            .values()
-            .filter(|r| r.queue == QUEUES[queue] && r.state == JobState::Available)
-            .collect();
-        eligible.sort_by_key(|r| (r.priority, r.scheduled_at, r.id));
-        let room = match self.limits[queue] {
-            Some(global) => {
-                let running = self
-                    .rows
-                    .values()
-                    .filter(|r| r.queue == QUEUES[queue] && r.state == JobState::Running)
-                    .count();
-                usize::from(global).saturating_sub(running)
-            }
-            None => usize::MAX,
-        };
-        let expected = if self.paused[queue] { 0 } else { limit.min(room).min(eligible.len()) };
-        assert_eq!(
-            claimed.len(),
-            expected,
-            "claim of {limit} on {}: room {room}, eligible {}",
-            QUEUES[queue],
-            eligible.len()
-        );
-        // The first jobs in line (by priority, due time, id), returned in any order.
-        let mut took: Vec<i64> = claimed.iter().map(|j| j.id).collect();
-        took.sort_unstable();
-        let mut first: Vec<i64> = eligible.iter().take(claimed.len()).map(|r| r.id).collect();
-        first.sort_unstable();
-        assert_eq!(took, first, "claims go by priority, due time, id");
-        for job in claimed {
-            let row = &self.rows[&job.id];
-            assert_eq!(job.attempt, row.attempt + 1, "job {}: a claim takes the next attempt", job.id);
-            assert!(
-                !self.started.contains(&(job.id, job.attempt)),
-                "job {} was claimed at attempt {}, which already ran",
-                job.id,
-                job.attempt
-            );
-        }
-        let _ = node;
-    }
-
-    /// Reads every row and checks the invariants against the rows before `op`.
-    fn check(&mut self, op: &Op, allowed: Allowed) {
-        let rows = self.block(crate::faults::all_jobs(self.driver()));
-        let mut now: HashMap<i64, JobRow> = HashMap::with_capacity(rows.len());
-        for row in rows {
-            let id = row.id;
-            assert!(now.insert(id, row).is_none(), "job {id} is listed twice (after {op:?})");
-        }
-        // A key is held by at most one job in its unique states.
-        let mut holders: HashMap<&[u8], i64> = HashMap::new();
-        for row in now.values() {
-            if is_unique_in(row, row.state)
-                && let Some(other) = holders.insert(row.unique_key.as_deref().unwrap_or_default(), row.id)
-            {
-                panic!("jobs {other} and {} hold one key (after {op:?})", row.id);
-            }
-        }
-        // Running jobs of a limited queue stay within its limit (a lowered limit excepted:
-        // its running jobs finish).
-        for (queue, limit) in self.limits.iter().enumerate() {
-            if let (Some(limit), Op::Claim { queue: claimed, .. }) = (limit, op)
-                && *claimed == queue
-            {
-                let running =
-                    now.values().filter(|r| r.queue == QUEUES[queue] && r.state == JobState::Running).count();
-                let before = self
-                    .rows
-                    .values()
-                    .filter(|r| r.queue == QUEUES[queue] && r.state == JobState::Running)
-                    .count();
-                assert!(
-                    running <= usize::from(*limit) || running <= before,
-                    "{running} running on {} over its limit of {limit}",
-                    QUEUES[queue]
-                );
-            }
-        }
-        // Nothing appears but new jobs; nothing disappears but what was deleted or pruned.
-        for id in now.keys() {
-            assert!(
-                self.rows.contains_key(id) || allowed.new.contains(id),
-                "job {id} appeared (after {op:?})"
-            );
-        }
-        for (id, before) in &self.rows {
-            if !now.contains_key(id) {
-                assert!(
-                    allowed.vanish.contains(id)
-                        && (before.state.is_final() || matches!(op, Op::Delete { .. })),
-                    "job {id} ({}) was lost (after {op:?})",
-                    before.state
-                );
-                assert!(before.state != JobState::Running, "a running job {id} was deleted");
-            }
-        }
-        // A job finishes only through a run that started, an explicit action, or a rule
-        // that names itself in the job's errors.
-        for (id, row) in &now {
-            let was_final = self.rows.get(id).is_none_or(|b| b.state.is_final());
-            if !row.state.is_final() || was_final || allowed.finish.contains(id) {
-                continue;
-            }
-            let before = &self.rows[id];
-            let last = entries(row).last().cloned().unwrap_or_default();
-            // Rescues that could not tell whether the job ran: its node lost, or past its
-            // timeout on its last attempt; as many as the rescuer allows discard it.
-            let uncertain = |e: &serde_json::Value| {
-                error_type(e) == NODE_LOST || (error_type(e) == TIMED_OUT && e["uncertain"] == true)
-            };
-            let losses = entries(row).iter().filter(|e| uncertain(e)).count() as i32;
-            let cause = match row.state {
-                JobState::Cancelled if before.cancel_requested_at.is_some() => Some("a cancel was requested"),
-                JobState::Discarded if error_type(&last) == "unique_conflict" => Some("its key is held"),
-                JobState::Discarded
-                    if last["message"]
-                        .as_str()
-                        .is_some_and(|m| m.contains("another job holds its uniqueness key")) =>
-                {
-                    Some("its key is held")
-                }
-                JobState::Discarded if uncertain(&last) && losses >= MAX_NODE_LOSSES => {
-                    Some("lost with its node or past its timeout too often")
-                }
-                _ => None,
-            };
-            assert!(
-                cause.is_some(),
-                "job {id} became {} without a started run or an action (after {op:?}): {:?}",
-                row.state,
-                row.errors
-            );
-            if let Some("its key is held") = cause {
-                // Its key as it was: a job discarded for it may have given it up.
-                let key = before.unique_key.as_deref();
-                let held = now
-                    .values()
-                    .chain(self.rows.values())
-                    .any(|o| o.id != row.id && o.unique_key.as_deref() == key && is_unique_in(o, o.state));
-                assert!(held, "job {id} was discarded for a key nobody holds");
-            }
-        }
-        self.rows = now;
-    }
-}
-
-/// The outcome a worker writes for `run` ending so.
-fn completion(run: &Run, ending: Ending) -> Completion {
-    let mut c = Completion {
-        id: run.job,
-        queue: run.queue.as_str().into(),
-        attempt: run.attempt,
-        state: JobState::Completed,
-        result: None,
-        error: None,
-        delay_ms: None,
-        give_back_attempt: false,
-        extra_attempt: false,
-        delete: false,
-        timing: None,
-    };
-    let entry = |kind: &str| {
-        Some(serde_json::json!({"attempt": run.attempt, "error_type": kind, "message": kind}).to_string())
-    };
-    match ending {
-        Ending::Succeed => {}
-        Ending::Fail if run.attempt >= run.max_attempts => {
-            (c.state, c.error) = (JobState::Discarded, entry("failed"))
-        }
-        Ending::Fail => (c.state, c.error, c.delay_ms) = (JobState::Retryable, entry("failed"), Some(1_000)),
-        Ending::Snooze => {
-            (c.state, c.error, c.delay_ms, c.extra_attempt) =
-                (JobState::Scheduled, entry("snoozed"), Some(2_000), true)
-        }
-        Ending::Cancel => (c.state, c.error) = (JobState::Cancelled, entry("cancelled")),
-        Ending::Discard => (c.state, c.error) = (JobState::Discarded, entry("refused")),
-        Ending::HandBack => (c.state, c.give_back_attempt) = (JobState::Available, true),
-        Ending::Stop => {
-            (c.state, c.error, c.delay_ms, c.extra_attempt) =
-                (JobState::Retryable, entry("shutdown"), Some(0), true)
-        }
-    }
-    c
 }
