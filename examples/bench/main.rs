@@ -5,7 +5,8 @@
 //! starts a private Postgres with durable settings (fsync and synchronous_commit on);
 //! `--backend sqlite` measures a SQLite file instead (and its own raw-SQL ceiling,
 //! `ceiling_sqlite`); `--backend mysql` a private MariaDB with durable settings, or the
-//! server `MYSQL_URL` names (`ceiling_mysql`).
+//! server `MYSQL_URL` names (`ceiling_mysql`). With `--backend sqlite` or `mysql`, a
+//! `DATABASE_URL` of that scheme names a database to use as it is and keep.
 //! Prints a table and writes the same figures as JSON (`--json`). Each scenario is a module:
 //! `ceiling`, `enqueue`, `burndown` (in worker processes, `worker_process`), `latency`,
 //! `memory`, `sustained`, `dashboard`; `measure` holds the counters they read.
@@ -16,6 +17,7 @@ mod ceiling_mysql;
 mod ceiling_sqlite;
 mod claimed_row;
 mod dashboard;
+mod dashboard_data;
 mod enqueue;
 mod jobs;
 mod latency;
@@ -120,6 +122,18 @@ struct Args {
     /// Jobs loaded for the dashboard scenario.
     #[arg(long, default_value_t = 5_000_000)]
     dashboard_jobs: u64,
+    /// The shapes of the dashboard scenario's data, each loaded and measured in turn:
+    /// `today` (20 tenants, 10 kinds, 5 queues), `wide` (1,000 tenants, 120 kinds, 24
+    /// queues, 50 error types) or `tenants=N:kinds=N:queues=N:errors=N`.
+    #[arg(long, value_delimiter = ',', default_value = "today,wide")]
+    dashboard_shapes: Vec<dashboard_data::DataShape>,
+    /// Measures the dashboard on the jobs already in the database (loaded by an earlier run
+    /// of the same shape and size) instead of loading them again.
+    #[arg(long)]
+    dashboard_reuse: bool,
+    /// Measures only the dashboard pages whose address contains this text.
+    #[arg(long, default_value = "")]
+    dashboard_pages: String,
     /// Extra SQL to run before measuring (e.g. to measure an index's cost).
     #[arg(long)]
     setup_sql: Option<String>,
@@ -162,11 +176,19 @@ async fn main() -> BenchResult {
     let sqlite_dir = std::env::temp_dir().join(format!("jobs-bench-sqlite-{}", std::process::id()));
     let mut mariadb = None;
     let (cluster, url) = match args.backend.as_str() {
-        "sqlite" => {
-            std::fs::create_dir_all(&sqlite_dir)?;
-            (None, format!("sqlite://{}", sqlite_dir.join("bench.db").display()))
-        }
-        "mysql" => (None, mysql_database(&mut mariadb).await?),
+        // A SQLite file of one's own (`DATABASE_URL=sqlite://…`) is kept after the run.
+        "sqlite" => match std::env::var("DATABASE_URL") {
+            Ok(url) if url.starts_with("sqlite:") => (None, url),
+            _ => {
+                std::fs::create_dir_all(&sqlite_dir)?;
+                (None, format!("sqlite://{}", sqlite_dir.join("bench.db").display()))
+            }
+        },
+        // A database of one's own (`DATABASE_URL=mysql://…`) is used as it is, and kept.
+        "mysql" => match std::env::var("DATABASE_URL") {
+            Ok(url) if url.starts_with("mysql:") => (None, url),
+            _ => (None, mysql_database(&mut mariadb).await?),
+        },
         _ => PgCluster::from_env_or_private(BENCH_SETTINGS)?,
     };
     let admin = Admin::open(&url, 8)?;
@@ -257,8 +279,15 @@ async fn main() -> BenchResult {
                 sustained::run(&url, args.sustained_jobs, args.concurrency, retention, &mut figures).await?
             }
             "dashboard" => {
-                postgres_only("dashboard")?;
-                dashboard::run(&url, args.dashboard_jobs, &mut figures).await?
+                dashboard::run(
+                    &admin,
+                    args.dashboard_jobs,
+                    &args.dashboard_shapes,
+                    args.dashboard_reuse,
+                    &args.dashboard_pages,
+                    &mut figures,
+                )
+                .await?
             }
             other => return Err(format!("unknown scenario `{other}`").into()),
         }

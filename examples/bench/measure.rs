@@ -3,8 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use diesel::QueryableByName;
-use diesel::sql_types::BigInt;
 use jobs_core::Pool;
 
 /// The figures of a run, written as JSON at the end.
@@ -12,12 +10,6 @@ pub(crate) type Figures = BTreeMap<String, serde_json::Value>;
 
 /// The benchmark's error type: any error, with its message.
 pub(crate) type BenchResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
 
 /// The value at quantile `p` of sorted samples (`NaN` when there are none).
 pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -94,12 +86,6 @@ pub(crate) async fn sql(pool: &Pool, statement: &str) -> BenchResult {
     let mut conn = pool.get().await?;
     diesel_async::RunQueryDsl::execute(diesel::sql_query(statement), &mut conn).await?;
     Ok(())
-}
-
-/// Runs a query returning one `bigint` column named `n`.
-pub(crate) async fn count(pool: &Pool, statement: &str) -> BenchResult<i64> {
-    let mut conn = pool.get().await?;
-    Ok(diesel_async::RunQueryDsl::get_result::<Count>(diesel::sql_query(statement), &mut conn).await?.n)
 }
 
 /// Empties the jobs table and the archive.

@@ -29,6 +29,12 @@ struct Millis {
     ms: f64,
 }
 
+#[derive(QueryableByName)]
+struct Number {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
 /// Runs `$body` with `$conn`, a connection of `$pool`, whichever backend it is.
 macro_rules! with_connection {
     ($pool:expr, |$conn:ident| $body:expr) => {
@@ -63,6 +69,26 @@ impl Admin {
             return Err(format!("the benchmark does not know the {} driver", driver.name()).into());
         };
         Ok(Admin { driver, pool })
+    }
+
+    /// Whether the database is Postgres.
+    pub(crate) fn is_postgres(&self) -> bool {
+        matches!(self.pool, Pool::Postgres(_))
+    }
+
+    /// Whether the database is SQLite.
+    pub(crate) fn is_sqlite(&self) -> bool {
+        matches!(self.pool, Pool::Sqlite(_))
+    }
+
+    /// Runs a query of the benchmark's own that returns one integer column named `n`.
+    pub(crate) async fn number(&self, statement: &str) -> BenchResult<i64> {
+        let row: Number = with_connection!(&self.pool, |conn| diesel_async::RunQueryDsl::get_result(
+            diesel::sql_query(statement),
+            &mut conn
+        )
+        .await?);
+        Ok(row.n)
     }
 
     /// Runs a statement of the benchmark's own.

@@ -45,4 +45,5 @@ pub use access::{Access, AllowAll, Authorize};
 pub use audit::{Audit, AuditEvent, LogActions};
 pub use config::DashboardConfig;
 pub use error::DashboardError;
+pub use pages::overview::COUNT_CAP;
 pub use routes::{configure_at, scope};

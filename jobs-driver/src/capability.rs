@@ -43,6 +43,16 @@ pub enum Capability {
     ///
     /// [`node_hold`]: crate::Driver::node_hold
     LivenessLocks,
+    /// An index finds the jobs holding a tag (Postgres: a GIN index of the archive's tags),
+    /// so that a tag filter (a tenant of thousands, say) counts and pages its jobs at any
+    /// table size. Without it, the dashboard reads a tag's jobs as it searches: the newest
+    /// jobs a window at a time, saying how far it read.
+    IndexedTags,
+    /// Reads on several connections at once run in parallel, on the database server's own
+    /// threads, so a page that needs several independent reads asks them together. Without
+    /// it (SQLite, whose reads run in the process and contend there: a dashboard overview
+    /// took twice as long with its reads at once), reads go one after another.
+    ParallelReads,
 }
 
 /// The states whose jobs' arguments and metadata an [`Capability::IndexedSearch`] index
@@ -58,7 +68,7 @@ pub const INDEXED_SEARCH_STATES: [crate::state::JobState; 4] = [
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 8] = [
+    pub const ALL: [Capability; 10] = [
         Capability::ListenNotify,
         Capability::SkipLocked,
         Capability::CountEstimates,
@@ -67,6 +77,8 @@ impl Capability {
         Capability::IndexedSearch,
         Capability::Archive,
         Capability::LivenessLocks,
+        Capability::IndexedTags,
+        Capability::ParallelReads,
     ];
 
     /// A short human name, used in skip reasons and error messages.
@@ -80,6 +92,8 @@ impl Capability {
             Capability::IndexedSearch => "an index for searches",
             Capability::Archive => "an archive table for finished jobs",
             Capability::LivenessLocks => "liveness locks held by each node's process",
+            Capability::IndexedTags => "an index of tags",
+            Capability::ParallelReads => "parallel reads",
         }
     }
 

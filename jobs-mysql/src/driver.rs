@@ -16,14 +16,16 @@ use crate::wakeups::WAKE_WINDOW;
 /// What MariaDB and MySQL can do: notifications (through `job_notifications`, read every
 /// [`notification_poll`](MysqlDriver::notification_poll)), `FOR UPDATE SKIP LOCKED`,
 /// JSON containment search (`JSON_CONTAINS`, checked again in Rust), and liveness locks
-/// (`GET_LOCK` on a connection of each node's own). They have no
+/// (`GET_LOCK` on a connection of each node's own), and reads that run in parallel on the
+/// server. They have no
 /// `UPDATE … RETURNING` (the driver stamps rows with a token and reads them back) and no
 /// planner estimates the driver uses.
 pub const CAPABILITIES: Capabilities = Capabilities::NONE
     .with(Capability::ListenNotify)
     .with(Capability::SkipLocked)
     .with(Capability::JsonContainment)
-    .with(Capability::LivenessLocks);
+    .with(Capability::LivenessLocks)
+    .with(Capability::ParallelReads);
 
 /// The default of [`MysqlDriver::notification_poll`].
 pub const DEFAULT_NOTIFICATION_POLL: Duration = Duration::from_millis(50);

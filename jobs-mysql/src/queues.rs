@@ -44,33 +44,34 @@ pub(crate) async fn list_paused(conn: &mut AsyncMysqlConnection) -> Result<Vec<S
     Ok(rows.into_iter().map(|r| r.name).collect())
 }
 
-// One arm per state group, each read through an index that leads with the state.
+// One arm per state group, each read through an index that leads with the state, and one
+// per other source of queue names, summed by queue in one pass. (Written as a CTE read
+// twice, MariaDB ran the state arms again for every queue: 3 s for 24 queues at 1 M jobs.)
 const QUEUE_DEPTHS: &str = "\
-WITH pending AS (
-    SELECT queue, 'available' AS state, COUNT(*) AS n, MIN(scheduled_at) AS oldest
+SELECT queue,
+       CAST(SUM(available) AS SIGNED) AS available,
+       CAST(SUM(scheduled) AS SIGNED) AS scheduled,
+       CAST(SUM(running) AS SIGNED) AS running,
+       CAST(SUM(retryable) AS SIGNED) AS retryable,
+       CAST(TIMESTAMPDIFF(MICROSECOND, MIN(oldest), UTC_TIMESTAMP(6)) / 1000000 AS DOUBLE) AS oldest_available_secs,
+       MAX(paused) <> 0 AS paused
+FROM (
+    SELECT queue, COUNT(*) AS available, 0 AS scheduled, 0 AS running, 0 AS retryable,
+           MIN(scheduled_at) AS oldest, 0 AS paused
     FROM jobs WHERE state = 'available' GROUP BY queue
     UNION ALL
-    SELECT queue, state, COUNT(*), NULL FROM jobs WHERE state IN ('scheduled', 'retryable') GROUP BY queue, state
+    SELECT queue, 0, SUM(state = 'scheduled'), 0, SUM(state = 'retryable'), NULL, 0
+    FROM jobs WHERE state IN ('scheduled', 'retryable') GROUP BY queue
     UNION ALL
-    SELECT queue, 'running', COUNT(*), NULL FROM jobs WHERE state = 'running' GROUP BY queue
-), names AS (
-    SELECT queue FROM pending
-    UNION SELECT name FROM job_queues
-    UNION SELECT k.name FROM job_nodes,
-          JSON_TABLE(JSON_KEYS(job_nodes.queues), '$[*]' COLUMNS (name VARCHAR(255) PATH '$')) AS k
-)
-SELECT names.queue AS queue,
-       CAST(COALESCE(SUM(IF(p.state = 'available', p.n, 0)), 0) AS SIGNED) AS available,
-       CAST(COALESCE(SUM(IF(p.state = 'scheduled', p.n, 0)), 0) AS SIGNED) AS scheduled,
-       CAST(COALESCE(SUM(IF(p.state = 'running', p.n, 0)), 0) AS SIGNED) AS running,
-       CAST(COALESCE(SUM(IF(p.state = 'retryable', p.n, 0)), 0) AS SIGNED) AS retryable,
-       CAST(TIMESTAMPDIFF(MICROSECOND, MIN(p.oldest), UTC_TIMESTAMP(6)) / 1000000 AS DOUBLE) AS oldest_available_secs,
-       COALESCE(MAX(q.paused), 0) <> 0 AS paused
-FROM names
-LEFT JOIN pending p ON p.queue = names.queue
-LEFT JOIN job_queues q ON q.name = names.queue
-GROUP BY names.queue
-ORDER BY names.queue";
+    SELECT queue, 0, 0, COUNT(*), 0, NULL, 0 FROM jobs WHERE state = 'running' GROUP BY queue
+    UNION ALL
+    SELECT name, 0, 0, 0, 0, NULL, paused FROM job_queues
+    UNION ALL
+    SELECT k.name, 0, 0, 0, 0, NULL, 0 FROM job_nodes,
+           JSON_TABLE(JSON_KEYS(job_nodes.queues), '$[*]' COLUMNS (name VARCHAR(255) PATH '$')) AS k
+) AS sources
+GROUP BY queue
+ORDER BY queue";
 
 /// Every queue with pending jobs, a stored setting, or a node running it: its pending
 /// jobs per state, the age of its oldest available job, and its pause flag.

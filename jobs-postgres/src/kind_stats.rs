@@ -90,9 +90,11 @@ pub(crate) async fn compact(
     use diesel_async::AsyncConnection;
     conn.transaction::<i64, jobs_driver::DriverError, _>(async |tx| {
         let mut total = 0;
-        for sql in [COMPACT_QUEUES, COMPACT_KINDS] {
+        for (sql, older_than) in
+            [(COMPACT_QUEUES, params.older_than), (COMPACT_KINDS, params.kinds_older_than)]
+        {
             let row: crate::rows::Count = diesel::sql_query(sql)
-                .bind::<BigInt, _>(millis(params.older_than))
+                .bind::<BigInt, _>(millis(older_than))
                 .bind::<Nullable<Timestamptz>, _>(params.now)
                 .get_result(tx)
                 .await?;

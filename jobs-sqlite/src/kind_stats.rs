@@ -57,11 +57,13 @@ pub(crate) fn record(conn: &mut SqliteConnection, counts: &[Counted]) -> Result<
 
 const HOUR_MS: i64 = 3_600_000;
 
-/// Rolls minute rows before `cutoff_ms` up into their hour's rows, in the caller's
-/// transaction. Returns how many minute rows went.
-pub(crate) fn compact(conn: &mut SqliteConnection, cutoff_ms: i64) -> Result<i64> {
+/// Rolls minute rows up into their hour's rows: per-queue ones before `queues_ms`, per-kind
+/// ones before `kinds_ms`, in the caller's transaction. Returns how many minute rows went.
+pub(crate) fn compact(conn: &mut SqliteConnection, queues_ms: i64, kinds_ms: i64) -> Result<i64> {
     let mut total = 0;
-    for (table, key) in [("job_stats", "queue, state"), ("job_kind_stats", "kind, metric, idx")] {
+    for (table, key, cutoff_ms) in
+        [("job_stats", "queue, state", queues_ms), ("job_kind_stats", "kind, metric, idx", kinds_ms)]
+    {
         diesel::sql_query(format!(
             "INSERT INTO {table} (bucket, {key}, count)
              SELECT bucket - bucket % {HOUR_MS}, {key}, sum(count) FROM {table}
@@ -82,10 +84,16 @@ pub(crate) fn compact(conn: &mut SqliteConnection, cutoff_ms: i64) -> Result<i64
 /// See [`StatsKindsParams`]: the window's counters summed per kind, metric and bucket.
 pub(crate) fn kinds(conn: &mut SqliteConnection, params: StatsKindsParams) -> Result<Vec<KindStats>> {
     let since = to_ms(params.since());
-    let rows: Vec<KindStatsSum> = CachedQuery::new(
-        "SELECT kind, metric, idx, sum(count) AS n FROM job_kind_stats WHERE bucket >= $1 GROUP BY kind, metric, idx",
-    )
-    .bind::<BigInt, _>(since - since.rem_euclid(MINUTE_MS))
-    .load(conn)?;
+    // An hour of minutes is read by time (the primary key's range, then sorted into
+    // groups); a day or a week by series (`job_kind_stats_series_idx`, every row of it,
+    // grouped as it streams, where sorting a week of 120 busy kinds took 0.3 s at 1 M jobs).
+    let sql = if params.window > std::time::Duration::from_secs(3600) {
+        "SELECT kind, metric, idx, sum(count) AS n FROM job_kind_stats INDEXED BY job_kind_stats_series_idx
+         WHERE bucket >= $1 GROUP BY kind, metric, idx"
+    } else {
+        "SELECT kind, metric, idx, sum(count) AS n FROM job_kind_stats WHERE bucket >= $1 GROUP BY kind, metric, idx"
+    };
+    let rows: Vec<KindStatsSum> =
+        CachedQuery::new(sql).bind::<BigInt, _>(since - since.rem_euclid(MINUTE_MS)).load(conn)?;
     Ok(KindStats::fold(rows))
 }

@@ -310,8 +310,10 @@ impl Driver for SqliteDriver {
     }
 
     async fn stats_compact(&self, params: StatsCompactParams) -> Result<i64> {
-        let cutoff = now_ms(params.now).saturating_sub(millis(params.older_than));
-        write(&self.local, move |c| kind_stats::compact(c, cutoff)).await
+        let now = now_ms(params.now);
+        let queues = now.saturating_sub(millis(params.older_than));
+        let kinds = now.saturating_sub(millis(params.kinds_older_than));
+        write(&self.local, move |c| kind_stats::compact(c, queues, kinds)).await
     }
 
     async fn stats_kinds(&self, params: StatsKindsParams) -> Result<Vec<KindStats>> {

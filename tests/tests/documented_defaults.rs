@@ -90,6 +90,15 @@ fn the_guides_settings_table_says_what_the_code_does() {
             format!("{} / {} rows", human(pruner.interval), count(pruner.batch)),
         ),
         (
+            "PrunerConfig::stats / stats_hourly_after / kind_stats_hourly_after",
+            format!(
+                "{} / {} / {}",
+                human(pruner.stats),
+                human(pruner.stats_hourly_after),
+                human(pruner.kind_stats_hourly_after)
+            ),
+        ),
+        (
             "ArchiverConfig::interval / batch",
             format!("{} / {} rows", human(archiver.interval), count(archiver.batch)),
         ),

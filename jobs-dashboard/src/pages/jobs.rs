@@ -129,14 +129,22 @@ impl JobsPage {
 /// 2 cores (docs/benchmarks.md). "Search further" reads the next window.
 pub(crate) const SEARCH_WINDOW: i64 = 100_000;
 
-/// Whether `filter`'s search must scan (so is read a window of ids at a time): text in
-/// errors always; arguments and metadata unless the driver indexes them and every state
-/// searched is one its index covers.
-fn scans(filter: &JobFilter, driver: &dyn Driver) -> bool {
-    let indexed = driver.capabilities().has(Capability::IndexedSearch)
+/// Why `filter` must be read by scanning (so a window of ids at a time), if it must: text
+/// in errors always; arguments and metadata unless the driver indexes them and every state
+/// searched is one its index covers; a tag unless the driver indexes tags (without an
+/// index, counting one tenant of thousands reads every job).
+fn scans(filter: &JobFilter, driver: &dyn Driver) -> Option<&'static str> {
+    let capabilities = driver.capabilities();
+    let indexed = capabilities.has(Capability::IndexedSearch)
         && !filter.states.is_empty()
         && filter.states.iter().all(|s| INDEXED_SEARCH_STATES.contains(s));
-    filter.error.is_some() || (filter.search.is_some() && !indexed)
+    if filter.error.is_some() || (filter.search.is_some() && !indexed) {
+        Some("no index serves this search")
+    } else if filter.tag.is_some() && !capabilities.has(Capability::IndexedTags) {
+        Some("this database keeps no index of tags")
+    } else {
+        None
+    }
 }
 
 /// How far a windowed search has read.
@@ -146,6 +154,8 @@ pub(crate) struct Searched {
     pub(crate) to: i64,
     /// Where "search further" starts (`None`: nothing older is left).
     pub(crate) further: Option<i64>,
+    /// Why the filter is read a window at a time.
+    pub(crate) why: &'static str,
 }
 
 pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
@@ -165,7 +175,7 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
     let before = params::id(&pairs, "before")?;
     let driver = d.config.reads();
     let mut searched = None;
-    let count = if scans(&filter, driver) {
+    let count = if let Some(why) = scans(&filter, driver) {
         // A scan reads newest first (its window counts down from the newest id).
         filter.order = JobOrder::NewestFirst;
         // The newest jobs first, a window of ids at a time: never seconds on a big table.
@@ -175,7 +185,7 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
         };
         let from = top.saturating_sub(SEARCH_WINDOW).max(1);
         filter.id_at_least = Some(from);
-        searched = Some(Searched { from, to: top, further: (from > 1).then_some(from) });
+        searched = Some(Searched { from, to: top, further: (from > 1).then_some(from), why });
         // Live refresh would re-run the scan every few seconds.
         c.live_off = Some("off while searching");
         None

@@ -4,7 +4,8 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use jobs_core::driver::{
-    JobCountParams, JobState, NodeListParams, NodeRow, QueueDepth, QueueListDepthsParams, ServerStatusParams,
+    Capability, JobCountParams, JobState, NodeListParams, NodeRow, QueueDepth, QueueListDepthsParams,
+    ServerStatusParams,
 };
 use jobs_core::{Count, JobFilter};
 
@@ -14,8 +15,9 @@ use crate::error::DashboardError;
 use crate::liveness::{self, QueueLine};
 use crate::view::{self, PageCtx, filters, human_duration};
 
-/// Counts above this are estimated.
-pub(crate) const COUNT_CAP: i64 = 10_000;
+/// Pages count matching jobs exactly up to this many; past it they show the driver's
+/// estimate, or "more than" where it has none.
+pub const COUNT_CAP: i64 = 10_000;
 
 #[derive(Template)]
 #[template(path = "overview.html")]
@@ -53,29 +55,54 @@ pub(crate) async fn redirect_to_slash(d: web::Data<Dashboard>) -> HttpResponse {
 pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<HttpResponse, DashboardError> {
     let mut c = PageCtx::new(&req, &d, "overview")?;
     let driver = d.config.reads();
-    let depths = driver.queue_list_depths(QueueListDepthsParams {}).await?;
-    // The states a job waits or runs in are counted exactly per queue (the table below
-    // shows the same numbers); the finished ones exactly up to COUNT_CAP, estimated past it.
-    let mut states = Vec::with_capacity(JobState::ALL.len());
-    for state in JobState::ALL {
-        let waiting = |f: fn(&QueueDepth) -> i64| Count::Exact(depths.iter().map(f).sum());
-        let count = match state {
-            JobState::Available => waiting(|q| q.available),
-            JobState::Scheduled => waiting(|q| q.scheduled),
-            JobState::Running => waiting(|q| q.running),
-            JobState::Retryable => waiting(|q| q.retryable),
-            JobState::Completed | JobState::Discarded | JobState::Cancelled => {
-                let filter = JobFilter { states: vec![state], ..JobFilter::default() };
-                driver.job_count(JobCountParams { filter: &filter, cap: COUNT_CAP }).await?
-            }
-        };
-        states.push((state.as_str(), count));
-    }
     let pairs = crate::params::pairs(req.query_string().as_bytes());
     let window = Window::parse(crate::params::value(&pairs, "chart"))?;
-    let buckets = driver.stats_throughput(window.params()).await?;
+    // The reads are independent: on a database server they run at once, on as many
+    // connections, and the page takes as long as the slowest (on MariaDB at 1 M jobs, the
+    // queue depths and a week's chart took 130 ms and 110 ms one after the other).
+    let finished = |state: JobState| async move {
+        let filter = JobFilter { states: vec![state], ..JobFilter::default() };
+        driver.job_count(JobCountParams { filter: &filter, cap: COUNT_CAP }).await
+    };
+    let (depths, completed, discarded, cancelled, buckets, nodes) =
+        if driver.capabilities().has(Capability::ParallelReads) {
+            tokio::try_join!(
+                driver.queue_list_depths(QueueListDepthsParams {}),
+                finished(JobState::Completed),
+                finished(JobState::Discarded),
+                finished(JobState::Cancelled),
+                driver.stats_throughput(window.params()),
+                driver.node_list(NodeListParams {}),
+            )?
+        } else {
+            (
+                driver.queue_list_depths(QueueListDepthsParams {}).await?,
+                finished(JobState::Completed).await?,
+                finished(JobState::Discarded).await?,
+                finished(JobState::Cancelled).await?,
+                driver.stats_throughput(window.params()).await?,
+                driver.node_list(NodeListParams {}).await?,
+            )
+        };
+    // The states a job waits or runs in are counted exactly per queue (the table below
+    // shows the same numbers); the finished ones exactly up to COUNT_CAP, estimated past it.
+    let waiting = |f: fn(&QueueDepth) -> i64| Count::Exact(depths.iter().map(f).sum());
+    let states: Vec<(&'static str, Count)> = JobState::ALL
+        .into_iter()
+        .map(|state| {
+            let count = match state {
+                JobState::Available => waiting(|q| q.available),
+                JobState::Scheduled => waiting(|q| q.scheduled),
+                JobState::Running => waiting(|q| q.running),
+                JobState::Retryable => waiting(|q| q.retryable),
+                JobState::Completed => completed,
+                JobState::Discarded => discarded,
+                JobState::Cancelled => cancelled,
+            };
+            (state.as_str(), count)
+        })
+        .collect();
     let now = chrono::Utc::now();
-    let nodes = driver.node_list(NodeListParams {}).await?;
     let queues = liveness::queue_lines(depths, &nodes, now);
     let replica = match &d.config.replica {
         Some(replica) => {

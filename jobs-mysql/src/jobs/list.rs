@@ -84,12 +84,23 @@ struct At {
     at: Option<chrono::NaiveDateTime>,
 }
 
-/// The time column of `filter`'s order, if it is a time order.
+/// The time column of `filter`'s order, if it is a time order. Recently finished reads
+/// `state_at`, which is `finalized_at` in the final states (the only ones that order
+/// reads), so that `jobs_state_at_idx` (state, state_at, and the id InnoDB appends) serves
+/// a finished state's page in order: ordered by `finalized_at`, MariaDB sorted every
+/// completed job for a page (0.85 s at 1 M jobs).
+///
+/// Newest or oldest first in a created window reads `created_at` (`jobs_created_idx`:
+/// created_at, id), the window a range of it; by id, every newer job would be passed
+/// first. (Ids follow creation time except between transactions that overlap.) Not with
+/// an id window (`id_at_least`), which pages by id.
 fn time_column(filter: &JobFilter) -> Option<&'static str> {
+    let window = (filter.from.is_some() || filter.to.is_some()) && filter.id_at_least.is_none();
     match filter.order {
+        JobOrder::NewestFirst | JobOrder::OldestFirst if window => Some("created_at"),
         JobOrder::NewestFirst | JobOrder::OldestFirst => None,
         JobOrder::DueSoonest => Some("scheduled_at"),
-        JobOrder::RecentlyFinished => Some("finalized_at"),
+        JobOrder::RecentlyFinished => Some("state_at"),
     }
 }
 
@@ -116,7 +127,7 @@ where
 /// The cursor after `row`, in `filter`'s order.
 fn cursor_after(filter: &JobFilter, row: &JobRow) -> Cursor {
     let at = match filter.order {
-        JobOrder::NewestFirst | JobOrder::OldestFirst => None,
+        JobOrder::NewestFirst | JobOrder::OldestFirst => time_column(filter).map(|_| naive(row.created_at)),
         JobOrder::DueSoonest => Some(naive(row.scheduled_at)),
         JobOrder::RecentlyFinished => row.finalized_at.map(naive),
     };
@@ -124,28 +135,61 @@ fn cursor_after(filter: &JobFilter, row: &JobRow) -> Cursor {
 }
 
 /// The filter's rows after `cursor` in its order, at most `limit`.
+///
+/// In a time order, the page's ids are found first, from the index alone, and its rows
+/// joined to them: asked for whole rows, MariaDB read a finished state's index from its
+/// newest entry down to the cursor (0.8 s for a page in the middle of 1 M jobs) where the
+/// ids alone are a range of it (11 ms).
 fn page(what: &str, filter: &JobFilter, cursor: Option<Cursor>, limit: i64) -> Query {
-    let mut q = filtered("", what, filter);
+    let deferred = what != "id" && time_column(filter).is_some();
+    let mut q = if deferred {
+        filtered(&format!("SELECT {what} FROM ("), "id AS page_id", filter)
+    } else {
+        filtered("", what, filter)
+    };
     let descending = filter.order.descending();
     let op = if descending { "<" } else { ">" };
     if let Some(Cursor { id, at }) = cursor {
         q = match (time_column(filter), at) {
+            // Spelled out rather than as a row comparison, which MariaDB reads as no range.
             (Some(column), Some(at)) => q
-                .sql(format!(" AND ({column}, id) {op} (?, ?)"))
+                .sql(format!(" AND ({column} {op} ? OR ({column} = ? AND id {op} ?))"))
+                .bind::<Datetime, _>(at)
                 .bind::<Datetime, _>(at)
                 .bind::<BigInt, _>(id),
             _ => q.sql(format!(" AND id {op} ?")).bind::<BigInt, _>(id),
         };
     }
+    let created = time_column(filter).is_some();
     let order = match filter.order {
+        JobOrder::NewestFirst if created => " ORDER BY created_at DESC, id DESC LIMIT ?",
+        JobOrder::OldestFirst if created => " ORDER BY created_at ASC, id ASC LIMIT ?",
         JobOrder::NewestFirst => " ORDER BY id DESC LIMIT ?",
         JobOrder::OldestFirst => " ORDER BY id ASC LIMIT ?",
         JobOrder::DueSoonest => " ORDER BY scheduled_at ASC, id ASC LIMIT ?",
+        // Finished rows only: the states say so already when they are all final; else the
+        // final states are named (not `finalized_at IS NOT NULL`, the same rows, which
+        // turned MariaDB's range on `jobs_state_at_idx` into a read of the whole state).
+        JobOrder::RecentlyFinished
+            if !filter.states.is_empty() && filter.states.iter().all(|s| s.is_final()) =>
+        {
+            " ORDER BY state_at DESC, id DESC LIMIT ?"
+        }
         JobOrder::RecentlyFinished => {
-            " AND finalized_at IS NOT NULL ORDER BY finalized_at DESC, id DESC LIMIT ?"
+            " AND state IN ('completed', 'discarded', 'cancelled') ORDER BY state_at DESC, id DESC LIMIT ?"
         }
     };
-    q.sql(order).bind::<BigInt, _>(limit)
+    let q = q.sql(order).bind::<BigInt, _>(limit);
+    if !deferred {
+        return q;
+    }
+    let outer = match filter.order {
+        JobOrder::NewestFirst => "created_at DESC, id DESC",
+        JobOrder::OldestFirst => "created_at ASC, id ASC",
+        JobOrder::DueSoonest => "scheduled_at ASC, id ASC",
+        JobOrder::RecentlyFinished => "state_at DESC, id DESC",
+    };
+    q.sql(format!(") AS page JOIN jobs ON jobs.id = page.page_id ORDER BY {outer}"))
 }
 
 /// Whether `row` matches the filter's search exactly (see the module's note).

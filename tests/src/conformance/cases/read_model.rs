@@ -241,13 +241,29 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
         .expect("old");
     let week = StatsKindsParams { window: std::time::Duration::from_secs(7 * 24 * 3600), now: None };
     let before = db.driver.stats_kinds(week).await.expect("a week");
-    let compact = StatsCompactParams { older_than: std::time::Duration::from_secs(24 * 3600), now: None };
-    // The three kind minutes, the queue minute, and the counter written 48 h ago above
-    // (unless that fell on the hour, when it is already an hour's row).
-    let on_the_hour = chrono::Timelike::minute(&(now - chrono::Duration::hours(48))) == 0;
-    let expected = 3 + 1 + i64::from(!on_the_hour);
+    let last_hour = StatsKindsParams { window: std::time::Duration::from_secs(3600), now: None };
+    let hour_of_kinds = db.driver.stats_kinds(last_hour).await.expect("an hour");
+    // Per-queue minutes older than a day, per-kind ones older than two hours.
+    let compact = StatsCompactParams {
+        older_than: std::time::Duration::from_secs(24 * 3600),
+        kinds_older_than: std::time::Duration::from_secs(2 * 3600),
+        now: None,
+    };
+    // The three kind minutes, the queue minute, the counter written 48 h ago above and the
+    // kind's minute of 3 h ago (each unless it fell on the hour, when it is already an
+    // hour's row); not the queue's minute of 3 h ago.
+    let on_the_hour = |t: chrono::DateTime<Utc>| chrono::Timelike::minute(&t) == 0;
+    let expected = 3
+        + 1
+        + i64::from(!on_the_hour(now - chrono::Duration::hours(48)))
+        + i64::from(!on_the_hour(rows[6].minute));
     assert_eq!(db.driver.stats_compact(compact).await.expect("compact"), expected, "minute rows rolled up");
     assert_eq!(db.driver.stats_kinds(week).await.expect("after"), before, "the same totals and histograms");
+    assert_eq!(
+        db.driver.stats_kinds(last_hour).await.expect("an hour after"),
+        hour_of_kinds,
+        "the last hour's minutes kept"
+    );
     assert_eq!(db.driver.stats_compact(compact).await.expect("again"), 0);
     let week_of_counts = StatsThroughputParams {
         window: std::time::Duration::from_secs(7 * 24 * 3600),

@@ -14,6 +14,8 @@ use crate::jobs::page::{list, page};
 use crate::testing::TestDatabase;
 use crate::testing::explain::explain_execute;
 
+mod filters;
+
 async fn plan(conn: &mut AsyncPgConnection, mode: &str, execute: &str) -> String {
     diesel::sql_query(format!("SET plan_cache_mode = {mode}")).execute(conn).await.expect("set mode");
     explain_execute(conn, execute).await

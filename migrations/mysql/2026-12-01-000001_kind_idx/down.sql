@@ -1,0 +1,1 @@
+ALTER TABLE jobs DROP KEY jobs_kind_idx;
