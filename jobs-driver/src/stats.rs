@@ -151,11 +151,18 @@ pub struct StatsKindsParams {
 }
 
 impl StatsKindsParams {
-    /// The first minute the window holds.
+    /// The first minute the window holds. A window longer than an hour starts on the hour
+    /// before: per-kind counters older than two hours are kept by the hour (the pruner's
+    /// `kind_stats_hourly_after`), and a start within an hour would leave out the part of
+    /// that hour's row after it. So a day is 24 to 25 hours of counts, never fewer.
     pub fn since(&self) -> DateTime<Utc> {
         let now = self.now.unwrap_or_else(Utc::now);
         let window = chrono::TimeDelta::from_std(self.window).unwrap_or(chrono::TimeDelta::MAX);
-        now.checked_sub_signed(window).unwrap_or(now)
+        let since = now.checked_sub_signed(window).unwrap_or(now);
+        if self.window <= Duration::from_secs(3600) {
+            return since;
+        }
+        chrono::DurationRound::duration_trunc(since, chrono::TimeDelta::hours(1)).unwrap_or(since)
     }
 }
 

@@ -77,7 +77,12 @@ impl JobsPage {
     }
 
     /// The time orders an index serves for the states shown: (label, query string, chosen).
+    /// None while a window of ids is read, newest first (a search, or a tag without an
+    /// index).
     fn time_sorts(&self) -> Vec<(&'static str, String, bool)> {
+        if self.searched.is_some() {
+            return Vec::new();
+        }
         [(JobOrder::DueSoonest, "due soonest"), (JobOrder::RecentlyFinished, "recently finished")]
             .into_iter()
             .filter(|(order, _)| order.served_for(&self.filter.states))

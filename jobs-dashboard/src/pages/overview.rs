@@ -57,33 +57,29 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
     let driver = d.config.reads();
     let pairs = crate::params::pairs(req.query_string().as_bytes());
     let window = Window::parse(crate::params::value(&pairs, "chart"))?;
-    // The reads are independent: on a database server they run at once, on as many
-    // connections, and the page takes as long as the slowest (on MariaDB at 1 M jobs, the
-    // queue depths and a week's chart took 130 ms and 110 ms one after the other).
+    // The two long reads are independent: on a database server they run at once, on two
+    // connections (on MariaDB at 1 M jobs, the queue depths and a week's chart took 130 ms
+    // and 110 ms one after the other). The short ones follow, so that a page takes at most
+    // two of the pool's connections, which workers may share.
+    let (depths, buckets) = if driver.capabilities().has(Capability::ParallelReads) {
+        tokio::try_join!(
+            driver.queue_list_depths(QueueListDepthsParams {}),
+            driver.stats_throughput(window.params()),
+        )?
+    } else {
+        (
+            driver.queue_list_depths(QueueListDepthsParams {}).await?,
+            driver.stats_throughput(window.params()).await?,
+        )
+    };
     let finished = |state: JobState| async move {
         let filter = JobFilter { states: vec![state], ..JobFilter::default() };
         driver.job_count(JobCountParams { filter: &filter, cap: COUNT_CAP }).await
     };
-    let (depths, completed, discarded, cancelled, buckets, nodes) =
-        if driver.capabilities().has(Capability::ParallelReads) {
-            tokio::try_join!(
-                driver.queue_list_depths(QueueListDepthsParams {}),
-                finished(JobState::Completed),
-                finished(JobState::Discarded),
-                finished(JobState::Cancelled),
-                driver.stats_throughput(window.params()),
-                driver.node_list(NodeListParams {}),
-            )?
-        } else {
-            (
-                driver.queue_list_depths(QueueListDepthsParams {}).await?,
-                finished(JobState::Completed).await?,
-                finished(JobState::Discarded).await?,
-                finished(JobState::Cancelled).await?,
-                driver.stats_throughput(window.params()).await?,
-                driver.node_list(NodeListParams {}).await?,
-            )
-        };
+    let completed = finished(JobState::Completed).await?;
+    let discarded = finished(JobState::Discarded).await?;
+    let cancelled = finished(JobState::Cancelled).await?;
+    let nodes = driver.node_list(NodeListParams {}).await?;
     // The states a job waits or runs in are counted exactly per queue (the table below
     // shows the same numbers); the finished ones exactly up to COUNT_CAP, estimated past it.
     let waiting = |f: fn(&QueueDepth) -> i64| Count::Exact(depths.iter().map(f).sum());

@@ -93,9 +93,10 @@ struct At {
 /// Newest or oldest first in a created window reads `created_at` (`jobs_created_idx`:
 /// created_at, id), the window a range of it; by id, every newer job would be passed
 /// first. (Ids follow creation time except between transactions that overlap.) Not with
-/// an id window (`id_at_least`), which pages by id.
-fn time_column(filter: &JobFilter) -> Option<&'static str> {
-    let window = (filter.from.is_some() || filter.to.is_some()) && filter.id_at_least.is_none();
+/// an id window (`id_at_least`), which pages by id, nor for a bulk action's walk (`ids`),
+/// which pages the window by id, as its contract and the other drivers do.
+fn time_column(filter: &JobFilter, ids: bool) -> Option<&'static str> {
+    let window = (filter.from.is_some() || filter.to.is_some()) && filter.id_at_least.is_none() && !ids;
     match filter.order {
         JobOrder::NewestFirst | JobOrder::OldestFirst if window => Some("created_at"),
         JobOrder::NewestFirst | JobOrder::OldestFirst => None,
@@ -105,13 +106,20 @@ fn time_column(filter: &JobFilter) -> Option<&'static str> {
 }
 
 /// The cursor for `before`: the job's time read from its row first, so that a page after a
-/// job pruned meanwhile goes on from its id rather than coming back empty.
-async fn cursor<C>(conn: &mut C, filter: &JobFilter, before: Option<i64>) -> Result<Option<Cursor>>
+/// job pruned meanwhile goes on from its id rather than coming back empty. In the
+/// recently-finished order that time is `finalized_at` (NULL once the job left its final
+/// state, retried say, and the page then goes on from its id), not `state_at`, which would
+/// then be its new due time.
+async fn cursor<C>(conn: &mut C, filter: &JobFilter, before: Option<i64>, ids: bool) -> Result<Option<Cursor>>
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {
     let Some(id) = before else { return Ok(None) };
-    let at = match time_column(filter) {
+    let column = match time_column(filter, ids) {
+        Some("state_at") => Some("finalized_at"),
+        other => other,
+    };
+    let at = match column {
         None => None,
         Some(column) => diesel::sql_query(format!("SELECT {column} AS at FROM jobs WHERE id = ?"))
             .bind::<BigInt, _>(id)
@@ -125,9 +133,11 @@ where
 }
 
 /// The cursor after `row`, in `filter`'s order.
-fn cursor_after(filter: &JobFilter, row: &JobRow) -> Cursor {
+fn cursor_after(filter: &JobFilter, row: &JobRow, ids: bool) -> Cursor {
     let at = match filter.order {
-        JobOrder::NewestFirst | JobOrder::OldestFirst => time_column(filter).map(|_| naive(row.created_at)),
+        JobOrder::NewestFirst | JobOrder::OldestFirst => {
+            time_column(filter, ids).map(|_| naive(row.created_at))
+        }
         JobOrder::DueSoonest => Some(naive(row.scheduled_at)),
         JobOrder::RecentlyFinished => row.finalized_at.map(naive),
     };
@@ -140,8 +150,8 @@ fn cursor_after(filter: &JobFilter, row: &JobRow) -> Cursor {
 /// joined to them: asked for whole rows, MariaDB read a finished state's index from its
 /// newest entry down to the cursor (0.8 s for a page in the middle of 1 M jobs) where the
 /// ids alone are a range of it (11 ms).
-fn page(what: &str, filter: &JobFilter, cursor: Option<Cursor>, limit: i64) -> Query {
-    let deferred = what != "id" && time_column(filter).is_some();
+fn page(what: &str, filter: &JobFilter, cursor: Option<Cursor>, limit: i64, ids: bool) -> Query {
+    let deferred = what != "id" && time_column(filter, ids).is_some();
     let mut q = if deferred {
         filtered(&format!("SELECT {what} FROM ("), "id AS page_id", filter)
     } else {
@@ -150,7 +160,7 @@ fn page(what: &str, filter: &JobFilter, cursor: Option<Cursor>, limit: i64) -> Q
     let descending = filter.order.descending();
     let op = if descending { "<" } else { ">" };
     if let Some(Cursor { id, at }) = cursor {
-        q = match (time_column(filter), at) {
+        q = match (time_column(filter, ids), at) {
             // Spelled out rather than as a row comparison, which MariaDB reads as no range.
             (Some(column), Some(at)) => q
                 .sql(format!(" AND ({column} {op} ? OR ({column} = ? AND id {op} ?))"))
@@ -160,7 +170,7 @@ fn page(what: &str, filter: &JobFilter, cursor: Option<Cursor>, limit: i64) -> Q
             _ => q.sql(format!(" AND id {op} ?")).bind::<BigInt, _>(id),
         };
     }
-    let created = time_column(filter).is_some();
+    let created = time_column(filter, ids).is_some();
     let order = match filter.order {
         JobOrder::NewestFirst if created => " ORDER BY created_at DESC, id DESC LIMIT ?",
         JobOrder::OldestFirst if created => " ORDER BY created_at ASC, id ASC LIMIT ?",
@@ -192,11 +202,15 @@ fn page(what: &str, filter: &JobFilter, cursor: Option<Cursor>, limit: i64) -> Q
     q.sql(format!(") AS page JOIN jobs ON jobs.id = page.page_id ORDER BY {outer}"))
 }
 
-/// Whether `row` matches the filter's search exactly (see the module's note).
+/// Whether `row` matches the filter's search exactly (see the module's note), and, in the
+/// recently-finished order, is finished (the order's ids come from an index on a virtual
+/// column, which MariaDB 10.11 can read stale right after a row changed).
 fn found(filter: &JobFilter, row: &JobRow) -> bool {
-    filter.search.as_ref().is_none_or(|want| {
-        jobs_driver::json_contains(&row.args, want) || jobs_driver::json_contains(&row.meta, want)
-    })
+    let finished = filter.order != JobOrder::RecentlyFinished || row.finalized_at.is_some();
+    finished
+        && filter.search.as_ref().is_none_or(|want| {
+            jobs_driver::json_contains(&row.args, want) || jobs_driver::json_contains(&row.meta, want)
+        })
 }
 
 /// A page of jobs in the filter's order, after the job `before` when given.
@@ -209,16 +223,31 @@ pub(crate) async fn list<C>(
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {
+    list_in(conn, filter, before, limit, false).await
+}
+
+/// [`list`], in a bulk action's order when `ids` (see [`time_column`]).
+async fn list_in<C>(
+    conn: &mut C,
+    filter: &JobFilter,
+    before: Option<i64>,
+    limit: i64,
+    ids: bool,
+) -> Result<Vec<JobRow>>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
     let mut rows = Vec::new();
-    let mut cursor = cursor(conn, filter, before).await?;
+    let mut cursor = cursor(conn, filter, before, ids).await?;
     loop {
         let want = limit - rows.len() as i64;
-        let read: Vec<StoredJob> = page(job_columns!(), filter, cursor, want).load(conn).await?;
+        let read: Vec<StoredJob> = page(job_columns!(), filter, cursor, want, ids).load(conn).await?;
         let exhausted = (read.len() as i64) < want;
         let read = into_rows(read)?;
-        cursor = read.last().map(|r| cursor_after(filter, r)).or(cursor);
+        cursor = read.last().map(|r| cursor_after(filter, r, ids)).or(cursor);
         rows.extend(read.into_iter().filter(|r| found(filter, r)));
-        if exhausted || rows.len() as i64 >= limit || filter.search.is_none() {
+        let checked = filter.search.is_some() || filter.order == JobOrder::RecentlyFinished;
+        if exhausted || rows.len() as i64 >= limit || !checked {
             return Ok(rows);
         }
     }
@@ -236,10 +265,10 @@ where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {
     if filter.search.is_some() {
-        return Ok(list(conn, filter, before, limit).await?.into_iter().map(|r| r.id).collect());
+        return Ok(list_in(conn, filter, before, limit, true).await?.into_iter().map(|r| r.id).collect());
     }
-    let cursor = cursor(conn, filter, before).await?;
-    let rows: Vec<crate::rows::Id> = page("id", filter, cursor, limit).load(conn).await?;
+    let cursor = cursor(conn, filter, before, true).await?;
+    let rows: Vec<crate::rows::Id> = page("id", filter, cursor, limit, true).load(conn).await?;
     Ok(rows.into_iter().map(|r| r.id).collect())
 }
 
