@@ -20,6 +20,10 @@ fn pages(shape: &DataShape, n: u64) -> Vec<String> {
     let window = |minutes_ago: i64| {
         (chrono::Utc::now() - chrono::Duration::minutes(minutes_ago)).format("%Y-%m-%dT%H:%M")
     };
+    // A created window inside the data (one job a millisecond, the newest now): from 40 %
+    // to 20 % of its span ago, a fifth of the jobs (40 to 20 minutes ago at 5 M jobs).
+    let span_minutes = i64::try_from(n / 60_000).unwrap_or(i64::MAX).max(5);
+    let (from, to) = (window(span_minutes * 2 / 5), window(span_minutes / 5));
     let tenant = format!("tenant_{}", shape.tenants * 7 / 10);
     let kind_number = shape.kinds * 4 / 10;
     let kind = format!("kind_{kind_number}");
@@ -52,14 +56,14 @@ fn pages(shape: &DataShape, n: u64) -> Vec<String> {
             format!("/jobs/jobs?{key}={value}&sort=oldest"),
             format!("/jobs/jobs?{key}={value}&state=completed&sort=finished"),
             format!("/jobs/jobs?{key}={value}&state=scheduled&state=retryable&sort=due"),
-            format!("/jobs/jobs?{key}={value}&from={}&to={}", window(40), window(20)),
+            format!("/jobs/jobs?{key}={value}&from={from}&to={to}"),
             format!("/jobs/jobs?{key}={value}&before={mid}"),
         ]);
     }
     pages.extend([
         format!("/jobs/jobs?tag={tenant}&kind={kind}"),
         "/jobs/jobs?tag=vip&state=completed".to_owned(),
-        format!("/jobs/jobs?from={}&to={}", window(40), window(20)),
+        format!("/jobs/jobs?from={from}&to={to}"),
         "/jobs/jobs?state=discarded&q=user_id%3D4297".to_owned(),
         "/jobs/jobs?q=user_id%3D4297".to_owned(),
         format!("/jobs/jobs?q=request_id%3Dreq-{}", n - 10),
