@@ -77,6 +77,12 @@ impl FromStr for DataShape {
 /// Rows per statement.
 const CHUNK: u64 = 100_000;
 
+/// The digits 0 to 9 as a derived table (`d`), for MariaDB and MySQL to make numbers from
+/// by cross joins (MySQL has no sequence engine, and a recursive CTE is capped at 1,000
+/// rows by default).
+const DIGITS: &str = "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 \
+     UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)";
+
 /// Three hashes of `g` (24 bits each) and what they pick, as SQL every backend evaluates
 /// alike: `t` the tenant, `k` the kind, `e` the error type, `s` the state's number out of
 /// 1,000. `div` is integer division (`/` on Postgres and SQLite, `DIV` on MariaDB and MySQL,
@@ -182,8 +188,7 @@ fn jobs_sql(admin: &Admin, shape: &DataShape, n: u64, from: u64, to: u64) -> Vec
     }
     // MariaDB and MySQL: the numbers from a cross join of digits (MySQL has no sequence
     // engine, and a recursive CTE is capped at 1,000 rows by default).
-    let digits = "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 \
-                  UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)";
+    let digits = DIGITS;
     vec![format!(
         "INSERT INTO jobs (id, state, queue, kind, args, meta, tags, priority, attempt, max_attempts, created_at,
                            scheduled_at, attempted_at, finalized_at, attempted_by, attempted_node, errors)
@@ -306,8 +311,7 @@ fn counters_sql(admin: &Admin, shape: &DataShape) -> Vec<String> {
             ),
         ];
     }
-    let digits = "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 \
-                  UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)";
+    let digits = DIGITS;
     let mins = |minutes: &str| {
         format!(
             "(SELECT m FROM (SELECT a.d + 10 * b.d + 100 * c.d + 1000 * d.d + 10000 * e.d AS m \

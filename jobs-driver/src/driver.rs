@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use crate::capability::Capabilities;
 use crate::error::Result;
 use crate::job::*;
+use crate::kind_stats::*;
 use crate::leader::*;
 use crate::node::*;
 use crate::notification::Notification;

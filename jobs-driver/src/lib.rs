@@ -32,6 +32,7 @@ mod capability;
 mod driver;
 mod error;
 mod job;
+mod kind_stats;
 mod leader;
 mod node;
 mod notification;
@@ -57,6 +58,10 @@ pub use capability::{Capabilities, Capability, INDEXED_SEARCH_STATES};
 pub use driver::{Driver, Listener};
 pub use error::{DriverError, Result, is_transient};
 pub use job::*;
+pub use kind_stats::{
+    DURATION_BUCKETS, Histogram, KindMetric, KindStats, KindStatsCount, KindStatsSum, StatsKindsParams,
+    duration_bucket,
+};
 pub use leader::{LeaderGetParams, LeaderReleaseParams, LeaderTryAcquireParams};
 pub use node::{
     NodeDeleteParams, NodeDeleteStaleParams, NodeHeartbeatParams, NodeHold, NodeHoldParams, NodeListParams,
@@ -77,7 +82,6 @@ pub use schedule::{
 pub use server::{OLDEST_POSTGRES_MAJOR, ServerStatus, ServerStatusParams};
 pub use state::{JobState, ParseStateError};
 pub use stats::{
-    BucketSum, DURATION_BUCKETS, Histogram, KindMetric, KindStats, KindStatsCount, KindStatsSum,
-    MAX_THROUGHPUT_BUCKETS, StatsCompactParams, StatsCount, StatsKindsParams, StatsPruneParams,
-    StatsRecordParams, StatsThroughputParams, Throughput, duration_bucket,
+    BucketSum, MAX_THROUGHPUT_BUCKETS, StatsCompactParams, StatsCount, StatsPruneParams, StatsRecordParams,
+    StatsThroughputParams, Throughput,
 };
