@@ -33,17 +33,23 @@ pub(crate) struct Shape {
     /// Queues the jobs are spread over (`bench`, `bench-1`, ...), each served by every
     /// process with its share of the slots.
     pub(crate) queues: usize,
+    /// Each job is tagged with one of this many tenants (0: no tags).
+    pub(crate) tenants: usize,
     /// Delete jobs on completion instead of keeping them.
     pub(crate) delete: bool,
 }
 
-/// Loads `n` available no-op jobs over `queues` queues, round robin, 10,000 per statement.
-pub(crate) async fn preload(admin: &Admin, n: usize, queues: usize) -> BenchResult {
+/// Loads `n` available no-op jobs over `queues` queues, round robin, 10,000 per statement,
+/// each tagged with one of `tenants` tenants when there are any.
+pub(crate) async fn preload(admin: &Admin, n: usize, queues: usize, tenants: usize) -> BenchResult {
     let names = queue_names(queues);
     let mut i = 0;
     while i < n {
         let batch = (n - i).min(10_000);
-        let jobs = (i..i + batch).map(|k| noop::build(k as i64).queue(&names[k % names.len()]));
+        let jobs = (i..i + batch).map(|k| {
+            let job = noop::build(k as i64).queue(&names[k % names.len()]);
+            if tenants == 0 { job } else { job.tag(format!("tenant_{}", k % tenants)) }
+        });
         enqueue_many(&admin.driver, jobs).await?;
         i += batch;
     }
@@ -67,7 +73,7 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
     let admin = Admin::open(url, 4)?;
     admin.reset().await?;
     pause(&admin, shape.queues, true).await?;
-    preload(&admin, shape.jobs, shape.queues).await?;
+    preload(&admin, shape.jobs, shape.queues, shape.tenants).await?;
     let mut workers = Vec::new();
     for i in 0..shape.processes {
         let args = WorkerArgs {

@@ -93,6 +93,9 @@ struct Args {
     /// of them with its slots split between them (names get a `_q<N>` suffix when above 1).
     #[arg(long, default_value_t = 1)]
     queues: usize,
+    /// Burn-downs tag each job with one of this many tenants (`tenant_<N>`); 0: no tags.
+    #[arg(long, default_value_t = 0)]
+    tenants: usize,
     /// Tasks enqueueing concurrently in the enqueue scenario (N); the batched run is repeated
     /// for each.
     #[arg(long, value_delimiter = ',', default_value = "4,8")]
@@ -226,6 +229,7 @@ async fn main() -> BenchResult {
         prefetch_window_ms: args.prefetch_window_ms,
         prefetch: args.prefetch,
         queues: args.queues,
+        tenants: args.tenants,
         delete,
     };
     // (framework figure, ceiling figure, ceiling runs before it)

@@ -4,7 +4,7 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use jobs_core::driver::{Capability, Driver, INDEXED_SEARCH_STATES, JobCountParams, JobListParams, JobOrder};
-use jobs_core::{Action, JobFilter, JobRow, JobState};
+use jobs_core::{Action, Count, JobFilter, JobRow, JobState};
 
 use super::overview::COUNT_CAP;
 use crate::config::Dashboard;
@@ -180,7 +180,7 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
     let before = params::id(&pairs, "before")?;
     let driver = d.config.reads();
     let mut searched = None;
-    let count = if let Some(why) = scans(&filter, driver) {
+    let counted = if let Some(why) = scans(&filter, driver) {
         // A scan reads newest first (its window counts down from the newest id).
         filter.order = JobOrder::NewestFirst;
         // The newest jobs first, a window of ids at a time: never seconds on a big table.
@@ -193,19 +193,41 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
         searched = Some(Searched { from, to: top, further: (from > 1).then_some(from), why });
         // Live refresh would re-run the scan every few seconds.
         c.live_off = Some("off while searching");
-        None
+        false
     } else {
-        Some(driver.job_count(JobCountParams { filter: &filter, cap: COUNT_CAP }).await?)
+        true
     };
     let top = searched.as_ref().map(|s| s.to);
-    let mut rows = driver
-        .job_list(JobListParams { filter: &filter, before: before.or(top), limit: PAGE_SIZE + 1 })
-        .await?;
+    let list = JobListParams { filter: &filter, before: before.or(top), limit: PAGE_SIZE + 1 };
+    let count_all = JobCountParams { filter: &filter, cap: COUNT_CAP };
+    // On a server the count and the page are read at once, on two connections (a count
+    // can take as long as the page: up to its budget on Postgres); elsewhere the page is
+    // read first, and a first page that holds every match is the count.
+    let (mut rows, count) = if counted && driver.capabilities().has(Capability::ParallelReads) {
+        let (rows, count) = tokio::try_join!(driver.job_list(list), driver.job_count(count_all))?;
+        (rows, Some(count))
+    } else {
+        (driver.job_list(list).await?, None)
+    };
     let next_before = if rows.len() as i64 > PAGE_SIZE {
         rows.truncate(PAGE_SIZE as usize);
         rows.last().map(|r| r.id)
     } else {
         None
+    };
+    let count = match (counted, before, next_before, count) {
+        (false, ..) => None,
+        // The first page holds every match: that is the count, exact (a rare filter's
+        // count can cost more than its page).
+        (true, None, None, _) => Some(Count::Exact(rows.len() as i64)),
+        (true, _, _, Some(count)) => Some(count),
+        (true, _, _, None) => Some(driver.job_count(count_all).await?),
+    };
+    // An estimate below what the first page holds (filters on columns that go together,
+    // which the estimate takes as independent) says only that there are more.
+    let count = match count {
+        Some(Count::Estimate(n)) if before.is_none() && n <= PAGE_SIZE => Some(Count::AtLeast(PAGE_SIZE)),
+        count => count,
     };
     filter.id_at_least = None;
     let cookies = c.take_cookies();

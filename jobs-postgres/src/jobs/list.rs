@@ -2,13 +2,16 @@
 //! and counts that stay fast on large tables (exact up to a cap, the planner's estimate
 //! beyond).
 
-use diesel::QueryableByName;
+use std::time::Duration;
+
 use diesel::pg::Pg;
 use diesel::prelude::*;
-use diesel::sql_types::{Array, Bool, Double, Jsonb, Nullable, Text, Timestamptz};
-use diesel_async::{AsyncConnectionCore, RunQueryDsl};
-use jobs_driver::{Count, JobFilter, JobState, Result};
+use diesel::result::DatabaseErrorKind;
+use diesel::sql_types::{Bool, Text};
+use diesel_async::{AsyncConnection, AsyncConnectionCore, AsyncPgConnection, RunQueryDsl};
+use jobs_driver::{Count, DriverError, JobFilter, JobState, Result};
 
+use super::estimate::estimate_rows;
 use crate::schema::jobs_all;
 
 diesel::define_sql_function! {
@@ -130,32 +133,79 @@ pub(crate) fn filtered(filter: &JobFilter) -> Boxed<'_> {
     q
 }
 
+/// How long a count may take to be exact: past it, the count is the planner's estimate.
+/// Counting exactly up to the cap reads a row for each job a filter passes over, and a
+/// filter no index serves (a kind of 120 among completed jobs, a kind in a created window)
+/// passes over a million rows of 5 M before it has 10,000 (0.2-0.6 s); the estimate takes
+/// 1 ms. The dashboard's pages aim at 200 ms.
+pub(crate) const COUNT_BUDGET: Duration = Duration::from_millis(100);
+
 /// Counts the jobs matching `filter`: exactly up to `cap`; past it, the planner's estimate
-/// when `estimate`, else only that there are more (`AtLeast`).
-pub(crate) async fn count<C>(conn: &mut C, filter: &JobFilter, cap: i64, estimate: bool) -> Result<Count>
-where
-    C: AsyncConnectionCore<Backend = Pg> + Send,
-{
+/// when `estimate`, else only that there are more (`AtLeast`). With `estimate`, a count
+/// that would take more than [`COUNT_BUDGET`] is the estimate too.
+pub(crate) async fn count(
+    conn: &mut AsyncPgConnection,
+    filter: &JobFilter,
+    cap: i64,
+    estimate: bool,
+) -> Result<Count> {
+    count_within(conn, filter, cap, estimate, COUNT_BUDGET).await
+}
+
+/// [`count`], its exact count given `budget` (the tests shorten it).
+pub(crate) async fn count_within(
+    conn: &mut AsyncPgConnection,
+    filter: &JobFilter,
+    cap: i64,
+    estimate: bool,
+    budget: Duration,
+) -> Result<Count> {
     if let Some(count) = count_finished_states(conn, filter, cap).await? {
         return Ok(count);
     }
+    // Estimated when the count would be slow: not text in errors or an id window, which
+    // nothing estimates, nor a search, estimated by a guess (its count reads an index).
+    let estimable =
+        estimate && filter.search.is_none() && filter.error.is_none() && filter.id_at_least.is_none();
     // Counting a created-at window up to the cap reads that many entries of
     // `jobs_created_idx`, and a row each when other filters apply. The histogram's
     // estimate of a window is close (within 4 % measured at 5 M jobs), so when it is far
     // past the cap, it is the answer.
-    if estimate
-        && (filter.from.is_some() || filter.to.is_some())
-        && filter.search.is_none()
-        && filter.error.is_none()
-        && filter.id_at_least.is_none()
-    {
+    if estimable && (filter.from.is_some() || filter.to.is_some()) {
         let estimated = estimate_rows(conn, filter).await?;
         if estimated > cap.saturating_mul(4) {
             return Ok(Count::Estimate(estimated));
         }
     }
-    let ids: Vec<i64> = filtered(filter).select(jobs_all::id).limit(cap + 1).load(conn).await?;
-    let n = ids.len() as i64;
+    let query = filtered(filter).select(jobs_all::id).limit(cap + 1);
+    let n = if estimable {
+        let within = conn
+            .transaction::<_, DriverError, _>(async |tx| {
+                // Ends with the transaction (or its savepoint, in an operation's own).
+                diesel::sql_query(format!("SET LOCAL statement_timeout = {}", budget.as_millis().max(1)))
+                    .execute(tx)
+                    .await?;
+                let ids: Vec<i64> = query.load(tx).await?;
+                Ok(ids.len() as i64)
+            })
+            .await;
+        match within {
+            Ok(n) => n,
+            // Cancelled at the budget (the server's message is in its own language, so any
+            // failure of the statement itself is taken as one; a lost connection is not).
+            Err(DriverError::Database(diesel::result::Error::DatabaseError(
+                DatabaseErrorKind::Unknown,
+                info,
+            ))) => {
+                tracing::debug!(error = info.message(), "a count past its budget answers the estimate");
+                return Ok(Count::Estimate(estimate_rows(conn, filter).await?));
+            }
+            Err(e) => return Err(e),
+        }
+    } else {
+        let ids: Vec<i64> = query.load(conn).await?;
+        ids.len() as i64
+    };
     if n <= cap {
         return Ok(Count::Exact(n));
     }
@@ -197,95 +247,6 @@ where
     }
     Ok(Some(Count::Estimate(estimate_rows(conn, filter).await?.max(row.n))))
 }
-
-#[derive(QueryableByName)]
-struct Estimate {
-    #[diesel(sql_type = Double)]
-    rows: f64,
-}
-
-/// The planner's estimate of matching rows, from column statistics: the sum of its
-/// estimates for `jobs` and for `jobs_archive`.
-async fn estimate_rows<C>(conn: &mut C, filter: &JobFilter) -> Result<i64>
-where
-    C: AsyncConnectionCore<Backend = Pg> + Send,
-{
-    let states: Vec<String> = filter.states.iter().map(|s| s.as_str().to_owned()).collect();
-    let mut total = 0.0;
-    for table in ["jobs", "jobs_archive"] {
-        let row: Estimate = diesel::sql_query(ESTIMATE)
-            .bind::<Array<Text>, _>(&states)
-            .bind::<Nullable<Text>, _>(filter.queue.as_deref())
-            .bind::<Nullable<Text>, _>(filter.kind.as_deref())
-            .bind::<Nullable<Text>, _>(filter.tag.as_deref())
-            .bind::<Nullable<Jsonb>, _>(filter.search.as_ref())
-            .bind::<Nullable<Timestamptz>, _>(filter.from)
-            .bind::<Nullable<Timestamptz>, _>(filter.to)
-            .bind::<Text, _>(table)
-            .get_result(conn)
-            .await?;
-        total += row.rows;
-    }
-    Ok(total.round() as i64)
-}
-
-// Selectivity product from pg_stats, per filtered column, times the row estimate of the
-// table named by $8.
-// (EXPLAIN cannot take bind parameters through the extended protocol reliably, and
-// building its text would mean building SQL from strings.)
-// - state, queue, kind: the value's frequency among the most common values; for a value
-//   not among them, what those leave (less NULLs) shared evenly by the other distinct
-//   values, as the planner reckons it (a kind of 120 is 0.8 %, not the 1 % a fixed guess
-//   said: 20 % off at 5 M jobs);
-// - tag: the element's frequency among `tags`' most common elements (half the rarest
-//   listed frequency when it is not one of them);
-// - a created_at window: the share of `created_at`'s histogram buckets inside it;
-// - a search: 1 % (nothing estimates containment).
-// A column without statistics (a table never analyzed, or empty) falls back to fixed
-// shares; only `created_at`'s histogram is cast to timestamps (another column's bounds,
-// the tag arrays' say, are no timestamps).
-const ESTIMATE: &str = "\
-WITH total AS (SELECT GREATEST(reltuples, 0)::float8 AS n FROM pg_class WHERE oid = $8::regclass),
-stats AS (
-    SELECT attname, most_common_vals::text::text[] AS vals, most_common_freqs AS freqs,
-           most_common_elems::text::text[] AS elems, most_common_elem_freqs AS elem_freqs,
-           CASE WHEN attname = 'created_at' THEN histogram_bounds::text::timestamptz[] END AS bounds,
-           null_frac::float8 AS null_frac, n_distinct::float8 AS n_distinct
-    FROM pg_stats WHERE schemaname = current_schema() AND tablename = $8
-      AND attname IN ('state', 'queue', 'kind', 'tags', 'created_at')
-),
-rare AS (
-    SELECT attname,
-           GREATEST(1.0 - COALESCE((SELECT sum(f) FROM unnest(freqs) AS f), 0.0) - null_frac, 0.0)
-           / GREATEST(CASE WHEN n_distinct < 0 THEN -n_distinct * (SELECT n FROM total) ELSE n_distinct END
-                      - COALESCE(cardinality(vals), 0), 1.0) AS f
-    FROM stats
-),
-sel AS (
-    SELECT
-      CASE WHEN cardinality($1::text[]) = 0 THEN 1.0 ELSE (
-        SELECT COALESCE(sum(COALESCE(
-                 (SELECT f FROM stats, unnest(vals, freqs) AS u(v, f) WHERE attname = 'state' AND v = one),
-                 (SELECT f FROM rare WHERE attname = 'state'), 0.0)), 0.0)
-        FROM unnest($1::text[]) AS one) END
-    * CASE WHEN $2::text IS NULL THEN 1.0 ELSE COALESCE(
-        (SELECT f FROM stats, unnest(vals, freqs) AS u(v, f) WHERE attname = 'queue' AND v = $2),
-        (SELECT f FROM rare WHERE attname = 'queue'), 0.01) END
-    * CASE WHEN $3::text IS NULL THEN 1.0 ELSE COALESCE(
-        (SELECT f FROM stats, unnest(vals, freqs) AS u(v, f) WHERE attname = 'kind' AND v = $3),
-        (SELECT f FROM rare WHERE attname = 'kind'), 0.01) END
-    * CASE WHEN $4::text IS NULL THEN 1.0 ELSE COALESCE(
-        (SELECT f FROM stats, unnest(elems, elem_freqs[1:cardinality(elems)]) AS u(v, f)
-         WHERE attname = 'tags' AND v = $4),
-        (SELECT elem_freqs[cardinality(elems) + 1] / 2 FROM stats WHERE attname = 'tags'),
-        0.0001) END
-    * CASE WHEN $5::jsonb IS NULL THEN 1.0 ELSE 0.01 END
-    * CASE WHEN $6::timestamptz IS NULL AND $7::timestamptz IS NULL THEN 1.0 ELSE COALESCE((
-        SELECT GREATEST(count(*) FILTER (WHERE b >= COALESCE($6, '-infinity') AND b < COALESCE($7, 'infinity')), 0.5)::float8
-               / GREATEST(cardinality(bounds) - 1, 1)
-        FROM stats, unnest(bounds) AS b WHERE attname = 'created_at' GROUP BY bounds), 0.33) END AS s
-)
-SELECT (total.n * sel.s)::float8 AS rows FROM total, sel";
 
 /// The number of jobs in each (queue, state) pair, by queue then state. Counts every row
 /// (a full scan on a large table: for the CLI's `stats`, not for a page that refreshes).

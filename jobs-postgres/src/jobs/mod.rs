@@ -26,6 +26,7 @@ pub(crate) mod claim;
 pub(crate) mod complete;
 pub(crate) mod control;
 pub(crate) mod due;
+mod estimate;
 pub(crate) mod insert;
 pub(crate) mod insert_full;
 mod insert_rounds;
