@@ -116,14 +116,15 @@ pub(crate) fn respond(
     Ok(response.body(body))
 }
 
-/// A pooled connection, or a 503 page.
 /// What a count's tooltip says: how it was counted. Every count on every page is marked
 /// the same way (`~` and this title for an estimate).
 pub(crate) fn count_title(count: Count) -> &'static str {
     match count {
         Count::Exact(_) => "exact count",
-        Count::Estimate(_) => "estimated from the database's statistics: exact counts stop at 10,000",
-        Count::AtLeast(_) => "counted up to a limit: the database keeps no statistics to estimate from",
+        Count::Estimate(_) => {
+            "estimated from the database's statistics: exact counts stop at 10,000, or sooner when slow"
+        }
+        Count::AtLeast(_) => "counted up to a limit: more jobs match",
     }
 }
 

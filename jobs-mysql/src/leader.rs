@@ -35,7 +35,7 @@ WHERE l.name = $1
 
 /// See [`LeaderTryAcquireParams`]: take a lease nobody holds (an insert that ignores an
 /// existing row), or else extend it (its holder) or take it over (expired, or its
-/// holder's node silent), then read who holds it.
+/// holder's node silent), in one statement whose matched row says whether it did.
 ///
 /// Each statement commits on its own: a transaction across them would hold the lease's
 /// row locked between round trips, and a node frozen there (a stopped process keeps its
@@ -56,7 +56,10 @@ pub(crate) async fn try_acquire(
     if inserted == 1 {
         return Ok(true);
     }
-    CachedQuery::new(EXTEND_OR_TAKE)
+    // The rows the update matched (diesel-async's connections count matched rows, not
+    // changed ones: a holder whose lease did not move, under a clock held still, counts).
+    // Its own answer, not a read after it, which a proxy could send to a replica.
+    let updated = CachedQuery::new(EXTEND_OR_TAKE)
         .bind::<Text, _>(params.name)
         .bind::<Text, _>(params.node)
         .bind::<Nullable<Datetime>, _>(now)
@@ -65,14 +68,7 @@ pub(crate) async fn try_acquire(
         .bind::<BigInt, _>(micros(params.lock_lost_grace))
         .execute(conn)
         .await?;
-    // The rows the update changed can be none for a holder whose lease did not move (a
-    // clock held still in tests), so the holder is read back.
-    let holder: Option<Holder> = CachedQuery::new("SELECT leader_id FROM job_leaders WHERE name = $1")
-        .bind::<Text, _>(params.name)
-        .load(conn)
-        .await?
-        .pop();
-    Ok(holder.is_some_and(|h| h.leader_id == params.node))
+    Ok(updated == 1)
 }
 
 /// See [`LeaderReleaseParams`].

@@ -224,9 +224,13 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
         (true, _, _, None) => Some(driver.job_count(count_all).await?),
     };
     // An estimate below what the first page holds (filters on columns that go together,
-    // which the estimate takes as independent) says only that there are more.
+    // which the estimate takes as independent) says only that there are more; on later
+    // pages it is at least this page's rows and the one after.
     let count = match count {
         Some(Count::Estimate(n)) if before.is_none() && n <= PAGE_SIZE => Some(Count::AtLeast(PAGE_SIZE)),
+        Some(Count::Estimate(n)) => {
+            Some(Count::Estimate(n.max(rows.len() as i64 + i64::from(next_before.is_some()))))
+        }
         count => count,
     };
     filter.id_at_least = None;

@@ -2,7 +2,7 @@
 //! and counts that stay fast on large tables (exact up to a cap, the planner's estimate
 //! beyond).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use diesel::pg::Pg;
 use diesel::prelude::*;
@@ -179,24 +179,29 @@ pub(crate) async fn count_within(
     }
     let query = filtered(filter).select(jobs_all::id).limit(cap + 1);
     let n = if estimable {
+        let started = Instant::now();
         let within = conn
             .transaction::<_, DriverError, _>(async |tx| {
-                // Ends with the transaction (or its savepoint, in an operation's own).
+                // Undone by a rollback (to the savepoint, inside an operation's own
+                // transaction), and set back after a count in time: `SET LOCAL` outlives a
+                // released savepoint.
                 diesel::sql_query(format!("SET LOCAL statement_timeout = {}", budget.as_millis().max(1)))
                     .execute(tx)
                     .await?;
                 let ids: Vec<i64> = query.load(tx).await?;
+                diesel::sql_query("SET LOCAL statement_timeout TO DEFAULT").execute(tx).await?;
                 Ok(ids.len() as i64)
             })
             .await;
         match within {
             Ok(n) => n,
-            // Cancelled at the budget (the server's message is in its own language, so any
-            // failure of the statement itself is taken as one; a lost connection is not).
+            // Cancelled at the budget. The server's message is in its own language and
+            // diesel keeps no SQLSTATE, so a statement error counts as the timeout when it
+            // came at the budget; any other error is the caller's.
             Err(DriverError::Database(diesel::result::Error::DatabaseError(
                 DatabaseErrorKind::Unknown,
                 info,
-            ))) => {
+            ))) if started.elapsed() >= budget.mul_f64(0.9) => {
                 tracing::debug!(error = info.message(), "a count past its budget answers the estimate");
                 return Ok(Count::Estimate(estimate_rows(conn, filter).await?));
             }
