@@ -123,13 +123,40 @@ pub fn assert_no_panic(node: &str, log: &str) {
     assert!(!log.contains("panicked"), "worker {node} panicked:\n{log}");
 }
 
-/// A fresh directory for worker logs.
-pub fn log_dir() -> PathBuf {
+/// A fresh directory for worker logs, removed when the test passes (kept when it fails,
+/// for its logs).
+pub fn log_dir() -> LogDir {
     let dir = std::env::temp_dir().join(format!(
         "jobs-faults-{}-{:08x}",
         std::process::id(),
         rand::random::<u32>()
     ));
     std::fs::create_dir_all(&dir).expect("log dir");
-    dir
+    LogDir(dir)
+}
+
+/// A test's directory of worker logs (see [`log_dir`]).
+pub struct LogDir(PathBuf);
+
+impl std::ops::Deref for LogDir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for LogDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for LogDir {
+    /// Removes the logs of a test that passed; a failing test's stay for reading.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
