@@ -15,6 +15,7 @@ use crate::backend::JobsBackend;
 pub use crate::enqueuer::Enqueuer;
 use crate::error::{Error, Result};
 use crate::job::Job;
+use crate::options::JobOptions;
 use crate::unique::{UniqueBy, UniqueOptions};
 
 /// What enqueueing one job did: the job's id, and whether a job with the same uniqueness
@@ -45,16 +46,152 @@ pub type Enqueued = Inserted;
 #[must_use = "a request does nothing until it is enqueued"]
 pub struct EnqueueRequest<J: Job> {
     args: J::Args,
-    queue: Option<String>,
-    priority: Option<i16>,
-    max_attempts: Option<i32>,
-    timeout: Option<Option<Duration>>,
-    run_at: Option<DateTime<Utc>>,
-    delay: Option<Duration>,
-    meta: serde_json::Map<String, serde_json::Value>,
-    tags: Vec<String>,
-    unique_key: Option<String>,
+    overrides: Overrides,
     kind: PhantomData<fn() -> J>,
+}
+
+/// What a request says instead of its kind's options: one definition for the typed
+/// [`EnqueueRequest`] and the by-name [`KindRequest`](crate::KindRequest).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Overrides {
+    pub(crate) queue: Option<String>,
+    pub(crate) priority: Option<i16>,
+    pub(crate) max_attempts: Option<i32>,
+    pub(crate) timeout: Option<Option<Duration>>,
+    pub(crate) run_at: Option<DateTime<Utc>>,
+    pub(crate) delay: Option<Duration>,
+    pub(crate) meta: serde_json::Map<String, serde_json::Value>,
+    pub(crate) tags: Vec<String>,
+    pub(crate) unique_key: Option<String>,
+}
+
+/// The per-call setters of a request with an `overrides` field.
+macro_rules! override_setters {
+    () => {
+        /// Runs on this queue instead of the kind's.
+        pub fn queue(mut self, queue: impl Into<String>) -> Self {
+            self.overrides.queue = Some(queue.into());
+            self
+        }
+
+        /// Sets the priority (lower runs first).
+        pub fn priority(mut self, priority: i16) -> Self {
+            self.overrides.priority = Some(priority);
+            self
+        }
+
+        /// Sets the number of attempts.
+        pub fn max_attempts(mut self, max_attempts: i32) -> Self {
+            self.overrides.max_attempts = Some(max_attempts);
+            self
+        }
+
+        /// Sets (or with `None` removes) the per-attempt time limit.
+        pub fn timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
+            self.overrides.timeout = Some(timeout);
+            self
+        }
+
+        /// Runs no earlier than `at`.
+        pub fn run_at(mut self, at: chrono::DateTime<chrono::Utc>) -> Self {
+            self.overrides.run_at = Some(at);
+            self.overrides.delay = None;
+            self
+        }
+
+        /// Runs after `delay`, counted on the database's clock from the insert.
+        pub fn run_in(mut self, delay: std::time::Duration) -> Self {
+            self.overrides.delay = Some(delay);
+            self.overrides.run_at = None;
+            self
+        }
+
+        /// Adds a metadata entry (request id, user id, ...), visible to the job and the
+        /// dashboard. Values that fail to serialize are stored as `null`.
+        pub fn meta(mut self, key: impl Into<String>, value: impl serde::Serialize) -> Self {
+            self.overrides
+                .meta
+                .insert(key.into(), serde_json::to_value(value).unwrap_or(serde_json::Value::Null));
+            self
+        }
+
+        /// Adds a tag (to the kind's own).
+        pub fn tag(mut self, tag: impl Into<String>) -> Self {
+            self.overrides.tags.push(tag.into());
+            self
+        }
+
+        /// Sets the uniqueness key explicitly. Jobs of kinds without unique options become
+        /// unique among pending jobs for this call.
+        pub fn unique_key(mut self, key: impl Into<String>) -> Self {
+            self.overrides.unique_key = Some(key.into());
+            self
+        }
+    };
+}
+pub(crate) use override_setters;
+
+impl Overrides {
+    /// The row of a job of `kind` with `args`, these overrides, and `defaults` (the
+    /// kind's options) for the rest, encoded and checked by the rules every row obeys
+    /// ([`NewJob::validate`]).
+    pub(crate) fn new_job<A: Serialize>(
+        &self,
+        kind: Cow<'static, str>,
+        defaults: JobOptions,
+        args: &A,
+    ) -> Result<NewJob> {
+        let queue: Cow<'static, str> = match &self.queue {
+            Some(queue) => Cow::Owned(queue.clone()),
+            None => defaults.queue,
+        };
+        let timeout_ms = match self.timeout.unwrap_or(defaults.timeout) {
+            Some(t) => Some(millis("timeout", t)?),
+            None => None,
+        };
+        let mut tags: Vec<String> = defaults.tags.iter().map(|t| t.to_string()).collect();
+        tags.extend(self.tags.iter().cloned());
+        tags.sort();
+        tags.dedup();
+
+        let encode = |e| Error::EncodeArgs { kind: kind.to_string(), source: e };
+        let unique = match (&defaults.unique, &self.unique_key) {
+            (None, None) => None,
+            (Some(u), explicit) => Some((u.clone(), explicit.as_deref())),
+            (None, Some(explicit)) => {
+                Some((UniqueOptions::new(UniqueBy::Key("".into())), Some(explicit.as_str())))
+            }
+        };
+        let (args, unique) = match unique {
+            None => (serde_json::to_string(args).map_err(encode)?, None),
+            Some((options, explicit)) => {
+                // Canonical form (sorted keys) so equal arguments hash equally.
+                let value = serde_json::to_value(args).map_err(encode)?;
+                let key = options.key(&kind, &queue, &value, explicit, Utc::now().timestamp());
+                (value.to_string(), Some((key, options.states)))
+            }
+        };
+        let meta = if self.meta.is_empty() {
+            Cow::Borrowed("{}")
+        } else {
+            Cow::Owned(serde_json::Value::Object(self.meta.clone()).to_string())
+        };
+        let job = NewJob {
+            kind,
+            queue,
+            args,
+            meta,
+            tags,
+            priority: self.priority.unwrap_or(defaults.priority),
+            max_attempts: self.max_attempts.unwrap_or(defaults.max_attempts),
+            timeout_ms,
+            run_at: self.run_at,
+            delay_ms: self.delay.map(|d| millis("run_in", d)).transpose()?,
+            unique,
+        };
+        job.validate()?;
+        Ok(job)
+    }
 }
 
 /// Checks a queue name: 1 to 128 characters, no control characters (the rule of
@@ -72,134 +209,15 @@ fn millis(option: &'static str, d: Duration) -> Result<i64> {
 impl<J: Job> EnqueueRequest<J> {
     /// A request with the kind's defaults.
     pub fn new(args: J::Args) -> Self {
-        EnqueueRequest {
-            args,
-            queue: None,
-            priority: None,
-            max_attempts: None,
-            timeout: None,
-            run_at: None,
-            delay: None,
-            meta: serde_json::Map::new(),
-            tags: Vec::new(),
-            unique_key: None,
-            kind: PhantomData,
-        }
+        EnqueueRequest { args, overrides: Overrides::default(), kind: PhantomData }
     }
 
-    /// Runs on this queue instead of the kind's.
-    pub fn queue(mut self, queue: impl Into<String>) -> Self {
-        self.queue = Some(queue.into());
-        self
-    }
-
-    /// Sets the priority (lower runs first).
-    pub fn priority(mut self, priority: i16) -> Self {
-        self.priority = Some(priority);
-        self
-    }
-
-    /// Sets the number of attempts.
-    pub fn max_attempts(mut self, max_attempts: i32) -> Self {
-        self.max_attempts = Some(max_attempts);
-        self
-    }
-
-    /// Sets (or with `None` removes) the per-attempt time limit.
-    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-
-    /// Runs no earlier than `at`.
-    pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
-        self.run_at = Some(at);
-        self.delay = None;
-        self
-    }
-
-    /// Runs after `delay`, counted on the database's clock from the insert.
-    pub fn run_in(mut self, delay: Duration) -> Self {
-        self.delay = Some(delay);
-        self.run_at = None;
-        self
-    }
-
-    /// Adds a metadata entry (request id, user id, ...), visible to the job and the
-    /// dashboard. Values that fail to serialize are stored as `null`.
-    pub fn meta(mut self, key: impl Into<String>, value: impl Serialize) -> Self {
-        self.meta.insert(key.into(), serde_json::to_value(value).unwrap_or(serde_json::Value::Null));
-        self
-    }
-
-    /// Adds a tag.
-    pub fn tag(mut self, tag: impl Into<String>) -> Self {
-        self.tags.push(tag.into());
-        self
-    }
-
-    /// Sets the uniqueness key explicitly. Jobs of kinds without unique options become
-    /// unique among pending jobs for this call.
-    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
-        self.unique_key = Some(key.into());
-        self
-    }
+    override_setters!();
 
     /// The row this request inserts, encoded and checked by the rules every row obeys
     /// ([`NewJob::validate`]).
     pub fn to_new_job(&self) -> Result<NewJob> {
-        let defaults = J::options();
-        let kind = J::KIND;
-        let queue: Cow<'static, str> = match &self.queue {
-            Some(queue) => Cow::Owned(queue.clone()),
-            None => defaults.queue,
-        };
-        let timeout_ms = match self.timeout.unwrap_or(defaults.timeout) {
-            Some(t) => Some(millis("timeout", t)?),
-            None => None,
-        };
-        let mut tags: Vec<String> = defaults.tags.iter().map(|t| t.to_string()).collect();
-        tags.extend(self.tags.iter().cloned());
-        tags.sort();
-        tags.dedup();
-
-        let encode = |e| Error::EncodeArgs { kind: kind.to_owned(), source: e };
-        let unique = match (&defaults.unique, &self.unique_key) {
-            (None, None) => None,
-            (Some(u), explicit) => Some((u.clone(), explicit.as_deref())),
-            (None, Some(explicit)) => {
-                Some((UniqueOptions::new(UniqueBy::Key("".into())), Some(explicit.as_str())))
-            }
-        };
-        let (args, unique) = match unique {
-            None => (serde_json::to_string(&self.args).map_err(encode)?, None),
-            Some((options, explicit)) => {
-                // Canonical form (sorted keys) so equal arguments hash equally.
-                let value = serde_json::to_value(&self.args).map_err(encode)?;
-                let key = options.key(kind, &queue, &value, explicit, Utc::now().timestamp());
-                (value.to_string(), Some((key, options.states)))
-            }
-        };
-        let meta = if self.meta.is_empty() {
-            Cow::Borrowed("{}")
-        } else {
-            Cow::Owned(serde_json::Value::Object(self.meta.clone()).to_string())
-        };
-        let job = NewJob {
-            kind: Cow::Borrowed(kind),
-            queue,
-            args,
-            meta,
-            tags,
-            priority: self.priority.unwrap_or(defaults.priority),
-            max_attempts: self.max_attempts.unwrap_or(defaults.max_attempts),
-            timeout_ms,
-            run_at: self.run_at,
-            delay_ms: self.delay.map(|d| millis("run_in", d)).transpose()?,
-            unique,
-        };
-        job.validate()?;
-        Ok(job)
+        self.overrides.new_job(Cow::Borrowed(J::KIND), J::options(), &self.args)
     }
 
     /// Inserts the job through `target` — in the caller's transaction when `target` is a

@@ -66,6 +66,7 @@ mod control;
 pub mod cron;
 mod data;
 mod enqueue;
+mod enqueue_by_kind;
 mod enqueuer;
 mod error;
 mod into_driver;
@@ -74,6 +75,7 @@ pub mod maintenance;
 pub mod migrate;
 mod options;
 mod outcome;
+mod published;
 mod registry;
 mod retry_pause;
 pub mod settings;
@@ -110,6 +112,7 @@ pub use data::{AppData, Data, FromAppData, Need};
 pub use enqueue::{
     EnqueueRequest, Enqueued, Enqueuer, IntoNewJob, JobExt, enqueue_many, enqueue_many_sync, validate_queue,
 };
+pub use enqueue_by_kind::KindRequest;
 pub use error::{Error, Result};
 pub use into_driver::{IntoDriver, driver_for_url};
 pub use job::Job;

@@ -210,6 +210,12 @@ impl Registry {
         self.by_kind.values()
     }
 
+    /// Each kind's options as a node publishes them with its heartbeat
+    /// (`{"kind": …}`, [`JobOptions::to_published`](crate::JobOptions::to_published)).
+    pub fn published_options(&self) -> serde_json::Value {
+        self.descriptors().map(|d| (d.kind.to_owned(), (d.options)().to_published())).collect()
+    }
+
     /// The registered kinds by the queue they name (their default queue), each sorted.
     pub fn kinds_by_queue(&self) -> std::collections::BTreeMap<String, Vec<&'static str>> {
         let mut by_queue: std::collections::BTreeMap<String, Vec<&'static str>> = Default::default();

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use jobs_core::driver::{Capability, JobCountByQueueAndStateParams, JobCountParams};
-use jobs_core::{Action, Count, JobFilter, JobState, NewJob, driver_for_url};
+use jobs_core::{Action, Count, JobFilter, JobState, KindRequest, driver_for_url};
 
 /// What can go wrong on the command line. Each message says what to change.
 #[derive(Debug, thiserror::Error)]
@@ -114,23 +114,29 @@ struct EnqueueArgs {
     /// The arguments as JSON.
     #[arg(long, default_value = "null")]
     args: String,
-    /// The queue (default: the kind's own, when this binary registers it, or the one queue
+    /// The queue (default: the kind's own, as its live nodes declare it, or the one queue
     /// live nodes that run it serve).
     #[arg(long)]
     queue: Option<String>,
-    /// Priority: lower runs first.
-    #[arg(long, default_value_t = 0)]
-    priority: i16,
-    /// Attempts allowed.
-    #[arg(long, default_value_t = jobs_core::DEFAULT_MAX_ATTEMPTS)]
-    max_attempts: i32,
+    /// Priority: lower runs first (default: the kind's).
+    #[arg(long)]
+    priority: Option<i16>,
+    /// Attempts allowed (default: the kind's).
+    #[arg(long)]
+    max_attempts: Option<i32>,
+    /// Time limit per attempt, e.g. `30s` (default: the kind's).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    timeout: Option<Duration>,
+    /// A uniqueness key of your own, instead of the one the kind's options compute.
+    #[arg(long)]
+    unique_key: Option<String>,
     /// Run after this long, e.g. `90s`, `15m`, `2h`.
     #[arg(long = "in", value_parser = humantime::parse_duration, conflicts_with = "at")]
     delay: Option<Duration>,
     /// Run at this time (RFC 3339, e.g. 2026-11-23T09:00:00Z).
     #[arg(long)]
     at: Option<chrono::DateTime<chrono::Utc>>,
-    /// Tags (repeatable).
+    /// Tags (repeatable), added to the kind's.
     #[arg(long = "tag")]
     tags: Vec<String>,
     /// Enqueue a kind that no live node runs (a worker that registers it will start
@@ -287,8 +293,8 @@ async fn enqueue(url: &str, args: EnqueueArgs, out: &mut impl Write) -> Result<(
     let known = kinds.iter().find(|k| k.kind == args.kind);
     let queue = match (&args.queue, known) {
         (Some(queue), _) => queue.clone(),
-        (None, Some(k)) => match (&k.default_queue, k.queues.as_slice()) {
-            (Some(queue), _) => queue.clone(),
+        (None, Some(k)) => match (k.default_queue(), k.queues.as_slice()) {
+            (Some(queue), _) => queue.to_owned(),
             (None, [only]) => only.clone(),
             (None, queues) if queues.iter().any(|q| q == jobs_core::DEFAULT_QUEUE) => {
                 jobs_core::DEFAULT_QUEUE.to_owned()
@@ -324,14 +330,37 @@ async fn enqueue(url: &str, args: EnqueueArgs, out: &mut impl Write) -> Result<(
             args.kind
         );
     }
-    let mut job = NewJob::new(&args.kind, &queue, json.to_string());
-    job.priority = args.priority;
-    job.max_attempts = args.max_attempts;
-    job.tags = args.tags;
-    job.run_at = args.at;
-    job.delay_ms = args.delay.map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let inserted = jobs_core::enqueue_many(&driver, [job]).await?;
+    // The kind's declared options where the command line says nothing, as a typed
+    // request has them (a kind no live node declares: the defaults).
+    let options = known.and_then(|k| k.options.clone()).unwrap_or_default();
+    let mut request = KindRequest::new(&args.kind, json).queue(&queue);
+    if let Some(priority) = args.priority {
+        request = request.priority(priority);
+    }
+    if let Some(attempts) = args.max_attempts {
+        request = request.max_attempts(attempts);
+    }
+    if let Some(timeout) = args.timeout {
+        request = request.timeout(Some(timeout));
+    }
+    if let Some(key) = args.unique_key {
+        request = request.unique_key(key);
+    }
+    for tag in args.tags {
+        request = request.tag(tag);
+    }
+    if let Some(at) = args.at {
+        request = request.run_at(at);
+    }
+    if let Some(delay) = args.delay {
+        request = request.run_in(delay);
+    }
+    let inserted = jobs_core::enqueue_many(&driver, [request.to_new_job(options)?]).await?;
     let first = inserted.first().ok_or_else(|| CliError::Invalid("nothing was inserted".into()))?;
+    if first.existing {
+        writeln!(out, "job {} ({} on queue {queue}) already exists: nothing enqueued", first.id, args.kind)?;
+        return Ok(());
+    }
     writeln!(out, "enqueued job {} ({} on queue {queue})", first.id, args.kind)?;
     Ok(())
 }

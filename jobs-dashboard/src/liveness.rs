@@ -75,17 +75,30 @@ pub(crate) struct KindChoice {
     pub(crate) kind: String,
     /// The queues live nodes that run it serve.
     pub(crate) queues: Vec<String>,
-    /// Its default queue, when it is registered in this process.
-    pub(crate) default_queue: Option<String>,
+    /// Its options (`#[job(...)]`): its registry entry's in this process, or else as its
+    /// most recently started live node publishes them; `None` when neither has them (a node
+    /// of an earlier version).
+    pub(crate) options: Option<jobs_core::JobOptions>,
 }
 
-/// The kinds live nodes run, by name, with the queues those nodes serve: what the enqueue
-/// form offers and the command line checks.
+impl KindChoice {
+    /// The queue the kind names, when its options are known.
+    pub(crate) fn default_queue(&self) -> Option<&str> {
+        self.options.as_ref().map(|o| o.queue.as_ref())
+    }
+}
+
+/// The kinds live nodes run, by name, with the queues those nodes serve and the kinds'
+/// options: what the enqueue form offers and the command line checks, and what both
+/// enqueue a kind with.
 pub(crate) async fn live_kinds(driver: &dyn jobs_core::driver::Driver) -> jobs_core::Result<Vec<KindChoice>> {
     let now = Utc::now();
-    let mut kinds: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
-    let nodes =
+    let mut kinds: std::collections::BTreeMap<String, KindChoice> = std::collections::BTreeMap::new();
+    let mut nodes =
         driver.node_list(jobs_core::driver::NodeListParams {}).await.map_err(jobs_core::Error::from)?;
+    let local = jobs_core::Registry::from_inventory().ok();
+    // Most recently started first: in a rolling deploy, the newest process's options win.
+    nodes.sort_by_key(|n| std::cmp::Reverse(n.started_at));
     for node in nodes {
         if !is_live(&node, now) {
             continue;
@@ -93,22 +106,26 @@ pub(crate) async fn live_kinds(driver: &dyn jobs_core::driver::Driver) -> jobs_c
         let queues: Vec<String> =
             node.queues.as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
         for kind in &node.kinds {
-            let entry = kinds.entry(kind.clone()).or_default();
+            let entry = kinds.entry(kind.clone()).or_insert_with(|| KindChoice {
+                kind: kind.clone(),
+                queues: Vec::new(),
+                options: local.as_ref().and_then(|r| r.get(kind)).map(|d| (d.options)()),
+            });
+            if entry.options.is_none() {
+                entry.options = node.kind_options.get(kind).and_then(jobs_core::JobOptions::from_published);
+            }
             for q in &queues {
-                if !entry.contains(q) {
-                    entry.push(q.clone());
+                if !entry.queues.contains(q) {
+                    entry.queues.push(q.clone());
                 }
             }
         }
     }
-    let local = jobs_core::Registry::from_inventory().ok();
     Ok(kinds
-        .into_iter()
-        .map(|(kind, mut queues)| {
-            queues.sort();
-            let default_queue =
-                local.as_ref().and_then(|r| r.get(&kind)).map(|d| (d.options)().queue.into_owned());
-            KindChoice { kind, queues, default_queue }
+        .into_values()
+        .map(|mut choice| {
+            choice.queues.sort();
+            choice
         })
         .collect())
 }

@@ -26,6 +26,14 @@ fn cli(url: Option<&str>, args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// The id in `enqueue`'s "enqueued job N (…)".
+fn enqueued_id(out: &str) -> i64 {
+    out.strip_prefix("enqueued job ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("an id in {out:?}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrate_applies_the_schema_once() {
     let db = TestDatabase::empty().await.expect("db");
@@ -67,11 +75,7 @@ async fn enqueue_from_json_with_options_and_clear_errors() {
     );
     assert!(ok, "{err}");
     assert!(err.contains("warning: no live node runs kind `app::send_welcome`"), "{err}");
-    let id: i64 = out
-        .strip_prefix("enqueued job ")
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("an id in {out:?}"));
+    let id = enqueued_id(&out);
     let mut conn = pool.get().await.expect("conn");
     let row = jobs_core::get_job(&mut conn, id).await.expect("get").expect("row");
     assert_eq!((row.kind.as_str(), row.queue.as_str()), ("app::send_welcome", "mailers"));
@@ -290,7 +294,9 @@ async fn every_command_works_on_mariadb() {
 }
 
 /// A kind no live node runs is refused as a likely typo, naming the live kinds; one a live
-/// node runs goes, without `--queue`, on the queue its nodes serve.
+/// node runs goes, without `--queue`, on the queue its nodes serve, with the options the
+/// node declares for it (this binary does not link the kind): attempts, timeout, priority,
+/// tags, uniqueness.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enqueue_checks_the_kind_against_live_nodes_and_finds_its_queue() {
     use jobs_core::IntoDriver;
@@ -302,13 +308,22 @@ async fn enqueue_checks_the_kind_against_live_nodes_and_finds_its_queue() {
     assert!(err.contains("no live node runs kind `app::send_welcome` (no node is live)"), "{err}");
     assert!(err.contains("--allow-unknown-kind"), "says how to go on: {err}");
 
-    let queues = serde_json::json!({"mailers": {"limit": 10, "running": 0}});
+    let queues =
+        serde_json::json!({"mailers": {"limit": 10, "running": 0}, "other": {"limit": 1, "running": 0}});
+    let welcome = jobs_core::JobOptions::new()
+        .queue("mailers")
+        .priority(2)
+        .max_attempts(5)
+        .timeout(std::time::Duration::from_secs(45))
+        .tag("welcome")
+        .unique(jobs_core::UniqueOptions::new(jobs_core::UniqueBy::Fields(vec!["user_id".into()])));
     let beat = NodeHeartbeatParams {
         node: "mail-node",
         host: "h",
         pid: 1,
         queues: &queues,
         kinds: &["app::send_welcome"],
+        kind_options: &serde_json::json!({ "app::send_welcome": welcome.to_published() }),
         now: None,
         lock: None,
         registering: true,
@@ -320,5 +335,49 @@ async fn enqueue_checks_the_kind_against_live_nodes_and_finds_its_queue() {
     let (ok, out, err) =
         cli(Some(db.url()), &["enqueue", "--kind", "app::send_welcome", "--args", r#"{"user_id": 1}"#]);
     assert!(ok, "{err}");
-    assert!(out.contains("on queue mailers"), "the queue its live nodes serve: {out}");
+    assert!(
+        out.contains("on queue mailers"),
+        "the kind's queue, not `other`, which its node serves too: {out}"
+    );
+    let id = enqueued_id(&out);
+    let mut conn = pool.get().await.expect("conn");
+    let row = jobs_core::get_job(&mut conn, id).await.expect("get").expect("row");
+    assert_eq!(
+        (row.priority, row.max_attempts, row.timeout_ms, row.tags),
+        (2, 5, Some(45_000), vec!["welcome".to_owned()]),
+        "the options the kind's node declares"
+    );
+    // The same user again: the kind's uniqueness key finds the first job.
+    let (ok, out, err) = cli(
+        Some(db.url()),
+        &["enqueue", "--kind", "app::send_welcome", "--args", r#"{"user_id": 1}"#, "--priority", "0"],
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains(&format!("job {id} ")) && out.contains("already exists"), "{out}");
+    // Another user, with overrides: the command line's values win, tags add up.
+    let (ok, out, err) = cli(
+        Some(db.url()),
+        &[
+            "enqueue",
+            "--kind",
+            "app::send_welcome",
+            "--args",
+            r#"{"user_id": 2}"#,
+            "--priority",
+            "0",
+            "--max-attempts",
+            "9",
+            "--timeout",
+            "5s",
+            "--tag",
+            "cli",
+        ],
+    );
+    assert!(ok, "{err}");
+    let id = enqueued_id(&out);
+    let row = jobs_core::get_job(&mut conn, id).await.expect("get").expect("row");
+    assert_eq!(
+        (row.priority, row.max_attempts, row.timeout_ms, row.tags),
+        (0, 9, Some(5_000), vec!["cli".to_owned(), "welcome".to_owned()])
+    );
 }

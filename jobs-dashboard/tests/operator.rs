@@ -19,9 +19,21 @@ struct Invoice {
     order_id: i64,
 }
 
-#[job(kind = "operator.invoice", queue = "billing")]
+#[job(kind = "operator.invoice", queue = "billing", max_attempts = 4, timeout = "30s", tags = ["invoices"])]
 async fn invoice(_ctx: JobContext, _args: Invoice) -> Result<(), std::io::Error> {
     Ok(())
+}
+
+/// The options `mail`'s node declares: a kind this process does not register, which the
+/// dashboard knows only from the node's heartbeat.
+fn mail_options() -> jobs_core::JobOptions {
+    jobs_core::JobOptions::new()
+        .queue("mailers")
+        .priority(5)
+        .max_attempts(3)
+        .timeout(std::time::Duration::from_secs(10))
+        .tag("mail")
+        .unique(jobs_core::UniqueOptions::new(jobs_core::UniqueBy::Fields(vec!["to".into()])))
 }
 
 /// A live node that runs `operator.invoice` on `billing`, and `mail` on `mailers`.
@@ -34,6 +46,7 @@ async fn live_node(pool: &jobs_core::Pool) {
         pid: 1,
         queues: &queues,
         kinds: &["operator.invoice", "mail"],
+        kind_options: &serde_json::json!({ "mail": mail_options().to_published() }),
         now: None,
         lock: None,
         registering: false,
@@ -114,8 +127,51 @@ async fn enqueue_from_the_dashboard_checks_kind_and_arguments() {
         .expect("the job");
     assert_eq!((job.kind.as_str(), job.queue.as_str(), job.priority), ("operator.invoice", "billing", 2));
     assert_eq!(job.args, serde_json::json!({"order_id": 7}));
+    assert_eq!(
+        (job.max_attempts, job.timeout_ms, job.tags.clone()),
+        (4, Some(30_000), vec!["invoices".to_owned()]),
+        "the kind's #[job] options where the form says nothing"
+    );
     // Without the CSRF token, nothing.
     assert_eq!(post_full(&app, "/admin/jobs/jobs/new", None, &fields).await.status, StatusCode::FORBIDDEN);
+}
+
+/// A kind this process does not link (the dashboard served on its own) is enqueued with
+/// the options its live node declares: queue, attempts, timeout, priority, tags, and its
+/// uniqueness key (a second enqueue of the same recipient finds the first job).
+#[actix_web::test]
+async fn the_form_enqueues_a_kind_with_the_options_its_node_declares() {
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    let app = test_app::app(&pool, jobs_dashboard::Access::Full).await;
+    live_node(&pool).await;
+    let (_, body, _) = get(&app, "/admin/jobs/jobs/new?kind=mail").await;
+    assert!(body.contains(r#"id="enqueue-queue" list="served-queues" value="mailers""#), "its queue: {body}");
+    assert!(
+        body.contains("priority 5, 3 attempts; timeout 10s; tags mail; unique by to"),
+        "what blank fields take: {body}"
+    );
+    let csrf = token(&app).await;
+    let fields = [("kind", "mail"), ("queue", "mailers"), ("args", r#"{"to": "ann@example.com"}"#)];
+    let posted = post_full(&app, "/admin/jobs/jobs/new", Some(&csrf), &fields).await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER, "{}", posted.body);
+    let id: i64 = posted.location.rsplit('/').next().and_then(|id| id.parse().ok()).expect("the job's page");
+    let job = test_app::driver(&pool)
+        .job_get(jobs_core::driver::JobGetParams { id })
+        .await
+        .expect("read")
+        .expect("the job");
+    assert_eq!(
+        (job.queue.as_str(), job.priority, job.max_attempts, job.timeout_ms, job.tags.clone()),
+        ("mailers", 5, 3, Some(10_000), vec!["mail".to_owned()])
+    );
+    let again = post_full(&app, "/admin/jobs/jobs/new", Some(&csrf), &fields).await;
+    assert_eq!(again.status, StatusCode::SEE_OTHER, "{}", again.body);
+    assert_eq!(again.location, posted.location, "the first job, found by its uniqueness key");
+    assert_eq!(
+        again.notice.as_deref(),
+        Some(format!("job {id} already exists with this uniqueness key: nothing enqueued").as_str())
+    );
 }
 
 #[actix_web::test]

@@ -21,6 +21,11 @@ pub struct NodeRow {
     pub queues: serde_json::Value,
     /// The job kinds it has registered (it runs them from any of its queues).
     pub kinds: Vec<String>,
+    /// Each kind's options as the node declares them (`{"kind": {"queue": …,
+    /// "max_attempts": …}}`, in `jobs_core::JobOptions::to_published`'s form): what a
+    /// process that does not link the kind enqueues it with. Empty for a node that
+    /// published none.
+    pub kind_options: serde_json::Value,
 }
 
 impl NodeRow {
@@ -43,6 +48,8 @@ pub struct NodeHeartbeatParams<'a> {
     pub queues: &'a serde_json::Value,
     /// The job kinds it has registered.
     pub kinds: &'a [&'a str],
+    /// Each kind's options (see [`NodeRow::kind_options`]).
+    pub kind_options: &'a serde_json::Value,
     /// The heartbeat's time.
     pub now: Option<DateTime<Utc>>,
     /// The node's liveness lock, as [`NodeLock::key`] names it for the rescuer and the

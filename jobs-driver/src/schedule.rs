@@ -18,7 +18,9 @@ pub struct ScheduleDef {
     pub kind: String,
     /// Arguments, as JSON text.
     pub args: String,
-    /// Insert options: `{"queue", "priority", "max_attempts", "timeout_ms", "tags"}`.
+    /// Insert options, as `jobs_core::JobOptions::to_published` writes them (`{"queue",
+    /// "priority", "max_attempts", "timeout_ms", "tags", "unique"}`; a job of the schedule
+    /// is unique by its slot instead).
     pub options: serde_json::Value,
     /// `skip` or `run_latest`.
     pub missed_policy: String,

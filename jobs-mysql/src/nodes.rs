@@ -12,13 +12,14 @@ use crate::rows::json;
 use crate::time::{micros, naive_opt, utc};
 
 const HEARTBEAT: &str = "\
-INSERT INTO job_nodes (name, host, pid, started_at, heartbeat_at, queues, kinds, lock_name)
-VALUES ($1, $2, $3, COALESCE($5, UTC_TIMESTAMP(6)), COALESCE($5, UTC_TIMESTAMP(6)), $4, $6, $7)
+INSERT INTO job_nodes (name, host, pid, started_at, heartbeat_at, queues, kinds, lock_name, kind_options)
+VALUES ($1, $2, $3, COALESCE($5, UTC_TIMESTAMP(6)), COALESCE($5, UTC_TIMESTAMP(6)), $4, $6, $7, $9)
 ON DUPLICATE KEY UPDATE
     -- A process's first heartbeat (a restart with a fixed name too) starts the node afresh.
     started_at = IF($8, COALESCE($5, UTC_TIMESTAMP(6)), started_at),
     host = $2, pid = $3,
-    heartbeat_at = COALESCE($5, UTC_TIMESTAMP(6)), queues = $4, kinds = $6, lock_name = $7";
+    heartbeat_at = COALESCE($5, UTC_TIMESTAMP(6)), queues = $4, kinds = $6, lock_name = $7,
+    kind_options = $9";
 
 /// See [`NodeHeartbeatParams`].
 pub(crate) async fn heartbeat(
@@ -34,6 +35,7 @@ pub(crate) async fn heartbeat(
         .bind::<Text, _>(serde_json::Value::from(params.kinds).to_string())
         .bind::<Nullable<Text>, _>(params.lock)
         .bind::<diesel::sql_types::Bool, _>(params.registering)
+        .bind::<Text, _>(params.kind_options.to_string())
         .execute(conn)
         .await?;
     Ok(())
@@ -76,12 +78,15 @@ struct Row {
     queues: String,
     #[diesel(sql_type = Text)]
     kinds: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    kind_options: Option<String>,
 }
 
 /// Every registered node, most recently seen first.
 pub(crate) async fn list(conn: &mut AsyncMysqlConnection) -> Result<Vec<NodeRow>> {
     let rows: Vec<Row> = CachedQuery::new(
-        "SELECT name, host, pid, started_at, heartbeat_at, queues, kinds FROM job_nodes ORDER BY heartbeat_at DESC, name",
+        "SELECT name, host, pid, started_at, heartbeat_at, queues, kinds, kind_options FROM job_nodes \
+         ORDER BY heartbeat_at DESC, name",
     )
     .load(conn)
     .await?;
@@ -90,6 +95,9 @@ pub(crate) async fn list(conn: &mut AsyncMysqlConnection) -> Result<Vec<NodeRow>
             Ok(NodeRow {
                 queues: json("queues", &r.queues)?,
                 kinds: json("kinds", &r.kinds)?,
+                kind_options: r
+                    .kind_options
+                    .map_or(Ok(serde_json::json!({})), |o| json("kind_options", &o))?,
                 name: r.name,
                 host: r.host,
                 pid: r.pid,

@@ -11,11 +11,12 @@ use jobs_driver::{NodeDeleteStaleParams, NodeHeartbeatParams, NodeRow, Result};
 use crate::rows::millis;
 
 const HEARTBEAT: &str = "\
-INSERT INTO job_nodes AS n (name, host, pid, started_at, heartbeat_at, queues, kinds, lock_key)
-SELECT $1, $2, $3, clock.now, clock.now, $4, $6, $7
+INSERT INTO job_nodes AS n (name, host, pid, started_at, heartbeat_at, queues, kinds, lock_key, kind_options)
+SELECT $1, $2, $3, clock.now, clock.now, $4, $6, $7, $9
 FROM (SELECT COALESCE($5::timestamptz, now()) AS now) AS clock
 ON CONFLICT (name) DO UPDATE
 SET heartbeat_at = EXCLUDED.heartbeat_at, queues = EXCLUDED.queues, kinds = EXCLUDED.kinds,
+    kind_options = EXCLUDED.kind_options,
     lock_key = EXCLUDED.lock_key, host = EXCLUDED.host, pid = EXCLUDED.pid,
     -- A process's first heartbeat (a restart with a fixed name too) starts the node afresh.
     started_at = CASE WHEN $8 THEN EXCLUDED.started_at ELSE n.started_at END";
@@ -34,6 +35,7 @@ where
         .bind::<Jsonb, _>(serde_json::Value::from(params.kinds))
         .bind::<Nullable<BigInt>, _>(lock_key(params.lock)?)
         .bind::<diesel::sql_types::Bool, _>(params.registering)
+        .bind::<Jsonb, _>(params.kind_options)
         .execute(conn)
         .await?;
     Ok(())
@@ -89,6 +91,8 @@ struct Row {
     queues: serde_json::Value,
     #[diesel(sql_type = Jsonb)]
     kinds: serde_json::Value,
+    #[diesel(sql_type = Jsonb)]
+    kind_options: serde_json::Value,
 }
 
 /// Every registered node, most recently seen first.
@@ -97,7 +101,8 @@ where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
     let rows: Vec<Row> = diesel::sql_query(
-        "SELECT name, host, pid, started_at, heartbeat_at, queues, kinds FROM job_nodes ORDER BY heartbeat_at DESC, name",
+        "SELECT name, host, pid, started_at, heartbeat_at, queues, kinds, kind_options FROM job_nodes \
+         ORDER BY heartbeat_at DESC, name",
     )
     .load(conn)
     .await?;
@@ -111,6 +116,7 @@ where
             heartbeat_at: r.heartbeat_at,
             queues: r.queues,
             kinds: serde_json::from_value(r.kinds).unwrap_or_default(),
+            kind_options: r.kind_options,
         })
         .collect())
 }

@@ -90,6 +90,7 @@ diesel::table! {
         queues -> Jsonb,
         kinds -> Jsonb,
         lock_key -> Nullable<Int8>,
+        kind_options -> Jsonb,
     }
 }
 

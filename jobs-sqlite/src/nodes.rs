@@ -12,10 +12,11 @@ use crate::rows::json;
 use crate::time::{from_ms, now_ms};
 
 const HEARTBEAT: &str = "\
-INSERT INTO job_nodes (name, host, pid, started_at, heartbeat_at, queues, kinds, lock_path)
-VALUES ($1, $2, $3, $5, $5, $4, $6, $7)
+INSERT INTO job_nodes (name, host, pid, started_at, heartbeat_at, queues, kinds, lock_path, kind_options)
+VALUES ($1, $2, $3, $5, $5, $4, $6, $7, $9)
 ON CONFLICT (name) DO UPDATE
 SET heartbeat_at = excluded.heartbeat_at, queues = excluded.queues, kinds = excluded.kinds,
+    kind_options = excluded.kind_options,
     lock_path = excluded.lock_path,
     -- A process's first heartbeat (a restart with a fixed name too) starts the node afresh.
     started_at = CASE WHEN $8 THEN excluded.started_at ELSE job_nodes.started_at END,
@@ -23,8 +24,9 @@ SET heartbeat_at = excluded.heartbeat_at, queues = excluded.queues, kinds = excl
 
 /// [`heartbeat`] on `local`'s writer, its parameters owned for the connection's thread.
 pub(crate) async fn heartbeat_through(local: &Local, params: NodeHeartbeatParams<'_>) -> Result<()> {
-    let NodeHeartbeatParams { node, host, pid, queues, kinds, now, lock, registering } = params;
-    let (node, host, queues) = (node.to_owned(), host.to_owned(), queues.clone());
+    let NodeHeartbeatParams { node, host, pid, queues, kinds, kind_options, now, lock, registering } = params;
+    let (node, host, queues, kind_options) =
+        (node.to_owned(), host.to_owned(), queues.clone(), kind_options.clone());
     let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
     let lock = lock.map(str::to_owned);
     write(local, move |c| {
@@ -35,6 +37,7 @@ pub(crate) async fn heartbeat_through(local: &Local, params: NodeHeartbeatParams
             pid,
             queues: &queues,
             kinds: &kinds,
+            kind_options: &kind_options,
             now,
             lock: lock.as_deref(),
             registering,
@@ -55,6 +58,7 @@ pub(crate) fn heartbeat(conn: &mut SqliteConnection, params: &NodeHeartbeatParam
         .bind::<Text, _>(serde_json::Value::from(params.kinds).to_string())
         .bind::<Nullable<Text>, _>(params.lock)
         .bind::<diesel::sql_types::Bool, _>(params.registering)
+        .bind::<Text, _>(params.kind_options.to_string())
         .execute(conn)?;
     Ok(())
 }
@@ -89,12 +93,15 @@ struct Row {
     queues: String,
     #[diesel(sql_type = Text)]
     kinds: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    kind_options: Option<String>,
 }
 
 /// Every registered node, most recently seen first.
 pub(crate) fn list(conn: &mut SqliteConnection) -> Result<Vec<NodeRow>> {
     let rows: Vec<Row> = CachedQuery::new(
-        "SELECT name, host, pid, started_at, heartbeat_at, queues, kinds FROM job_nodes ORDER BY heartbeat_at DESC, name",
+        "SELECT name, host, pid, started_at, heartbeat_at, queues, kinds, kind_options FROM job_nodes \
+         ORDER BY heartbeat_at DESC, name",
     )
     .load(conn)?;
     rows.into_iter()
@@ -102,6 +109,9 @@ pub(crate) fn list(conn: &mut SqliteConnection) -> Result<Vec<NodeRow>> {
             Ok(NodeRow {
                 queues: json("queues", &r.queues)?,
                 kinds: json("kinds", &r.kinds)?,
+                kind_options: r
+                    .kind_options
+                    .map_or(Ok(serde_json::json!({})), |o| json("kind_options", &o))?,
                 name: r.name,
                 host: r.host,
                 pid: r.pid,

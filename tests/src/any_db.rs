@@ -39,10 +39,16 @@ pub struct Run {
     /// When it started, in milliseconds since the epoch (the worker's clock).
     #[diesel(sql_type = BigInt)]
     pub at_ms: i64,
+    /// The run's own number, random: a record written again after its reply was lost
+    /// (the server restarted under it) is the same run, not a second one.
+    #[diesel(sql_type = BigInt)]
+    pub run_id: i64,
 }
 
-/// The `runs` table, in SQL both backends take.
-pub const RUNS_TABLE: &str = "CREATE TABLE runs (job_id bigint NOT NULL, attempt int NOT NULL, node text NOT NULL, at_ms bigint NOT NULL)";
+/// The `runs` table, in SQL every backend takes. `run_id` is unique: recording a run
+/// again (after a lost reply) adds nothing.
+pub const RUNS_TABLE: &str = "CREATE TABLE runs (job_id bigint NOT NULL, attempt int NOT NULL, node text NOT NULL, \
+     at_ms bigint NOT NULL, run_id bigint NOT NULL UNIQUE)";
 
 /// Runs `$body` with `$conn`, a connection of `$db`, whichever backend it is.
 macro_rules! with_connection {
@@ -113,12 +119,27 @@ impl AnyDb {
         counted.ok()
     }
 
-    /// Records a run of `job_id` at `attempt` on `node` in the `runs` table.
-    pub async fn record_run(&self, job_id: i64, attempt: i32, node: &str) -> Result<(), String> {
+    /// Records run `run_id` of `job_id` at `attempt` on `node` in the `runs` table, at
+    /// most once: a second record of one `run_id` (the first's reply lost) adds nothing.
+    /// Returns whether this call wrote it.
+    pub async fn record_run(
+        &self,
+        job_id: i64,
+        attempt: i32,
+        node: &str,
+        run_id: i64,
+    ) -> Result<bool, String> {
         let sql = match self {
-            AnyDb::Postgres(_) => "INSERT INTO runs (job_id, attempt, node, at_ms) VALUES ($1, $2, $3, $4)",
-            AnyDb::Sqlite(_) | AnyDb::Mysql(_) => {
-                "INSERT INTO runs (job_id, attempt, node, at_ms) VALUES (?, ?, ?, ?)"
+            AnyDb::Postgres(_) => {
+                "INSERT INTO runs (job_id, attempt, node, at_ms, run_id) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (run_id) DO NOTHING"
+            }
+            AnyDb::Sqlite(_) => {
+                "INSERT INTO runs (job_id, attempt, node, at_ms, run_id) VALUES (?, ?, ?, ?, ?) \
+                 ON CONFLICT (run_id) DO NOTHING"
+            }
+            AnyDb::Mysql(_) => {
+                "INSERT IGNORE INTO runs (job_id, attempt, node, at_ms, run_id) VALUES (?, ?, ?, ?, ?)"
             }
         };
         with_connection!(self, |conn| {
@@ -127,9 +148,10 @@ impl AnyDb {
                 .bind::<Integer, _>(attempt)
                 .bind::<Text, _>(node)
                 .bind::<BigInt, _>(chrono::Utc::now().timestamp_millis())
+                .bind::<BigInt, _>(run_id)
                 .execute(&mut conn)
                 .await
-                .map(|_| ())
+                .map(|n| n == 1)
                 .map_err(|e| e.to_string())
         })
     }
@@ -138,7 +160,7 @@ impl AnyDb {
     pub async fn runs(&self) -> Option<Vec<Run>> {
         let runs: Result<Vec<Run>, String> = async {
             with_connection!(self, |conn| {
-                diesel::sql_query("SELECT job_id, attempt, node, at_ms FROM runs")
+                diesel::sql_query("SELECT job_id, attempt, node, at_ms, run_id FROM runs")
                     .load(&mut conn)
                     .await
                     .map_err(|e| e.to_string())

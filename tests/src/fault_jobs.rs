@@ -18,19 +18,33 @@ pub struct Step {
 
 /// Records this run in the `runs` table. An attempt must not fail for the test's own
 /// bookkeeping (SQLite's write lock busy past its timeout, a connection the restarted
-/// server closed): the record is tried again for up to 30 s.
+/// server closed): the record is tried again for up to 30 s, under one run number, so
+/// that a record whose reply was lost (but which was written) is not counted twice.
 async fn record(ctx: &JobContext) -> Result<(), jobs_core::Error> {
     let driver = ctx.driver().ok_or_else(|| jobs_core::Error::Pool("no driver".into()))?;
     let db = AnyDb::of(&**driver);
+    let run_id: i64 = rand::random();
     let mut tries = 0;
-    while let Err(e) = db.record_run(ctx.id(), ctx.attempt(), ctx.node()).await {
-        tries += 1;
-        if tries == 300 {
-            return Err(jobs_core::Error::Pool(e));
+    loop {
+        match db.record_run(ctx.id(), ctx.attempt(), ctx.node(), run_id).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {
+                tracing::warn!(
+                    job.id = ctx.id(),
+                    attempt = ctx.attempt(),
+                    "the run's record was written before, its reply lost"
+                );
+                return Ok(());
+            }
+            Err(e) => {
+                tries += 1;
+                if tries == 300 {
+                    return Err(jobs_core::Error::Pool(e));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Ok(())
 }
 
 /// Records that this attempt started (job, attempt, node), then works for a while.

@@ -12,7 +12,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use jobs_core::driver::{Count as Counted, Driver, JobCountParams, JobFilter, JobListParams};
 use jobs_core::{IntoDriver, JobRow, JobState, Pool};
 
-use crate::any_db::{AnyDb, RUNS_TABLE};
+use crate::any_db::{AnyDb, RUNS_TABLE, Run};
 use crate::wait_for;
 
 /// Counts the completed jobs.
@@ -95,6 +95,9 @@ pub struct JobLedger {
     pub running: i64,
     /// Jobs that ran more than once at the same attempt (a double run).
     pub duplicates: i64,
+    /// Each double run: the job, its attempt, its runs (node, start in ms, run number), and
+    /// the job's nodes and error entries, to find the path that ran it twice.
+    pub doubled: Vec<String>,
     /// Completed jobs with no run recorded at their final attempt.
     pub missing_final_run: i64,
     /// Runs recorded at an attempt above the job's final one.
@@ -136,6 +139,7 @@ impl JobLedger {
             completed: count(&|j| j.state == JobState::Completed),
             running: count(&|j| j.state == JobState::Running),
             duplicates: 0,
+            doubled: Vec::new(),
             missing_final_run: 0,
             runs_after_final: 0,
             unexplained_attempts: jobs
@@ -159,14 +163,24 @@ impl JobLedger {
         if let Some(runs) = AnyDb::of(&*driver).runs().await {
             let final_attempt: HashMap<i64, (JobState, i32)> =
                 jobs.iter().map(|j| (j.id, (j.state, j.attempt))).collect();
-            let mut seen: HashMap<(i64, i32), i64> = HashMap::new();
+            let mut seen: HashMap<(i64, i32), Vec<&Run>> = HashMap::new();
             for run in &runs {
-                *seen.entry((run.job_id, run.attempt)).or_default() += 1;
+                seen.entry((run.job_id, run.attempt)).or_default().push(run);
                 if final_attempt.get(&run.job_id).is_some_and(|(_, attempt)| run.attempt > *attempt) {
                     ledger.runs_after_final += 1;
                 }
             }
-            ledger.duplicates = seen.values().filter(|n| **n > 1).count() as i64;
+            for ((id, attempt), twice) in seen.iter().filter(|(_, runs)| runs.len() > 1) {
+                let job = jobs.iter().find(|j| j.id == *id);
+                ledger.doubled.push(format!(
+                    "job {id} attempt {attempt}: runs {:?}; attempted by {:?}; errors {}",
+                    twice.iter().map(|r| (&r.node, r.at_ms, r.run_id)).collect::<Vec<_>>(),
+                    job.map(|j| j.attempted_by.clone()).unwrap_or_default(),
+                    job.map(|j| j.errors.to_string()).unwrap_or_default(),
+                ));
+            }
+            ledger.doubled.sort();
+            ledger.duplicates = ledger.doubled.len() as i64;
             ledger.missing_final_run = jobs
                 .iter()
                 .filter(|j| j.state == JobState::Completed && !seen.contains_key(&(j.id, j.attempt)))

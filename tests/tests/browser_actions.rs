@@ -61,6 +61,7 @@ async fn walk(chromedriver: &jobs_tests::browser::Driver, size: (u32, u32), them
         pid: 1,
         queues: &queues,
         kinds: &["walk.report"],
+        kind_options: &serde_json::json!({}),
         now: None,
         lock: None,
         registering: false,

@@ -54,6 +54,7 @@ async fn every_page_in_light_and_dark_at_phone_and_desktop_widths_then_live_refr
         pid: 42,
         queues: &queues,
         kinds: &["walk.report"],
+        kind_options: &serde_json::json!({}),
         now: None,
         lock: None,
         registering: false,

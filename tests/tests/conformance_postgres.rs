@@ -35,6 +35,7 @@ jobs_tests::conformance_suite! {
         the_rescue_follows_one_rule_for_cancels_timeouts_and_losses,
         a_dead_nodes_lock_frees_its_lease_and_its_jobs_in_seconds,
         a_node_name_in_use_is_refused,
+        a_node_publishes_its_kinds_options,
         a_node_keeps_two_runs_of_one_job_apart,
         a_leader_whose_renewal_hangs_stops_leading_by_its_lease,
         a_claim_on_a_paused_queue_takes_nothing,

@@ -310,6 +310,7 @@ async fn a_live_node_kept_from_writing_is_not_taken_for_dead() {
         pid: 1,
         queues: &queues,
         kinds: &[],
+        kind_options: &serde_json::json!({}),
         now: Some(chrono::Utc::now() - chrono::Duration::minutes(1)),
         lock: Some(lock.key()),
         registering: true,

@@ -15,7 +15,7 @@ pub use slots::{CronExpr, normalize};
 use crate::enqueue::Enqueued;
 use crate::error::{Error, Result};
 use crate::job::Job;
-use crate::options::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobOptions};
+use crate::options::JobOptions;
 use crate::registry::{JobDescriptor, MissedPolicy};
 use crate::unique::{UniqueBy, UniqueOptions};
 
@@ -87,13 +87,12 @@ impl Periodic {
         }
         let expr = CronExpr::parse(&self.expression, &self.timezone).map_err(invalid)?;
         let args = self.args.clone().map_err(|e| invalid(format!("its arguments do not encode: {e}")))?;
-        let options = serde_json::json!({
-            "queue": self.options.queue,
-            "priority": self.options.priority,
-            "max_attempts": self.options.max_attempts,
-            "timeout_ms": self.options.timeout.map(|t| t.as_millis() as u64),
-            "tags": self.options.tags,
-        });
+        // A schedule's job is unique by its slot, not by the kind's key: left out, the
+        // options are what schedules stored before kinds published theirs (no rewrite).
+        let mut options = self.options.to_published();
+        if let Some(o) = options.as_object_mut() {
+            o.remove("unique");
+        }
         let def = ScheduleDef {
             name: self.name.clone(),
             expression: expr.expression().to_owned(),
@@ -111,8 +110,10 @@ impl Periodic {
 /// With a `slot`, the job carries a uniqueness key for
 /// (schedule, slot) in every state, so a slot can only ever be enqueued once.
 pub(crate) fn job_for(row: &ScheduleRow, slot: Option<DateTime<Utc>>) -> NewJob {
-    let o = &row.options;
-    let queue = o.get("queue").and_then(|v| v.as_str()).unwrap_or(DEFAULT_QUEUE).to_owned();
+    // The kind's options as the schedule stored them (`JobOptions::to_published`); the
+    // kind's uniqueness gives way to the slot's.
+    let o = JobOptions::from_published(&row.options).unwrap_or_default();
+    let queue = o.queue.into_owned();
     let unique = slot.map(|slot| {
         let key = format!("cron:{}:{}", row.name, slot.timestamp_millis());
         let options = UniqueOptions::new(UniqueBy::Key(key.into())).states(JobState::ALL);
@@ -128,18 +129,10 @@ pub(crate) fn job_for(row: &ScheduleRow, slot: Option<DateTime<Utc>>) -> NewJob 
         queue: queue.into(),
         args: row.args.clone(),
         meta: meta.to_string().into(),
-        tags: o
-            .get("tags")
-            .and_then(|v| v.as_array())
-            .map(|a| a.iter().filter_map(|t| t.as_str().map(str::to_owned)).collect())
-            .unwrap_or_default(),
-        priority: o.get("priority").and_then(|v| v.as_i64()).and_then(|p| i16::try_from(p).ok()).unwrap_or(0),
-        max_attempts: o
-            .get("max_attempts")
-            .and_then(|v| v.as_i64())
-            .and_then(|p| i32::try_from(p).ok())
-            .unwrap_or(DEFAULT_MAX_ATTEMPTS),
-        timeout_ms: o.get("timeout_ms").and_then(|v| v.as_i64()),
+        tags: o.tags.iter().map(|t| t.to_string()).collect(),
+        priority: o.priority,
+        max_attempts: o.max_attempts,
+        timeout_ms: o.timeout.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX)),
         run_at: None,
         delay_ms: None,
         unique,

@@ -32,6 +32,7 @@ pub(crate) async fn beat(shared: &Shared, registering: bool) -> Result<()> {
         .collect();
     let queues = serde_json::Value::Object(queues);
     let kinds = shared.registry.kinds();
+    let kind_options = shared.registry.published_options();
     let lock = shared.lock_key.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let params = NodeHeartbeatParams {
         node: &shared.node,
@@ -39,6 +40,7 @@ pub(crate) async fn beat(shared: &Shared, registering: bool) -> Result<()> {
         pid: shared.pid,
         queues: &queues,
         kinds: &kinds,
+        kind_options: &kind_options,
         now: shared.clock.db_now(),
         lock: lock.as_deref(),
         registering,

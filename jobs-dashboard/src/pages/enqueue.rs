@@ -1,11 +1,13 @@
 //! Enqueue a job from the dashboard: a kind that a live node runs, its arguments as JSON
 //! (checked against the kind's argument type when the kind is registered in this
-//! process too), queue, priority, attempts and when to run.
+//! process too), queue, priority, attempts and when to run. What the form leaves blank
+//! comes from the kind's options (`#[job(...)]`: attempts, timeout, priority, tags,
+//! uniqueness), as its live nodes declare them.
 
 use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use jobs_core::{NewJob, Registry};
+use jobs_core::{JobOptions, KindRequest, NewJob, Registry};
 
 use crate::config::Dashboard;
 use crate::error::DashboardError;
@@ -21,7 +23,42 @@ struct EnqueuePage {
     all_queues: Vec<String>,
     /// The form as posted, to show again with its error.
     form: Form,
+    /// The chosen kind's options, what blank fields take.
+    declared: Option<Declared>,
     error: Option<String>,
+}
+
+/// A kind's options as the form shows them.
+struct Declared {
+    priority: String,
+    max_attempts: String,
+    /// The rest, in words: timeout, tags, uniqueness.
+    rest: String,
+}
+
+impl Declared {
+    fn of(options: &JobOptions) -> Declared {
+        let mut rest = Vec::new();
+        if let Some(timeout) = options.timeout {
+            rest.push(format!("timeout {}", humantime::format_duration(timeout)));
+        }
+        if !options.tags.is_empty() {
+            rest.push(format!("tags {}", options.tags.join(", ")));
+        }
+        if let Some(unique) = &options.unique {
+            rest.push(match &unique.by {
+                jobs_core::UniqueBy::Kind => "unique by kind".to_owned(),
+                jobs_core::UniqueBy::Args => "unique by arguments".to_owned(),
+                jobs_core::UniqueBy::Fields(fields) => format!("unique by {}", fields.join(", ")),
+                jobs_core::UniqueBy::Key(key) => format!("unique by key {key}"),
+            });
+        }
+        Declared {
+            priority: options.priority.to_string(),
+            max_attempts: options.max_attempts.to_string(),
+            rest: rest.join("; "),
+        }
+    }
 }
 
 /// The form's fields.
@@ -46,13 +83,15 @@ fn render(
     let mut all_queues: Vec<String> = kinds.iter().flat_map(|k| k.queues.iter().cloned()).collect();
     all_queues.sort();
     all_queues.dedup();
+    let declared =
+        kinds.iter().find(|k| k.kind == form.kind).and_then(|k| k.options.as_ref()).map(Declared::of);
     let cookies = c.take_cookies();
     let status = if error.is_some() {
         actix_web::http::StatusCode::BAD_REQUEST
     } else {
         actix_web::http::StatusCode::OK
     };
-    let mut response = view::respond(&EnqueuePage { c, kinds, all_queues, form, error }, cookies)?;
+    let mut response = view::respond(&EnqueuePage { c, kinds, all_queues, form, declared, error }, cookies)?;
     *response.status_mut() = status;
     Ok(response)
 }
@@ -65,7 +104,7 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
     let queue = kinds
         .iter()
         .find(|k| k.kind == kind)
-        .and_then(|k| k.default_queue.clone().or_else(|| k.queues.first().cloned()))
+        .and_then(|k| k.default_queue().map(str::to_owned).or_else(|| k.queues.first().cloned()))
         .unwrap_or_default();
     let form = Form { kind, queue, args: "{}".into(), ..Form::default() };
     render(&req, &d, kinds, form, None)
@@ -105,44 +144,57 @@ pub(crate) async fn submit(
     let Some(job) = enqueued.first() else {
         return render(&req, &d, kinds, form, Some("nothing was inserted".into()));
     };
-    actions::audit(&req, &d, "job.enqueue", format!("job {} ({} on {})", job.id, form.kind, form.queue), 1);
-    let notice = format!("job {} enqueued", job.id);
+    if !job.existing {
+        actions::audit(
+            &req,
+            &d,
+            "job.enqueue",
+            format!("job {} ({} on {})", job.id, form.kind, form.queue),
+            1,
+        );
+    }
+    let notice = if job.existing {
+        format!("job {} already exists with this uniqueness key: nothing enqueued", job.id)
+    } else {
+        format!("job {} enqueued", job.id)
+    };
     Ok(actions::back(&d, &[], format!("{}/jobs/{}", d.base, job.id), &notice))
 }
 
-/// The job the form describes, or what is wrong with it.
+/// The job the form describes, with the kind's options where it leaves a field blank, or
+/// what is wrong with it.
 fn build(form: &Form, kinds: &[KindChoice]) -> Result<NewJob, String> {
-    if !kinds.iter().any(|k| k.kind == form.kind) {
+    let Some(choice) = kinds.iter().find(|k| k.kind == form.kind) else {
         return Err(if form.kind.is_empty() {
             "choose a kind".into()
         } else {
             format!("no live node runs kind `{}`: start a worker that registers it, then enqueue", form.kind)
         });
-    }
+    };
     let args: serde_json::Value =
         serde_json::from_str(&form.args).map_err(|e| format!("the arguments are not valid JSON: {e}"))?;
-    let args = args.to_string();
     if let Some(descriptor) =
         Registry::from_inventory().ok().as_ref().and_then(|r| r.get(&form.kind).copied())
     {
-        (descriptor.check_args)(&args)?;
+        (descriptor.check_args)(&args.to_string())?;
     }
-    let mut job = NewJob::new(&form.kind, &form.queue, args);
+    let mut request = KindRequest::new(&form.kind, args).queue(&form.queue);
     if !form.priority.is_empty() {
-        job.priority = form
-            .priority
-            .parse()
-            .map_err(|_| format!("priority must be a small integer, not `{}`", form.priority))?;
+        request = request.priority(
+            form.priority
+                .parse()
+                .map_err(|_| format!("priority must be a small integer, not `{}`", form.priority))?,
+        );
     }
     if !form.max_attempts.is_empty() {
-        job.max_attempts = form
-            .max_attempts
-            .parse()
-            .map_err(|_| format!("attempts must be a number, not `{}`", form.max_attempts))?;
+        request = request.max_attempts(
+            form.max_attempts
+                .parse()
+                .map_err(|_| format!("attempts must be a number, not `{}`", form.max_attempts))?,
+        );
     }
     if !form.run_at.is_empty() {
-        let at = params::time("run_at", &form.run_at).map_err(|e| e.to_string())?;
-        job.run_at = Some(at);
+        request = request.run_at(params::time("run_at", &form.run_at).map_err(|e| e.to_string())?);
     }
-    Ok(job)
+    request.to_new_job(choice.options.clone().unwrap_or_default()).map_err(|e| e.to_string())
 }

@@ -181,6 +181,7 @@ pub const CASES: &[Case] = &[
         requires: &[Capability::LivenessLocks],
     },
     Case { name: "a_node_name_in_use_is_refused", requires: &[] },
+    Case { name: "a_node_publishes_its_kinds_options", requires: &[] },
     Case { name: "a_node_keeps_two_runs_of_one_job_apart", requires: &[] },
     Case { name: "a_leader_whose_renewal_hangs_stops_leading_by_its_lease", requires: &[] },
     Case { name: "a_claim_on_a_paused_queue_takes_nothing", requires: &[] },

@@ -351,6 +351,7 @@ impl System {
             pid: i32::try_from(node).unwrap_or(0),
             queues: &queues,
             kinds: &[],
+            kind_options: &serde_json::json!({}),
             now: Some(self.now),
             lock: None,
             registering,

@@ -145,6 +145,7 @@ pub async fn the_rescue_follows_one_rule_for_cancels_timeouts_and_losses(db: Tes
         pid: 1,
         queues: &queues,
         kinds: &[],
+        kind_options: &serde_json::json!({}),
         now: Some(clock.now()),
         lock: None,
         registering: true,

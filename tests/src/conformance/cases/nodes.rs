@@ -97,6 +97,7 @@ pub async fn a_node_name_in_use_is_refused(db: TestDb) {
                     pid: 4242,
                     queues: &queues,
                     kinds: &[],
+                    kind_options: &serde_json::json!({}),
                     now: None,
                     lock: None,
                     registering: false,
@@ -124,6 +125,49 @@ pub async fn a_node_name_in_use_is_refused(db: TestDb) {
     again.shutdown().await.expect("shutdown");
     let (a, b) = (db.worker().build().expect("build"), db.worker().build().expect("build"));
     assert_ne!(a.node(), b.node(), "default names are unique per start");
+}
+
+/// A started node publishes each kind's options with its heartbeat, as `#[job(...)]`
+/// declares them, and they read back whole (the dashboard and the command line enqueue a
+/// kind they do not link with them): every registered kind, queue, attempts, timeout,
+/// tags and uniqueness included.
+pub async fn a_node_publishes_its_kinds_options(db: TestDb) {
+    let registry = crate::conformance::registry();
+    let node = db.worker().node_name("publisher").build().expect("build").start().await.expect("start");
+    let row = wait_for("the node's row", DEADLINE, || async {
+        let nodes = db.driver.node_list(jobs_core::driver::NodeListParams {}).await.ok()?;
+        nodes.into_iter().find(|n| n.name == "publisher")
+    })
+    .await;
+    let mut published = 0;
+    for descriptor in registry.descriptors() {
+        let declared = (descriptor.options)();
+        let stored =
+            row.kind_options.get(descriptor.kind).unwrap_or_else(|| panic!("{} published", descriptor.kind));
+        assert_eq!(stored, &declared.to_published(), "{} as published", descriptor.kind);
+        let back = jobs_core::JobOptions::from_published(stored).expect("reads back");
+        assert_eq!(
+            (&back.queue, back.priority, back.max_attempts, back.timeout, &back.tags, &back.unique),
+            (
+                &declared.queue,
+                declared.priority,
+                declared.max_attempts,
+                declared.timeout,
+                &declared.tags,
+                &declared.unique
+            ),
+            "{}",
+            descriptor.kind
+        );
+        published += 1;
+    }
+    assert_eq!(published, row.kinds.len(), "one entry per kind");
+    assert!(
+        registry.descriptors().any(|d| (d.options)().unique.is_some())
+            && registry.descriptors().any(|d| (d.options)().timeout.is_some()),
+        "the suite's kinds include uniqueness and timeouts"
+    );
+    node.shutdown().await.expect("shutdown");
 }
 
 /// A node frozen long enough for its job to be rescued (here: the rescuer's clock an hour

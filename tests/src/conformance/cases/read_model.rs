@@ -288,6 +288,7 @@ pub async fn the_read_model_filters_pages_and_counts(db: TestDb) {
             pid: 7,
             queues: &queues,
             kinds: &[],
+            kind_options: &serde_json::json!({}),
             now: Some(at(hours)),
             lock: None,
             registering: false,

@@ -28,6 +28,7 @@ pub(crate) async fn heartbeat(db: &TestDb, node: &str, at: DateTime<Utc>) {
         pid: 1,
         queues: &queues,
         kinds: &[],
+        kind_options: &serde_json::json!({}),
         now: Some(at),
         lock: None,
         registering: false,

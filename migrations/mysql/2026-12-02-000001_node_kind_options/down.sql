@@ -1,0 +1,1 @@
+ALTER TABLE job_nodes DROP COLUMN kind_options;
