@@ -42,6 +42,7 @@ mod queue;
 mod queue_limits;
 pub mod rows;
 mod schedule;
+pub mod schema_migrations;
 mod server;
 #[cfg(feature = "postgres")]
 pub mod sql_types;

@@ -8,12 +8,17 @@
 use diesel::QueryableByName;
 use diesel::mysql::Mysql;
 use diesel::sql_types::{Integer, Nullable, Text};
-use diesel_async::{AsyncConnection, AsyncMigrationHarness, RunQueryDsl};
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
+use jobs_driver::schema_migrations::{Harness, blocking};
 use jobs_driver::{DriverError as Error, Result};
 
 /// The SQL migrations from the workspace's `migrations/mysql/` folder, compiled in.
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../migrations/mysql");
+
+/// A table by name in the connection's database (see [`Harness::new`]).
+const TABLE_EXISTS: &str = "SELECT CAST(table_name AS CHAR) AS name FROM information_schema.tables \
+     WHERE table_schema = DATABASE() AND table_name = '{table}'";
 
 /// The named lock every migrating process takes.
 const LOCK: &str = "jobs_migrate";
@@ -55,12 +60,16 @@ where
             "another process held the migration lock `{LOCK}` for {LOCK_WAIT_SECS} s"
         )));
     }
-    let mut harness = AsyncMigrationHarness::new(conn);
-    let outcome = harness
-        .run_pending_migrations(MIGRATIONS)
-        .map(|versions| versions.iter().map(ToString::to_string).collect::<Vec<_>>())
-        .map_err(|e| Error::Migration(e.to_string()));
-    let mut conn = harness.into_inner();
+    // Recorded in `jobs_schema_migrations`, the framework's versions moved there from
+    // diesel's table first.
+    let (mut conn, outcome) = blocking(conn, |conn| {
+        let mut harness = Harness::new(conn, &MIGRATIONS, TABLE_EXISTS)?;
+        harness.adopt()?;
+        harness
+            .run_pending_migrations(MIGRATIONS)
+            .map(|versions| versions.iter().map(ToString::to_string).collect::<Vec<_>>())
+            .map_err(|e| Error::Migration(e.to_string()))
+    });
     diesel::sql_query("SELECT RELEASE_LOCK(?)").bind::<Text, _>(LOCK).execute(&mut conn).await?;
     outcome
 }

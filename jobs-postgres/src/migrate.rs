@@ -1,8 +1,9 @@
 //! Running the embedded schema migrations from Rust.
 
 use diesel::pg::Pg;
-use diesel_async::{AsyncConnection, AsyncMigrationHarness, TransactionManager};
+use diesel_async::{AsyncConnection, TransactionManager};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
+use jobs_driver::schema_migrations::{Blocking, Harness, blocking};
 use jobs_driver::{DriverError as Error, Result};
 
 use crate::migration_lock;
@@ -31,23 +32,37 @@ fn needs_multi_thread() -> Result<()> {
     }
 }
 
+/// A table by name in the connection's search path (see [`Harness::new`]).
+const TABLE_EXISTS: &str = "SELECT tablename::text AS name FROM pg_tables \
+     WHERE tablename = '{table}' AND schemaname = ANY (current_schemas(false))";
+
 enum Direction {
     Up,
     DownAll,
+}
+
+/// The migrations run `direction` on `conn`, recorded in `jobs_schema_migrations` (the
+/// framework's versions moved there from diesel's table first).
+fn apply<C: MigrationConnection>(conn: &mut Blocking<C>, direction: Direction) -> Result<Vec<String>> {
+    let mut harness = Harness::new(conn, &MIGRATIONS, TABLE_EXISTS)?;
+    harness.adopt()?;
+    let done = match direction {
+        Direction::Up => harness.run_pending_migrations(MIGRATIONS),
+        Direction::DownAll => harness.revert_all_migrations(MIGRATIONS),
+    }
+    .map(|versions| versions.iter().map(ToString::to_string).collect::<Vec<_>>())
+    .map_err(|e| Error::Migration(e.to_string()))?;
+    if matches!(direction, Direction::DownAll) {
+        harness.drop_table()?;
+    }
+    Ok(done)
 }
 
 async fn run<C: MigrationConnection>(conn: C, direction: Direction) -> Result<Vec<String>> {
     needs_multi_thread()?;
     let mut conn = conn;
     migration_lock::lock(&mut conn).await?;
-    let mut harness = AsyncMigrationHarness::new(conn);
-    let outcome = match direction {
-        Direction::Up => harness.run_pending_migrations(MIGRATIONS),
-        Direction::DownAll => harness.revert_all_migrations(MIGRATIONS),
-    }
-    .map(|versions| versions.iter().map(ToString::to_string).collect::<Vec<_>>())
-    .map_err(|e| Error::Migration(e.to_string()));
-    let mut conn = harness.into_inner();
+    let (mut conn, outcome) = blocking(conn, |conn| apply(conn, direction));
     migration_lock::unlock(&mut conn).await?;
     outcome
 }
@@ -72,16 +87,9 @@ pub async fn migrate_in_one_transaction<C: MigrationConnection>(conn: C) -> Resu
     let mut conn = conn;
     C::TransactionManager::begin_transaction(&mut conn).await?;
     let locked = migration_lock::lock_for_transaction(&mut conn).await;
-    let (outcome, mut conn) = match locked {
-        Ok(()) => {
-            let mut harness = AsyncMigrationHarness::new(conn);
-            let outcome = harness
-                .run_pending_migrations(MIGRATIONS)
-                .map(|versions| versions.iter().map(ToString::to_string).collect::<Vec<_>>())
-                .map_err(|e| Error::Migration(e.to_string()));
-            (outcome, harness.into_inner())
-        }
-        Err(e) => (Err(e), conn),
+    let (mut conn, outcome) = match locked {
+        Ok(()) => blocking(conn, |conn| apply(conn, Direction::Up)),
+        Err(e) => (conn, Err(e)),
     };
     match outcome {
         Ok(applied) => {
@@ -103,11 +111,13 @@ pub async fn revert_all<C: MigrationConnection>(conn: C) -> Result<Vec<String>> 
 /// The names of the migrations not applied yet.
 pub async fn pending<C: MigrationConnection>(conn: C) -> Result<Vec<String>> {
     needs_multi_thread()?;
-    let mut harness = AsyncMigrationHarness::new(conn);
-    harness
-        .pending_migrations(MIGRATIONS)
-        .map(|list| list.iter().map(|m| m.name().to_string()).collect())
-        .map_err(|e| Error::Migration(e.to_string()))
+    let (_, outcome) = blocking(conn, |conn| {
+        Harness::new(conn, &MIGRATIONS, TABLE_EXISTS)?
+            .pending_migrations(MIGRATIONS)
+            .map(|list| list.iter().map(|m| m.name().to_string()).collect())
+            .map_err(|e| Error::Migration(e.to_string()))
+    });
+    outcome
 }
 
 /// The versions of every migration compiled into this build, oldest first.

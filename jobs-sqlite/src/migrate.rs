@@ -2,12 +2,16 @@
 
 use diesel::SqliteConnection;
 use diesel::sqlite::Sqlite;
-use diesel_async::{AsyncConnection, AsyncMigrationHarness};
+use diesel_async::AsyncConnection;
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
+use jobs_driver::schema_migrations::{Harness, blocking};
 use jobs_driver::{DriverError as Error, Result};
 
 /// The SQL migrations from the workspace's `migrations/sqlite/` folder, compiled in.
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../migrations/sqlite");
+
+/// A table by name (see [`Harness::new`]).
+const TABLE_EXISTS: &str = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '{table}'";
 
 /// Applies every pending migration on a synchronous connection, in one immediate
 /// transaction: a second process migrating at the same moment waits for the write lock,
@@ -16,9 +20,17 @@ pub fn migrate_sync(conn: &mut SqliteConnection) -> Result<Vec<String>> {
     conn.immediate_transaction(run_pending)
 }
 
-/// Applies every pending migration in whatever transaction `conn` is in.
-pub(crate) fn run_pending(conn: &mut SqliteConnection) -> Result<Vec<String>> {
-    conn.run_pending_migrations(MIGRATIONS)
+/// Applies every pending migration in whatever transaction `conn` is in, recorded in
+/// `jobs_schema_migrations` (the framework's versions moved there from diesel's table
+/// first).
+pub(crate) fn run_pending<C>(conn: &mut C) -> Result<Vec<String>>
+where
+    C: diesel::Connection<Backend = Sqlite> + diesel::connection::LoadConnection + 'static,
+{
+    let mut harness = Harness::new(conn, &MIGRATIONS, TABLE_EXISTS)?;
+    harness.adopt()?;
+    harness
+        .run_pending_migrations(MIGRATIONS)
         .map(|versions| versions.iter().map(ToString::to_string).collect())
         .map_err(|e| Error::Migration(e.to_string()))
 }
@@ -40,9 +52,5 @@ where
             ));
         }
     }
-    let mut harness = AsyncMigrationHarness::new(conn);
-    harness
-        .run_pending_migrations(MIGRATIONS)
-        .map(|versions| versions.iter().map(ToString::to_string).collect())
-        .map_err(|e| Error::Migration(e.to_string()))
+    blocking(conn, run_pending).1
 }
