@@ -2,7 +2,8 @@
 // - live refresh: fetches the page and swaps its data regions ([data-live]) in place; pauses, and says
 //   so, while the user is typing, has rows selected or a details block open, or the tab
 //   is hidden; a toggle turns it off (remembered per browser);
-// - relative times ("3 min ago"), the exact time staying in the tooltip;
+// - relative times ("3 min ago"), the exact time staying in the tooltip (not for
+//   time.exact: the job's timeline);
 // - dark mode: follows the system until toggled (remembered);
 // - keyboard shortcuts: "/" search, "j"/"k" move through rows, Enter opens, "?" help;
 // - select-all, confirmation prompts, "go back" links.
@@ -38,7 +39,7 @@
     return s < 0 ? text + " ago" : "in " + text;
   }
   function relativeTimes(scope) {
-    scope.querySelectorAll("time[datetime]").forEach(function (el) {
+    scope.querySelectorAll("time[datetime]:not(.exact)").forEach(function (el) {
       var d = new Date(el.getAttribute("datetime"));
       if (!isNaN(d.getTime())) el.textContent = relative(d);
     });

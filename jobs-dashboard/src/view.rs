@@ -183,6 +183,16 @@ pub(crate) fn time_html(t: &chrono::DateTime<chrono::Utc>) -> String {
     )
 }
 
+/// A time as a `<time>` element the page's script leaves exact (the job's timeline,
+/// where gaps matter more than "ago").
+pub(crate) fn time_exact_html(t: &chrono::DateTime<chrono::Utc>) -> String {
+    let exact = time(t);
+    format!(
+        r#"<time class="exact" datetime="{}" title="{exact}">{exact}</time>"#,
+        t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    )
+}
+
 /// The templates' filters: `{{ n|num }}` groups digits, `{{ t|when|safe }}` is a
 /// [`time_html`] element (built only from the time, so safe to emit unescaped).
 pub(crate) mod filters {

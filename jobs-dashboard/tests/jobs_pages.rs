@@ -122,7 +122,7 @@ async fn a_job_page_shows_args_errors_backtrace_and_timeline() {
     assert!(body.contains("payment gateway crashed"));
     assert!(body.contains("at shop::charge (src/lib.rs:62)"), "backtrace");
     assert!(
-        body.contains("<strong>attempt 1 failed</strong> panic: payment gateway crashed after 1.0 s"),
+        body.contains("<strong>attempt 1 failed after 1.0 s</strong> panic: payment gateway crashed</li>"),
         "{body}"
     );
     assert!(body.contains(r#"id="retry""#) && body.contains(r#"id="delete""#));
@@ -189,27 +189,39 @@ async fn a_job_timeline_is_ordered_with_snoozes_failures_and_the_retry_due() {
         [
             "created",
             "attempt 1 started",
-            "attempt 1 snoozed",
+            "attempt 1 snoozed after 1.0 s",
             "due again",
             "attempt 1 started",
-            "attempt 1 failed",
+            "attempt 1 failed after 2.5 s",
             "due again"
         ],
         "{timeline}"
     );
-    assert!(timeline.contains("snoozed for 60s after 1.0 s; the attempt is not counted"), "{timeline}");
+    assert!(timeline.contains("snoozed for 60s; the attempt is not counted"), "{timeline}");
     assert!(timeline.contains("on node-b"), "{timeline}");
-    assert!(timeline.contains("timeout: the attempt exceeded its 2.5s timeout after 2.5 s"), "{timeline}");
+    assert!(timeline.contains("timeout: the attempt exceeded its 2.5s timeout</li>"), "{timeline}");
+    // Each line says how long after the one before it came: the backoff reads at a glance.
+    let gaps: Vec<&str> = timeline
+        .split(r#"<span class="gap muted">"#)
+        .skip(1)
+        .map(|s| s.split("</span>").next().unwrap_or_default())
+        .collect();
+    assert_eq!(gaps.len(), 6, "{timeline}");
+    assert_eq!(gaps[..5], ["+1.0 s", "+1.0 s", "+1 min", "+1.0 s", "+2.5 s"], "{timeline}");
     assert!(
         timeline.contains(r#"<span class="badge">upcoming</span>"#),
         "the retry is still due: {timeline}"
     );
     assert!(
-        timeline
-            .contains(r#"<time datetime="2026-11-22T10:00:00.000Z" title="2026-11-22 10:00:00.000 UTC">"#)
+        timeline.contains(
+            r#"<time class="exact" datetime="2026-11-22T10:00:00.000Z" title="2026-11-22 10:00:00.000 UTC">"#
+        ),
+        "exact times, which the page's script leaves as they are: {timeline}"
     );
     // The facts say when it is scheduled for.
     assert!(body.contains(r#"<dd id="scheduled-at"><time datetime="2036-11-22T10:05:00.000Z""#), "{body}");
+    // Each node once, with how many times it claimed the job.
+    assert!(body.contains(r#"<dd id="nodes">node-a, node-b</dd>"#), "{body}");
     // The snooze is not listed among the errors.
     assert_eq!(body.matches(r#"<article class="error">"#).count(), 1, "{body}");
 }

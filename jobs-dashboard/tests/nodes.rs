@@ -72,7 +72,7 @@ async fn the_queues_page_shows_each_nodes_running_and_buffered_jobs() {
     let app = app(&pool, Access::Full).await;
     let (status, body, _) = get(&app, "/admin/jobs/queues").await;
     assert_eq!(status, StatusCode::OK);
-    assert!(body.contains("<th title=\"claimed ahead of a free slot"), "{body}");
+    assert!(body.contains("<th class=\"n\" title=\"claimed ahead of a free slot"), "{body}");
     assert!(
         body.contains(
             r#"<tr><td>node-a</td><td>mailers</td><td class="n">24</td><td class="n">57</td><td class="n">24</td></tr>"#

@@ -91,6 +91,9 @@ where
     }
 
     fn versions_in(&mut self, table: &str) -> Result<Vec<String>> {
+        if self.ours.is_empty() {
+            return Ok(Vec::new());
+        }
         let list = self.ours_sql();
         let sql = format!("SELECT version AS name FROM {table} WHERE version IN ({list})");
         let rows: Vec<Name> = diesel::sql_query(sql).load(self.conn)?;
@@ -127,8 +130,19 @@ where
         Ok(())
     }
 
-    /// Drops [`TABLE`] (after every migration was reverted).
+    /// Drops [`TABLE`] once every migration was reverted; refuses while it still records
+    /// versions this build does not know (a newer build's: their tables are still there).
     pub fn drop_table(&mut self) -> Result<()> {
+        let left: Vec<Name> =
+            diesel::sql_query(format!("SELECT version AS name FROM {TABLE}")).load(self.conn)?;
+        if !left.is_empty() {
+            let left: Vec<String> = left.into_iter().map(|r| r.name).collect();
+            return Err(DriverError::Migration(format!(
+                "{TABLE} still records migrations this build does not know ({}): a newer build applied them; \
+                 revert with that build",
+                left.join(", ")
+            )));
+        }
         self.conn.batch_execute(&format!("DROP TABLE IF EXISTS {TABLE}"))?;
         Ok(())
     }

@@ -37,7 +37,8 @@ where
 
 /// Applies every pending migration on an async connection of the application's. Needs
 /// tokio's multi-thread runtime (diesel's harness blocks); the driver's own
-/// `Driver::migrate` runs on its blocking threads and needs no such runtime.
+/// `Driver::migrate` runs on its blocking threads and needs no such runtime. Unlike
+/// `Driver::migrate` and [`migrate_sync`], it takes no lock: let one process migrate.
 pub async fn migrate<C>(conn: C) -> Result<Vec<String>>
 where
     C: AsyncConnection<Backend = Sqlite> + 'static,

@@ -29,24 +29,44 @@ async fn jobs_migrate(url: &str) -> Vec<String> {
     driver_for_url(url, 1).expect("driver").migrate().await.expect("the framework's migrations")
 }
 
+/// Which migrations a database gets first.
+#[derive(Debug, Clone, Copy)]
+enum First {
+    /// The framework's.
+    Framework,
+    /// The application's.
+    App,
+    /// The framework's, recorded in diesel's table as before `jobs_schema_migrations` (a
+    /// database an earlier release migrated).
+    FrameworkTheOldWay,
+}
+
+const ORDERS: [First; 3] = [First::Framework, First::App, First::FrameworkTheOldWay];
+
 /// The application's migrations through `app` (diesel's own harness, diesel's table) and
-/// the framework's through its driver on `url`, in either order: each side runs, reverts
-/// and redoes its own. `legacy`: the framework's versions were put in diesel's table first,
-/// as before `jobs_schema_migrations`.
-async fn side_by_side<DB, H>(url: &str, app: &mut H, jobs: impl MigrationSource<DB>, legacy: bool)
+/// the framework's through its driver on `url`, `first` first: each side runs, reverts and
+/// redoes its own.
+async fn side_by_side<DB, H>(url: &str, app: &mut H, jobs: impl MigrationSource<DB>, first: First)
 where
     DB: Backend,
     H: MigrationHarness<DB>,
 {
     let ours = jobs.migrations().expect("the framework's migrations").len();
-    if legacy {
-        let applied = app.run_pending_migrations(jobs).expect("the framework's, the old way");
-        assert_eq!(applied.len(), ours);
-        assert_eq!(jobs_migrate(url).await, Vec::<String>::new(), "adopted: nothing to apply again");
-    } else {
-        assert_eq!(jobs_migrate(url).await.len(), ours, "a fresh database");
+    match first {
+        First::Framework => assert_eq!(jobs_migrate(url).await.len(), ours, "a fresh database"),
+        First::App => {
+            assert_eq!(versions(app.run_pending_migrations(APP).expect("the app's")), APP_VERSIONS);
+            assert_eq!(jobs_migrate(url).await.len(), ours, "all of the framework's, beside the app's");
+        }
+        First::FrameworkTheOldWay => {
+            let applied = app.run_pending_migrations(jobs).expect("the framework's, the old way");
+            assert_eq!(applied.len(), ours);
+            assert_eq!(jobs_migrate(url).await, Vec::<String>::new(), "adopted: nothing to apply again");
+        }
     }
-    assert_eq!(versions(app.run_pending_migrations(APP).expect("the app's")), APP_VERSIONS);
+    if !matches!(first, First::App) {
+        assert_eq!(versions(app.run_pending_migrations(APP).expect("the app's")), APP_VERSIONS);
+    }
     assert_eq!(
         versions(app.applied_migrations().expect("applied")),
         APP_VERSIONS,
@@ -63,7 +83,7 @@ where
     assert_eq!(reverted.to_string(), APP_VERSIONS[1]);
     app.run_pending_migrations(APP).expect("redo: run");
 
-    // The application's migrations after the framework's: nothing for either to do.
+    // Nothing left for either to do.
     assert!(app.pending_migrations(APP).expect("pending").is_empty());
     assert_eq!(jobs_migrate(url).await, Vec::<String>::new());
     // And the framework's schema works: a job goes in and is read back.
@@ -75,10 +95,10 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beside_the_apps_migrations_on_postgres() {
-    for legacy in [false, true] {
+    for first in ORDERS {
         let db = jobs_core::testing::TestDatabase::empty().await.expect("an empty database");
         let mut app = AsyncMigrationHarness::new(db.connect().await.expect("connect"));
-        side_by_side(db.url(), &mut app, jobs_core::postgres::migrate::MIGRATIONS, legacy).await;
+        side_by_side(db.url(), &mut app, jobs_core::postgres::migrate::MIGRATIONS, first).await;
     }
 }
 
@@ -88,14 +108,14 @@ async fn beside_the_apps_migrations_on_mysql_or_mariadb() {
     let mut admin = diesel_async::AsyncMysqlConnection::establish(&server.url_for("mysql"))
         .await
         .expect("admin connection");
-    for legacy in [false, true] {
+    for first in ORDERS {
         let name =
             format!("jobs_app_migrations_{}_{:06x}", std::process::id(), rand::random::<u32>() & 0xff_ffff);
         admin.batch_execute(&format!("CREATE DATABASE `{name}`")).await.expect("create database");
         let url = server.url_for(&name);
         let conn = diesel_async::AsyncMysqlConnection::establish(&url).await.expect("connect");
         let mut app = AsyncMigrationHarness::new(conn);
-        side_by_side(&url, &mut app, jobs_core::mysql::migrate::MIGRATIONS, legacy).await;
+        side_by_side(&url, &mut app, jobs_core::mysql::migrate::MIGRATIONS, first).await;
         drop(app);
         admin.batch_execute(&format!("DROP DATABASE `{name}`")).await.expect("drop database");
     }
@@ -104,7 +124,7 @@ async fn beside_the_apps_migrations_on_mysql_or_mariadb() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beside_the_apps_migrations_on_sqlite() {
     use diesel::Connection;
-    for legacy in [false, true] {
+    for first in ORDERS {
         let path = std::env::temp_dir().join(format!(
             "jobs-app-migrations-{}-{:08x}.db",
             std::process::id(),
@@ -115,7 +135,7 @@ async fn beside_the_apps_migrations_on_sqlite() {
         // As an application's connection beside a worker should: wait for the write lock.
         diesel::connection::SimpleConnection::batch_execute(&mut app, "PRAGMA busy_timeout = 5000")
             .expect("busy timeout");
-        side_by_side(&url, &mut app, jobs_core::sqlite::migrate::MIGRATIONS, legacy).await;
+        side_by_side(&url, &mut app, jobs_core::sqlite::migrate::MIGRATIONS, first).await;
         drop(app);
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));

@@ -31,6 +31,8 @@ struct JobPage {
     result: Option<String>,
     errors: Vec<AttemptError>,
     timeline: Vec<super::timeline::Event>,
+    /// The nodes that claimed it, each once, in order, with how many times.
+    nodes: Vec<(String, usize)>,
     retryable: bool,
     cancellable: bool,
     deletable: bool,
@@ -47,6 +49,19 @@ async fn runnable_on(d: &Dashboard, job: &JobRow) -> Result<Vec<String>, Dashboa
         .filter(|n| crate::liveness::is_live(n, now) && n.can_run(&job.queue, &job.kind))
         .map(|n| n.name)
         .collect())
+}
+
+/// Each node of `attempted_by` once, in the order it first claimed the job, with how many
+/// times it did.
+fn nodes(attempted_by: &[String]) -> Vec<(String, usize)> {
+    let mut nodes: Vec<(String, usize)> = Vec::new();
+    for node in attempted_by {
+        match nodes.iter_mut().find(|(n, _)| n == node) {
+            Some((_, runs)) => *runs += 1,
+            None => nodes.push((node.clone(), 1)),
+        }
+    }
+    nodes
 }
 
 fn pretty(value: &serde_json::Value) -> String {
@@ -95,6 +110,7 @@ pub(crate) async fn page(
         result: job.result.as_ref().map(pretty),
         errors,
         timeline: super::timeline::events(&job, Utc::now()),
+        nodes: nodes(&job.attempted_by),
         retryable: !running,
         cancellable: !job.state.is_final(),
         deletable: !running,
@@ -103,4 +119,13 @@ pub(crate) async fn page(
         c,
     };
     view::respond(&page, cookies)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn each_node_once_with_its_claims() {
+        let claimed: Vec<String> = ["a", "b", "a", "a"].map(str::to_owned).to_vec();
+        assert_eq!(super::nodes(&claimed), vec![("a".to_owned(), 3), ("b".to_owned(), 1)]);
+    }
 }

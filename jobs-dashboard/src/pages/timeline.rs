@@ -1,7 +1,9 @@
 //! A job's timeline, in time order: created, due, each attempt's start and end (with its
 //! node and how long it ran), snoozes, failures and when the retry is due, the request to
 //! cancel, and the final state. Built from the row: its times, `attempted_by` and the
-//! `errors` entries (one per attempt that did not complete).
+//! `errors` entries (one per attempt that did not complete). Times are exact (the page's
+//! script leaves them), each with the time since the line before, so backoff gaps read
+//! at a glance.
 
 use chrono::{DateTime, Utc};
 use jobs_core::{JobRow, JobState};
@@ -13,8 +15,10 @@ use crate::view::{self, human_duration};
 pub(crate) struct Event {
     /// When, for ordering.
     pub(crate) at: DateTime<Utc>,
-    /// The time as a `<time>` element.
+    /// The time as a `<time>` element, exact.
     pub(crate) when: String,
+    /// The time since the line before (`+4.2 s`), empty on the first line.
+    pub(crate) gap: String,
     /// What happened: `created`, `attempt 2 started`, `attempt 2 failed`, …
     pub(crate) what: String,
     /// Node, duration, error type, …
@@ -37,7 +41,15 @@ fn ran(start: DateTime<Utc>, end: DateTime<Utc>) -> String {
 pub(crate) fn events(job: &JobRow, now: DateTime<Utc>) -> Vec<Event> {
     let mut events = Vec::new();
     let mut push = |at: DateTime<Utc>, what: String, detail: String, class: &'static str| {
-        events.push(Event { at, when: view::time_html(&at), what, detail, class, upcoming: at > now });
+        events.push(Event {
+            at,
+            when: view::time_exact_html(&at),
+            gap: String::new(),
+            what,
+            detail,
+            class,
+            upcoming: at > now,
+        });
     };
     push(job.created_at, "created".into(), format!("in queue {}, priority {}", job.queue, job.priority), "");
     let entries = job.errors.as_array().map(Vec::as_slice).unwrap_or_default();
@@ -56,16 +68,17 @@ pub(crate) fn events(job: &JobRow, now: DateTime<Utc>) -> Vec<Event> {
             push(start, format!("attempt {attempt} started"), format!("on {node}"), "");
         }
         if let Some(end) = end {
+            // How long it ran goes with what happened, apart from the error's own text.
             let took = start.map(|s| format!(" after {}", ran(s, end))).unwrap_or_default();
             let (what, class) = match error_type {
-                JobRow::SNOOZED => (format!("attempt {attempt} snoozed"), "snoozed"),
-                "shutdown" => (format!("attempt {attempt} handed back"), "snoozed"),
-                _ => (format!("attempt {attempt} failed"), "failed"),
+                JobRow::SNOOZED => (format!("attempt {attempt} snoozed{took}"), "snoozed"),
+                "shutdown" => (format!("attempt {attempt} handed back{took}"), "snoozed"),
+                _ => (format!("attempt {attempt} failed{took}"), "failed"),
             };
             let detail = if error_type == JobRow::SNOOZED {
-                format!("{message}{took}; the attempt is not counted")
+                format!("{message}; the attempt is not counted")
             } else {
-                format!("{error_type}: {}{took}", clip(message))
+                format!("{error_type}: {}", clip(message))
             };
             push(end, what, detail, class);
         }
@@ -83,8 +96,8 @@ pub(crate) fn events(job: &JobRow, now: DateTime<Utc>) -> Vec<Event> {
         {
             push(
                 end,
-                format!("attempt {} completed", job.attempt),
-                format!("after {}", ran(started, end)),
+                format!("attempt {} completed after {}", job.attempt, ran(started, end)),
+                String::new(),
                 "ok",
             );
         }
@@ -97,6 +110,12 @@ pub(crate) fn events(job: &JobRow, now: DateTime<Utc>) -> Vec<Event> {
     }
     // Stable: events at the same instant keep the order they happen in.
     events.sort_by_key(|e| e.at);
+    for i in 1..events.len() {
+        let gap = events[i].at - events[i - 1].at;
+        if gap > chrono::TimeDelta::zero() {
+            events[i].gap = format!("+{}", human_duration(gap.num_milliseconds() as f64 / 1000.0));
+        }
+    }
     events
 }
 

@@ -69,10 +69,11 @@ pub fn replace_database(url: &str, database: &str) -> String {
 }
 
 /// The migrated template test databases are copied from, named after the migrations'
-/// hash so a changed migration gets a new template. Built once per server and process.
+/// hash (and the harness's layout: `s2`, the versions in `jobs_schema_migrations`) so a
+/// changed migration gets a new template. Built once per server and process.
 async fn ensure_template(server: &Server) -> Result<String> {
     static READY: std::sync::OnceLock<tokio::sync::Mutex<HashSet<String>>> = std::sync::OnceLock::new();
-    let template = format!("jobs_tpl_{MIGRATIONS_HASH}");
+    let template = format!("jobs_tpl_s2_{MIGRATIONS_HASH}");
     let mut ready = READY.get_or_init(Default::default).lock().await;
     if ready.contains(server.admin_url()) {
         return Ok(template);
