@@ -7,6 +7,7 @@ pub mod browser;
 pub mod conformance;
 pub mod fault_jobs;
 pub mod faults;
+pub mod log_sink;
 pub mod model;
 pub mod processes;
 

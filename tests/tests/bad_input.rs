@@ -105,6 +105,7 @@ fn first_error(row: &JobRow) -> &serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_arguments_and_unknown_kinds_are_errored_or_left_alone_never_lost() {
+    let logged = jobs_tests::log_sink::LogSink::install_global();
     let db = TestDatabase::new().await.expect("test database");
     let pool = db.pool(8).expect("pool");
     let worker = start(&pool, UnknownKindPolicy::Fail).await;
@@ -133,6 +134,16 @@ async fn bad_arguments_and_unknown_kinds_are_errored_or_left_alone_never_lost() 
     assert_eq!(first_error(&row)["error_type"], "unknown_kind");
     let delay = row.scheduled_at - row.attempted_at.expect("attempted");
     assert!((delay.num_seconds() - 3600).abs() <= 1, "postponed an hour: {delay}");
+    // The log says why, naming the kind, not just "ended state=scheduled".
+    let log = logged.text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("no job of this kind is registered on this node"))
+        .unwrap_or_else(|| panic!("the hand-back is explained: {log}"));
+    assert!(
+        line.contains("from.newer.deploy") && line.contains("bad.typed"),
+        "the kind and the registered ones: {line}"
+    );
     still_serving(&pool, 3).await;
     worker.shutdown().await.expect("shutdown");
 }

@@ -27,33 +27,6 @@ async fn later(_ctx: JobContext, _n: i64) -> Result<Outcome, std::io::Error> {
     Ok(Outcome::snooze(Duration::from_secs(90)))
 }
 
-/// A log sink: what the subscriber wrote.
-#[derive(Clone, Default)]
-struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl Log {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("log")).into_owned()
-    }
-}
-
-impl std::io::Write for Log {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Log {
-    type Writer = Log;
-    fn make_writer(&'a self) -> Log {
-        self.clone()
-    }
-}
-
 /// The worker's clock and the database's agree to well within a second here.
 fn close(a: chrono::DateTime<chrono::Utc>, b: chrono::DateTime<chrono::Utc>) -> bool {
     (a - b).abs() < chrono::TimeDelta::seconds(1)
@@ -98,9 +71,7 @@ async fn a_handlers_panic_is_recorded_not_printed_and_a_snooze_is_in_the_history
     }));
 
     // What the worker logs, as an application's subscriber would print it.
-    let logged = Log::default();
-    let subscriber = tracing_subscriber::fmt().with_writer(logged.clone()).with_ansi(false).finish();
-    tracing::subscriber::set_global_default(subscriber).expect("the only subscriber in this binary");
+    let logged = jobs_tests::log_sink::LogSink::install_global();
 
     let db = SqliteTestDatabase::new().await.expect("database");
     let driver = db.driver(2).expect("driver");

@@ -262,6 +262,13 @@ pub(crate) async fn execute(
     };
     metrics::counter!(counter, "queue" => queue.label, "kind" => kind_label).increment(1);
     match completion.state {
+        // Said as what it is, not as "ended state=scheduled" every few seconds.
+        JobState::Scheduled if descriptor.is_none() => tracing::warn!(
+            kind = %job.kind,
+            registered = ?shared.registry.kinds(),
+            "no job of this kind is registered on this node: handed back to wait for a node that registers it \
+             (UnknownKindPolicy); check the kind's spelling and which version each node runs"
+        ),
         JobState::Completed => tracing::debug!("completed"),
         JobState::Retryable | JobState::Discarded => {
             // One line: the type and message. The backtrace is kept in the job's errors (the
