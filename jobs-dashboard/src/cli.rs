@@ -326,8 +326,12 @@ async fn enqueue(url: &str, args: EnqueueArgs, out: &mut impl Write) -> Result<(
         }
         // On standard error: standard output carries the command's result.
         eprintln!(
-            "warning: no live node runs kind `{}` ({live}); enqueued for a worker that starts later",
-            args.kind
+            "warning: no live node runs kind `{}` ({live}); enqueued for a worker that starts later, with \
+             the defaults where the command line says nothing (no node declares the kind's own): queue {queue}, \
+             {} attempts, {}",
+            args.kind,
+            args.max_attempts.unwrap_or(jobs_core::DEFAULT_MAX_ATTEMPTS),
+            args.timeout.map_or("no timeout".to_owned(), |t| format!("a {t:?} timeout")),
         );
     }
     // The kind's declared options where the command line says nothing, as a typed
@@ -393,6 +397,9 @@ async fn serve(
     let server = actix_web::HttpServer::new(move || {
         actix_web::App::new().service(crate::routes::scope(&scope_path, config.clone()))
     })
+    // SIGTERM and SIGINT stop it (actix's signal handling), within 5 s even with browsers'
+    // kept-alive connections open: a container's stop waits 10 s before it kills.
+    .shutdown_timeout(5)
     .bind(bind)
     .map_err(|e| CliError::Invalid(format!("cannot listen on {bind}: {e}")))?;
     for addr in server.addrs() {

@@ -75,6 +75,7 @@ async fn enqueue_from_json_with_options_and_clear_errors() {
     );
     assert!(ok, "{err}");
     assert!(err.contains("warning: no live node runs kind `app::send_welcome`"), "{err}");
+    assert!(err.contains("queue mailers, 4 attempts, no timeout"), "says what the job got instead: {err}");
     let id = enqueued_id(&out);
     let mut conn = pool.get().await.expect("conn");
     let row = jobs_core::get_job(&mut conn, id).await.expect("get").expect("row");
@@ -173,7 +174,7 @@ async fn retry_cancel_delete_by_filter_or_id_after_a_dry_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_prints_its_address_and_serves_the_dashboard() {
+async fn serve_prints_its_address_serves_the_dashboard_and_stops_on_sigterm() {
     use std::io::{BufRead, BufReader, Read, Write};
     let db = TestDatabase::new().await.expect("db");
     let mut child = Command::new(BINARY)
@@ -200,8 +201,21 @@ async fn serve_prints_its_address_and_serves_the_dashboard() {
     write!(stream, "GET /{path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("request");
     let mut response = String::new();
     stream.read_to_string(&mut response).expect("response");
-    let _ = child.kill();
-    let _ = child.wait();
+    // SIGTERM (a container's stop) ends it cleanly: exit status 0, within its 5 s.
+    let signalled = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(signalled.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("still serving 10 s after SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "exit status after SIGTERM: {status}");
     assert!(response.starts_with("HTTP/1.1 200"), "{}", &response[..response.len().min(200)]);
     assert!(response.contains("<h1>Overview</h1>"));
     assert!(response.contains(r#"id="read-only""#), "served read-only");

@@ -120,6 +120,7 @@ async fn a_job_page_shows_args_errors_backtrace_and_timeline() {
     assert!(body.contains("&#34;order_id&#34;: 7"), "args shown, escaped: {body}");
     assert!(body.contains("&#60;script&#62;") && !body.contains("<script>&#34;"), "escaped");
     assert!(body.contains("payment gateway crashed"));
+    assert!(body.contains(r#"<dd id="timeout">none</dd>"#), "the timeout is shown: {body}");
     assert!(body.contains("at shop::charge (src/lib.rs:62)"), "backtrace");
     assert!(
         body.contains("<strong>attempt 1 failed after 1.0 s</strong> panic: payment gateway crashed</li>"),
