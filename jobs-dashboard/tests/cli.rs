@@ -191,9 +191,10 @@ async fn serve_prints_its_address_serves_the_dashboard_and_stops_on_sigterm() {
         ])
         .stdout(std::process::Stdio::piped())
         .spawn()
+        .map(KillOnDrop)
         .expect("serve");
     let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("address line");
+    BufReader::new(child.0.stdout.take().expect("stdout")).read_line(&mut line).expect("address line");
     let url = line.trim().strip_prefix("jobs dashboard on http://").expect("address").to_owned();
     let (addr, path) = url.split_once('/').expect("a path");
     assert_eq!(path, "ops/jobs/");
@@ -202,23 +203,31 @@ async fn serve_prints_its_address_serves_the_dashboard_and_stops_on_sigterm() {
     let mut response = String::new();
     stream.read_to_string(&mut response).expect("response");
     // SIGTERM (a container's stop) ends it cleanly: exit status 0, within its 5 s.
-    let signalled = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    let signalled = Command::new("kill").args(["-TERM", &child.0.id().to_string()]).status().expect("kill");
     assert!(signalled.success());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("still serving 10 s after SIGTERM");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let status = jobs_core::testing::wait_for(
+        "serve to exit after SIGTERM",
+        std::time::Duration::from_secs(10),
+        || {
+            let exited = child.0.try_wait().expect("wait");
+            async move { exited }
+        },
+    )
+    .await;
     assert!(status.success(), "exit status after SIGTERM: {status}");
     assert!(response.starts_with("HTTP/1.1 200"), "{}", &response[..response.len().min(200)]);
     assert!(response.contains("<h1>Overview</h1>"));
     assert!(response.contains(r#"id="read-only""#), "served read-only");
+}
+
+/// A child process that a failing test does not leave running.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Enqueues two `mail` jobs on `mailers` through the command.
