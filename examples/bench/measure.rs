@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use jobs_core::Pool;
+use jobs_core::postgres::Pool;
 
 /// The figures of a run, written as JSON at the end.
 pub(crate) type Figures = BTreeMap<String, serde_json::Value>;

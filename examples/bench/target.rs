@@ -11,7 +11,7 @@ use crate::measure::{self, BenchResult};
 
 /// A pool on the measured database, for the benchmark's own statements.
 enum Pool {
-    Postgres(jobs_core::Pool),
+    Postgres(jobs_core::postgres::Pool),
     Sqlite(jobs_core::sqlite::Pool),
     Mysql(jobs_core::mysql::Pool),
 }
@@ -59,7 +59,7 @@ impl Admin {
     /// Opens the database `url` names, with a pool of `connections`.
     pub(crate) fn open(url: &str, connections: usize) -> BenchResult<Admin> {
         let driver = jobs_core::driver_for_url(url, connections)?;
-        let pool = if let Some(pool) = driver.pool().downcast_ref::<jobs_core::Pool>() {
+        let pool = if let Some(pool) = driver.pool().downcast_ref::<jobs_core::postgres::Pool>() {
             Pool::Postgres(pool.clone())
         } else if let Some(pool) = driver.pool().downcast_ref::<jobs_core::sqlite::Pool>() {
             Pool::Sqlite(pool.clone())

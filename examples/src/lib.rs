@@ -125,7 +125,7 @@ pub async fn nightly_digest(ctx: JobContext) -> Result<String, jobs_core::Error>
 #[derive(Clone)]
 pub enum Db {
     /// A Postgres pool.
-    Postgres(jobs_core::Pool),
+    Postgres(jobs_core::postgres::Pool),
     /// A SQLite pool.
     Sqlite(jobs_core::sqlite::Pool),
     /// A MariaDB or MySQL pool.
@@ -167,7 +167,7 @@ impl Db {
 
     /// The database a driver runs on.
     pub fn of_driver(driver: &dyn Driver) -> Result<Db, jobs_core::Error> {
-        if let Some(pool) = driver.pool().downcast_ref::<jobs_core::Pool>() {
+        if let Some(pool) = driver.pool().downcast_ref::<jobs_core::postgres::Pool>() {
             return Ok(Db::Postgres(pool.clone()));
         }
         if let Some(pool) = driver.pool().downcast_ref::<jobs_core::sqlite::Pool>() {

@@ -50,8 +50,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok(_) => println!("  committed (unexpected)"),
         Err(e) => println!("  rolled back ({e}): no user row and no job"),
     }
-    let waiting: i64 = jobs_core::schema::jobs::table
-        .filter(jobs_core::schema::jobs::state.eq(JobState::Available))
+    let waiting: i64 = jobs_core::postgres::schema::jobs::table
+        .filter(jobs_core::postgres::schema::jobs::state.eq(JobState::Available))
         .count()
         .get_result(&mut conn)?;
     println!("jobs waiting: {waiting}");

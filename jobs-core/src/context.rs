@@ -13,8 +13,8 @@ use crate::data::{AppData, Data};
 use crate::error::{Error, Result};
 
 /// Handed to every job: its identity, its metadata, a cancellation signal, and the
-/// worker's database for the job's own work ([`pool_as`](Self::pool_as), and with the
-/// `postgres` feature [`pool`](Self::pool) and [`conn`](Self::conn)).
+/// worker's database for the job's own work ([`pool_as`](Self::pool_as); on Postgres
+/// `ctx.pool()` and `ctx.conn()` with `use jobs_core::postgres::PgContext;`).
 ///
 /// Cloning is cheap (one `Arc`).
 #[derive(Debug, Clone)]
@@ -212,7 +212,8 @@ impl JobContext {
     }
 
     /// The worker's connection pool, as the backend's pool type `P` (for Postgres,
-    /// `jobs_core::Pool`), for the job's own queries. Fails when the context has no driver
+    /// `jobs_core::postgres::Pool`, also `ctx.pool()` with `jobs_core::postgres::PgContext`),
+    /// for the job's own queries. Fails when the context has no driver
     /// or its pool is of another type.
     pub fn pool_as<P: 'static>(&self) -> Result<&P> {
         let driver =
@@ -225,16 +226,12 @@ impl JobContext {
             ))
         })
     }
+}
 
-    /// The worker's Postgres pool, for the job's own queries.
-    #[cfg(feature = "postgres")]
-    pub fn pool(&self) -> Result<&jobs_postgres::Pool> {
-        self.pool_as::<jobs_postgres::Pool>()
-    }
-
-    /// A connection from the worker's Postgres pool.
-    #[cfg(feature = "postgres")]
-    pub async fn conn(&self) -> Result<jobs_postgres::PooledConnection> {
-        Ok(self.pool()?.get().await?)
+/// Lends the driver to the driver crates' extension traits (`jobs_core::postgres::PgContext`:
+/// `ctx.pool()`, `ctx.conn()`).
+impl jobs_driver::HasDriver for JobContext {
+    fn driver_ref(&self) -> Option<&dyn Driver> {
+        self.inner.driver.as_deref()
     }
 }

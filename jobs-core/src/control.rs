@@ -4,6 +4,7 @@
 //! transaction; pause a queue, or set its limits for the whole cluster.
 
 use diesel_async::AsyncConnectionCore;
+use jobs_driver::ConnectionDriver;
 use jobs_driver::{
     Driver, JobCancelManyParams, JobDeleteManyParams, JobFilter, JobListParams, JobRetryManyParams, JobState,
     QueueSetLimitsParams,
@@ -22,7 +23,10 @@ where
     C: AsyncConnectionCore + Send,
     C::Backend: JobsBackend,
 {
-    Ok(<C::Backend as JobsBackend>::cancel(conn, &[id]).await?.into_iter().next())
+    Ok(<<C::Backend as JobsBackend>::Driver as ConnectionDriver>::cancel(conn, &[id])
+        .await?
+        .into_iter()
+        .next())
 }
 
 /// Makes job `id` available to run now (from any state but running), in the caller's
@@ -34,7 +38,7 @@ where
     C: AsyncConnectionCore + Send,
     C::Backend: JobsBackend,
 {
-    let retried = <C::Backend as JobsBackend>::retry(conn, &[id]).await?;
+    let retried = <<C::Backend as JobsBackend>::Driver as ConnectionDriver>::retry(conn, &[id]).await?;
     if retried.key_held.contains(&id) {
         return Err(crate::error::Error::UniqueKeyHeld { id });
     }
@@ -48,7 +52,7 @@ where
     C: AsyncConnectionCore + Send,
     C::Backend: JobsBackend,
 {
-    Ok(<C::Backend as JobsBackend>::delete(conn, &[id]).await? > 0)
+    Ok(<<C::Backend as JobsBackend>::Driver as ConnectionDriver>::delete(conn, &[id]).await? > 0)
 }
 
 /// Pauses (`true`) or resumes (`false`) `queue` on every node, in the caller's
@@ -59,7 +63,7 @@ where
     C::Backend: JobsBackend,
 {
     crate::enqueue::validate_queue(queue)?;
-    Ok(<C::Backend as JobsBackend>::set_paused(conn, queue, paused).await?)
+    Ok(<<C::Backend as JobsBackend>::Driver as ConnectionDriver>::set_paused(conn, queue, paused).await?)
 }
 
 /// A queue's limits for the whole cluster, which every node's claims obey together (see
@@ -81,7 +85,7 @@ pub struct QueueLimits {
 /// finish.
 ///
 /// ```no_run
-/// # async fn demo(pool: jobs_core::Pool) -> jobs_core::Result<()> {
+/// # async fn demo(pool: jobs_core::postgres::Pool) -> jobs_core::Result<()> {
 /// use jobs_core::driver::RateLimit;
 /// use jobs_core::{QueueLimits, set_queue_limits};
 ///

@@ -1,6 +1,7 @@
 //! Enqueueing jobs: typed requests, inside the caller's transaction, on any connection of
 //! a supported backend, a pool, or a driver.
 
+use jobs_driver::ConnectionDriver;
 use std::borrow::Cow;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -235,7 +236,10 @@ impl<J: Job> EnqueueRequest<J> {
         C::Backend: JobsBackend,
     {
         let job = self.to_new_job()?;
-        first(<C::Backend as JobsBackend>::insert_sync(conn, std::slice::from_ref(&job))?)
+        first(<<C::Backend as JobsBackend>::Driver as ConnectionDriver>::insert_sync(
+            conn,
+            std::slice::from_ref(&job),
+        )?)
     }
 }
 
@@ -323,7 +327,7 @@ where
     I::Item: IntoNewJob,
 {
     let rows = new_jobs(jobs)?;
-    Ok(<C::Backend as JobsBackend>::insert_sync(conn, &rows)?)
+    Ok(<<C::Backend as JobsBackend>::Driver as ConnectionDriver>::insert_sync(conn, &rows)?)
 }
 
 /// Shorthands on every [`Job`]: `SendWelcome::enqueue(conn, args)`.

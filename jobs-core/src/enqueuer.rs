@@ -1,6 +1,7 @@
 //! Where jobs can be inserted from: a connection of a supported backend (in the caller's
 //! transaction, if any), a pool, or a driver.
 
+use jobs_driver::ConnectionDriver;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -28,7 +29,7 @@ where
     C::Backend: JobsBackend,
 {
     async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
-        Ok(<C::Backend as JobsBackend>::insert(self, jobs).await?)
+        Ok(<<C::Backend as JobsBackend>::Driver as ConnectionDriver>::insert(self, jobs).await?)
     }
 }
 
@@ -40,35 +41,3 @@ impl<'d> Enqueuer for &Arc<dyn Driver + 'd> {
         Ok(self.job_insert_many(JobInsertManyParams { jobs, now: None }).await?)
     }
 }
-
-/// A pooled connection is not in a transaction: the insert commits by itself and returns.
-/// Its wake-up is rationed per queue (`jobs_postgres::wakeups`): the first insert of a
-/// window notifies from its own statement; later ones in the window get one trailing
-/// wake-up at its end.
-#[cfg(feature = "postgres")]
-impl Enqueuer for &jobs_postgres::Pool {
-    async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
-        Ok(jobs_postgres::wakeups::insert_through_pool(self, jobs, None).await?)
-    }
-}
-
-/// Through a driver of this build: the insert commits by itself. On Postgres it notifies
-/// as [`Enqueuer for &Pool`](Enqueuer#impl-Enqueuer-for-%26Pool) does; on SQLite and MySQL
-/// this process's workers are woken at once, others' at their next read of
-/// `job_notifications`.
-macro_rules! through_driver {
-    ($($feature:literal => $driver:ty),* $(,)?) => {$(
-        #[cfg(feature = $feature)]
-        impl Enqueuer for &$driver {
-            async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
-                Ok(self.job_insert_many(JobInsertManyParams { jobs, now: None }).await?)
-            }
-        }
-    )*};
-}
-
-through_driver!(
-    "postgres" => jobs_postgres::PgDriver,
-    "sqlite" => jobs_sqlite::SqliteDriver,
-    "mysql" => jobs_mysql::MysqlDriver,
-);

@@ -58,13 +58,13 @@
 extern crate self as jobs_core;
 
 mod backend;
-mod backends;
 mod backoff;
 pub mod clock;
 mod context;
 mod control;
 pub mod cron;
 mod data;
+mod drivers;
 mod enqueue;
 mod enqueue_by_kind;
 mod enqueuer;
@@ -85,22 +85,6 @@ pub mod testing;
 mod unique;
 mod worker;
 
-pub use jobs_driver as driver;
-pub use jobs_driver::validation::MAX_PAYLOAD_BYTES;
-pub use jobs_driver::{Count, Inserted, JobFilter, JobRow, JobState, NewJob, ParseStateError, stored_text};
-#[cfg(feature = "mysql")]
-pub use jobs_mysql as mysql;
-#[cfg(feature = "mysql")]
-pub use jobs_mysql::MysqlDriver;
-#[cfg(feature = "postgres")]
-pub use jobs_postgres as postgres;
-#[cfg(feature = "postgres")]
-pub use jobs_postgres::{PgDriver, Pool, schema, wakeups};
-#[cfg(feature = "sqlite")]
-pub use jobs_sqlite as sqlite;
-#[cfg(feature = "sqlite")]
-pub use jobs_sqlite::SqliteDriver;
-
 pub use backend::JobsBackend;
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -109,13 +93,17 @@ pub use control::{
     Action, Applied, QueueLimits, cancel_job, delete_job, retry_job, set_queue_limits, set_queue_paused,
 };
 pub use data::{AppData, Data, FromAppData, Need};
+pub use drivers::*;
 pub use enqueue::{
     EnqueueRequest, Enqueued, Enqueuer, IntoNewJob, JobExt, enqueue_many, enqueue_many_sync, validate_queue,
 };
 pub use enqueue_by_kind::KindRequest;
 pub use error::{Error, Result};
-pub use into_driver::{IntoDriver, driver_for_url};
+pub use into_driver::IntoDriver;
 pub use job::Job;
+pub use jobs_driver as driver;
+pub use jobs_driver::validation::MAX_PAYLOAD_BYTES;
+pub use jobs_driver::{Count, Inserted, JobFilter, JobRow, JobState, NewJob, ParseStateError, stored_text};
 pub use jobs_macros::job;
 pub use migrate::migrate;
 pub use options::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobOptions};
@@ -132,7 +120,7 @@ where
     C: diesel_async::AsyncConnectionCore + Send,
     C::Backend: JobsBackend,
 {
-    Ok(<C::Backend as JobsBackend>::get(conn, id).await?)
+    Ok(<<C::Backend as JobsBackend>::Driver as jobs_driver::ConnectionDriver>::get(conn, id).await?)
 }
 
 /// Re-exports for the code `#[job]` generates. Not a public API.

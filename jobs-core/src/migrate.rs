@@ -2,14 +2,10 @@
 //! backend (each driver owns its migrations), or `Driver::migrate` through a driver.
 
 use diesel_async::AsyncConnection;
+use jobs_driver::ConnectionDriver;
 
 use crate::backend::JobsBackend;
 use crate::error::Result;
-
-#[cfg(feature = "postgres")]
-pub use jobs_postgres::migrate::{
-    MIGRATIONS, MIGRATIONS_HASH, MigrationConnection, pending, revert_all, versions,
-};
 
 /// Applies every pending migration of `conn`'s backend and returns the versions it
 /// applied (none when the schema is current, so calling it on every start is cheap and
@@ -25,5 +21,5 @@ where
     C: AsyncConnection + 'static,
     C::Backend: JobsBackend,
 {
-    Ok(<C::Backend as JobsBackend>::migrate(conn).await?)
+    Ok(<<C::Backend as JobsBackend>::Driver as ConnectionDriver>::migrate(conn).await?)
 }

@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use jobs_dashboard::{AuditEvent, DashboardConfig};
-//! # fn config(pool: jobs_core::Pool) -> DashboardConfig {
+//! # fn config(pool: jobs_core::postgres::Pool) -> DashboardConfig {
 //! DashboardConfig::new(pool).on_action(|req: &actix_web::HttpRequest, event: &AuditEvent| {
 //!     let who = req.headers().get("x-user").and_then(|v| v.to_str().ok()).unwrap_or("unknown");
 //!     tracing::info!(who, action = event.action, target = %event.target, changed = event.changed, "dashboard action");

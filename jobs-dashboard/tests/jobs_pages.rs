@@ -149,7 +149,7 @@ async fn a_job_page_shows_args_errors_backtrace_and_timeline() {
 async fn a_job_timeline_is_ordered_with_snoozes_failures_and_the_retry_due() {
     use diesel::prelude::*;
     use diesel_async::RunQueryDsl;
-    use jobs_core::schema::jobs;
+    use jobs_core::postgres::schema::jobs;
     let db = TestDatabase::new().await.expect("db");
     let pool = db.pool(4).expect("pool");
     let ids = insert(&pool, vec![new_job("sync", "feeds", serde_json::json!({}))]).await;
@@ -272,7 +272,7 @@ async fn a_driver_without_search_gets_a_jobs_page_without_it() {
 async fn a_recovered_jobs_old_error_reads_as_history() {
     use diesel::prelude::*;
     use diesel_async::RunQueryDsl;
-    use jobs_core::schema::jobs;
+    use jobs_core::postgres::schema::jobs;
     let db = TestDatabase::new().await.expect("db");
     let pool = db.pool(2).expect("pool");
     let ids = insert(

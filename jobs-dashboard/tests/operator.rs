@@ -37,7 +37,7 @@ fn mail_options() -> jobs_core::JobOptions {
 }
 
 /// A live node that runs `operator.invoice` on `billing`, and `mail` on `mailers`.
-async fn live_node(pool: &jobs_core::Pool) {
+async fn live_node(pool: &jobs_core::postgres::Pool) {
     let queues =
         serde_json::json!({"billing": {"limit": 5, "running": 0}, "mailers": {"limit": 5, "running": 0}});
     let beat = jobs_core::driver::NodeHeartbeatParams {

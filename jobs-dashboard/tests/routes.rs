@@ -8,7 +8,7 @@ use actix_web::test;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use jobs_core::JobState;
-use jobs_core::schema::jobs_all;
+use jobs_core::postgres::schema::jobs_all;
 use jobs_core::testing::TestDatabase;
 use jobs_dashboard::Access;
 use test_app::{app, fail, get, get_with, insert, new_job, post, post_full, state_of, token};

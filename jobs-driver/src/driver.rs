@@ -175,3 +175,11 @@ pub trait Listener: Send {
     /// a new listener (notifications may have been missed meanwhile).
     async fn next(&mut self) -> Result<Notification>;
 }
+
+/// What lends a job the driver it runs on: `jobs_core::JobContext`. Driver crates build
+/// typed conveniences on it, as extension traits (`jobs_postgres::PgContext`:
+/// `ctx.pool()`, `ctx.conn()`), so the engine names no backend's types.
+pub trait HasDriver {
+    /// The worker's driver; `None` for a context built without one (a unit test's).
+    fn driver_ref(&self) -> Option<&dyn Driver>;
+}

@@ -29,6 +29,7 @@
 
 pub mod cached;
 mod capability;
+mod connection;
 mod driver;
 mod error;
 mod job;
@@ -56,7 +57,8 @@ pub mod wake_ration;
 
 pub use async_trait::async_trait;
 pub use capability::{Capabilities, Capability, INDEXED_SEARCH_STATES};
-pub use driver::{Driver, Listener};
+pub use connection::ConnectionDriver;
+pub use driver::{Driver, HasDriver, Listener};
 pub use error::{DriverError, Result, is_transient};
 pub use job::*;
 pub use kind_stats::{

@@ -1,71 +1,84 @@
-//! Operations on a connection of the application's own, so that they commit or roll back
-//! with its transaction: insert jobs (async or sync diesel), cancel, retry or delete jobs,
-//! pause or resume a queue, read a job. Their notifications are rows of
+//! [`ConnectionDriver`] for MariaDB and MySQL: the operations an application runs on a
+//! connection of its own, so that they commit or roll back with its transaction (insert
+//! jobs, async or sync; cancel, retry or delete jobs; pause or resume a queue; read a
+//! job), and the URLs that open a [`MysqlDriver`]. Their notifications are rows of
 //! `job_notifications` written in the same transaction, so every worker learns of them
-//! once it commits (within `MysqlDriver::notification_poll`). `jobs-core` calls these for
-//! `Enqueuer for &mut C`, `enqueue_sync`, `cancel_job`, `retry_job`, `delete_job` and
-//! `set_queue_paused` on MySQL connections.
+//! once it commits (within `MysqlDriver::notification_poll`).
 
 use diesel::connection::LoadConnection;
 use diesel::mysql::Mysql;
 use diesel_async::{AsyncConnection, AsyncConnectionCore};
-use jobs_driver::{Inserted, JobState, NewJob, Result};
+use jobs_driver::{ConnectionDriver, Inserted, JobRow, JobState, NewJob, Result, Retried};
 
-use crate::jobs::{control, insert};
+use crate::MysqlDriver;
+use crate::jobs::{control, insert, read};
 
-pub use crate::jobs::read::get;
-pub use crate::migrate::migrate;
+impl ConnectionDriver for MysqlDriver {
+    type Backend = Mysql;
+    const URL_SCHEMES: &'static [&'static str] = &["mysql", "mariadb"];
+    const URL_EXAMPLE: &'static str = "mysql://user:password@host:3306/database (or mariadb://)";
 
-/// Inserts `jobs` (validated) in `conn`'s transaction, in input order; a job whose
-/// uniqueness key is held comes back as the existing job. A batch of more than 100 jobs
-/// takes one statement per 100: all-or-nothing inside a transaction, as enqueueing with
-/// business writes is. On a connection in autocommit mode, each 100 commit on their own
-/// on MariaDB; on MySQL, which reads the rows back, the batch takes a transaction of its
-/// own.
-pub async fn insert_many<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Vec<Inserted>>
-where
-    C: AsyncConnection<Backend = Mysql>,
-{
-    Ok(insert::insert_many(conn, jobs, None).await?.0)
-}
+    fn open(url: &str, max_connections: usize) -> Result<MysqlDriver> {
+        MysqlDriver::open(&url.replacen("mariadb://", "mysql://", 1), max_connections)
+    }
 
-/// [`insert_many`] on a synchronous diesel connection (`MysqlConnection`, pooled or not).
-pub fn insert_many_sync<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Vec<Inserted>>
-where
-    C: LoadConnection<Backend = Mysql>,
-{
-    insert::insert_many_sync(conn, jobs)
-}
+    /// A batch of more than 100 jobs takes one statement per 100: all-or-nothing inside a
+    /// transaction, as enqueueing with business writes is. On a connection in autocommit
+    /// mode, each 100 commit on their own on MariaDB; on MySQL, which reads the rows back,
+    /// the batch takes a transaction of its own.
+    async fn insert<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Vec<Inserted>>
+    where
+        C: AsyncConnection<Backend = Mysql>,
+    {
+        Ok(insert::insert_many(conn, jobs, None).await?.0)
+    }
 
-/// Cancels the jobs of `ids` that are not finished (see `jobs_driver::JobCancelManyParams`).
-pub async fn cancel_many<C>(conn: &mut C, ids: &[i64]) -> Result<Vec<JobState>>
-where
-    C: AsyncConnectionCore<Backend = Mysql> + Send,
-{
-    Ok(control::cancel_many(conn, ids).await?.0)
-}
+    fn insert_sync<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Vec<Inserted>>
+    where
+        C: LoadConnection<Backend = Mysql>,
+    {
+        insert::insert_many_sync(conn, jobs)
+    }
 
-/// Makes the jobs of `ids` that are not running available now, but those whose uniqueness
-/// key another job holds (see `jobs_driver::Retried`).
-pub async fn retry_many<C>(conn: &mut C, ids: &[i64]) -> Result<jobs_driver::Retried>
-where
-    C: AsyncConnectionCore<Backend = Mysql> + Send,
-{
-    Ok(control::retry_many(conn, ids).await?.0)
-}
+    async fn cancel<C>(conn: &mut C, ids: &[i64]) -> Result<Vec<JobState>>
+    where
+        C: AsyncConnectionCore<Backend = Mysql> + Send,
+    {
+        Ok(control::cancel_many(conn, ids).await?.0)
+    }
 
-/// Deletes the jobs of `ids` that are not running.
-pub async fn delete_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
-where
-    C: AsyncConnectionCore<Backend = Mysql> + Send,
-{
-    control::delete_many(conn, ids).await
-}
+    async fn retry<C>(conn: &mut C, ids: &[i64]) -> Result<Retried>
+    where
+        C: AsyncConnectionCore<Backend = Mysql> + Send,
+    {
+        Ok(control::retry_many(conn, ids).await?.0)
+    }
 
-/// Pauses (`true`) or resumes (`false`) `queue` on every node.
-pub async fn set_paused<C>(conn: &mut C, queue: &str, paused: bool) -> Result<()>
-where
-    C: AsyncConnectionCore<Backend = Mysql> + Send,
-{
-    crate::queues::set_paused(conn, queue, paused).await.map(|_| ())
+    async fn delete<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+    where
+        C: AsyncConnectionCore<Backend = Mysql> + Send,
+    {
+        control::delete_many(conn, ids).await
+    }
+
+    async fn set_paused<C>(conn: &mut C, queue: &str, paused: bool) -> Result<()>
+    where
+        C: AsyncConnectionCore<Backend = Mysql> + Send,
+    {
+        crate::queues::set_paused(conn, queue, paused).await.map(|_| ())
+    }
+
+    async fn get<C>(conn: &mut C, id: i64) -> Result<Option<JobRow>>
+    where
+        C: AsyncConnectionCore<Backend = Mysql> + Send,
+    {
+        read::get(conn, id).await
+    }
+
+    async fn migrate<C>(conn: C) -> Result<Vec<String>>
+    where
+        C: AsyncConnection<Backend = Mysql> + 'static,
+    {
+        crate::migrate::migrate(conn).await
+    }
 }

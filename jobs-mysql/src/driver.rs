@@ -9,9 +9,8 @@ use std::time::Duration;
 use jobs_driver::wake_ration::WakeRation;
 use jobs_driver::{Capabilities, Capability, Notification, Result};
 
-use crate::hub::{self, Hub};
+use crate::local::{self, Hub};
 use crate::pool::{self, Lent, Pool};
-use crate::wakeups::WAKE_WINDOW;
 
 /// What MariaDB and MySQL can do: notifications (through `job_notifications`, read every
 /// [`notification_poll`](MysqlDriver::notification_poll)), `FOR UPDATE SKIP LOCKED`,
@@ -26,6 +25,11 @@ pub const CAPABILITIES: Capabilities = Capabilities::NONE
     .with(Capability::JsonContainment)
     .with(Capability::LivenessLocks)
     .with(Capability::ParallelReads);
+
+/// The default window: the longest a wake-up row is held back after the insert that needs
+/// it, and the shortest time between two of one queue from one driver. Change it with
+/// [`MysqlDriver::wake_window`].
+pub const WAKE_WINDOW: Duration = Duration::from_millis(5);
 
 /// The default of [`MysqlDriver::notification_poll`].
 pub const DEFAULT_NOTIFICATION_POLL: Duration = Duration::from_millis(50);
@@ -58,7 +62,7 @@ impl MysqlDriver {
     pub fn open(url: &str, max_connections: usize) -> Result<MysqlDriver> {
         Ok(MysqlDriver {
             pool: pool::pool(url, max_connections)?,
-            hub: hub::for_url(url),
+            hub: local::for_url(url),
             notification_poll: DEFAULT_NOTIFICATION_POLL,
             wakeups: Arc::new(WakeRation::new(WAKE_WINDOW)),
         })
@@ -102,6 +106,6 @@ impl MysqlDriver {
 
     /// Delivers committed notifications to this process's listeners.
     pub(crate) fn deliver(&self, told: &[Notification]) {
-        hub::publish(&self.hub, told);
+        local::publish(&self.hub, told);
     }
 }

@@ -3,11 +3,11 @@
 //! [`MysqlDriver`] implements [`jobs_driver::Driver`] on a MariaDB (10.6 or later) or
 //! MySQL (8.0.21 or later) database, through `diesel-async`'s pure-Rust
 //! `AsyncMysqlConnection`. Every statement the engine runs there is in this crate, with
-//! the schema's migrations ([`migrate`]) and the notifications that stand in for
+//! the schema's migrations ([`migrate()`]) and the notifications that stand in for
 //! LISTEN/NOTIFY (a `job_notifications` table each process reads every few tens of
-//! milliseconds; a process's own notifications reach it at once). [`connection`] holds
-//! the operations an application runs on a connection of its own, inside its
-//! transaction, async or sync.
+//! milliseconds; a process's own notifications reach it at once). Its
+//! [`ConnectionDriver`](jobs_driver::ConnectionDriver) implementation holds the operations
+//! an application runs on a connection of its own, inside its transaction, async or sync.
 //!
 //! Workers claim with `FOR UPDATE SKIP LOCKED`. Where Postgres would say
 //! `UPDATE … RETURNING`, a statement stamps the rows it moves with a random token
@@ -31,14 +31,14 @@
 //! ```
 
 mod cached;
-pub mod connection;
+mod connection;
 mod driver;
-mod hub;
 mod jobs;
 mod kind_stats;
 mod leader;
 mod listener;
 mod liveness;
+mod local;
 pub mod migrate;
 mod nodes;
 mod notifications;
@@ -59,8 +59,7 @@ pub mod testing;
 mod time;
 mod wakeups;
 
-pub use driver::{CAPABILITIES, DEFAULT_NOTIFICATION_POLL, MysqlDriver};
+pub use driver::{CAPABILITIES, DEFAULT_NOTIFICATION_POLL, MysqlDriver, WAKE_WINDOW};
 pub use migrate::{MIGRATIONS, migrate};
 pub use pool::{Pool, PooledConnection, connect, pool};
 pub use returning::disable_insert_returning;
-pub use wakeups::WAKE_WINDOW;

@@ -1,4 +1,4 @@
-//! The listener: notifications from this process at once (`hub`), and from other
+//! The listener: notifications from this process at once (`local`), and from other
 //! processes by reading `job_notifications` every [`MysqlDriver::notification_poll`] (see
 //! `notifications` for why it re-reads the ids it has not seen yet).
 //!
@@ -13,7 +13,7 @@ use diesel_async::pooled_connection::deadpool::Object;
 use jobs_driver::polled_listener::{NotificationTable, PolledListener};
 use jobs_driver::{Notification, Result};
 
-use crate::hub::Hub;
+use crate::local::Hub;
 use crate::notifications;
 use crate::pool::{self, Pool, PooledConnection};
 

@@ -8,7 +8,7 @@
 //! `AUTO_INCREMENT` hands ids out at insert, not at commit, so a transaction that
 //! commits late shows a lower id than rows already read. Rows older than [`KEEP`] are
 //! trimmed. Notifications of this process's own commits also go straight to its
-//! listeners (`hub`).
+//! listeners (`local`).
 
 use std::time::Duration;
 

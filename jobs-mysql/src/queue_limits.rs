@@ -6,6 +6,7 @@ use chrono::NaiveDateTime;
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Datetime, Nullable, Text};
 use diesel_async::{AsyncConnection, AsyncMysqlConnection, RunQueryDsl};
+use jobs_driver::rows::Count;
 use jobs_driver::{ClaimLimits, ClaimedJob, DriverError, JobClaimParams, RateWindow, Result};
 
 use crate::cached::CachedQuery;
@@ -40,12 +41,6 @@ struct LimitsRow {
     rate_counts: Option<String>,
     #[diesel(sql_type = Datetime)]
     now: NaiveDateTime,
-}
-
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
 }
 
 /// See [`JobClaimParams`]: a claim under the queue's limits when `limited`, otherwise the

@@ -1,13 +1,11 @@
 //! Rationed wake-ups for enqueues through the driver (the rule: `jobs_driver::wake_ration`).
 //! A wake-up for other processes is a `job_notifications` row, so an enqueue that writes
 //! one is a transaction of two statements (`BEGIN`, the insert, the row, `COMMIT`: four
-//! round trips). Within [`WAKE_WINDOW`] of a queue's last wake-up, an enqueue of at most
+//! round trips). Within [`WAKE_WINDOW`](crate::WAKE_WINDOW) of a queue's last wake-up, an enqueue of at most
 //! one statement's rows is instead that one statement, committing by itself; one trailing
 //! row per queue follows at the window's end. This process's listeners are told at once
-//! either way (`hub`); other processes read the rows every `notification_poll` (50 ms), so
+//! either way (`local`); other processes read the rows every `notification_poll` (50 ms), so
 //! the window adds at most its length to their pickup.
-
-use std::time::Duration;
 
 use jobs_driver::wake_ration::due_queues;
 use jobs_driver::{NewJob, Notification};
@@ -16,11 +14,6 @@ use crate::driver::MysqlDriver;
 use crate::jobs::insert::ROWS_PER_STATEMENT;
 use crate::notifications;
 use crate::pool;
-
-/// The default window: the longest a wake-up row is held back after the insert that needs
-/// it, and the shortest time between two of one queue from one driver. Change it with
-/// [`MysqlDriver::wake_window`].
-pub const WAKE_WINDOW: Duration = Duration::from_millis(5);
 
 /// Whether enqueueing `jobs` may skip its wake-up rows: one statement's worth, and every
 /// queue it makes jobs due in was woken within the window (or none is due).

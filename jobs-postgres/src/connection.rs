@@ -1,10 +1,83 @@
-//! Operations on a connection of the application's own, so that they commit or roll back
-//! with its transaction: insert jobs (async or sync diesel), cancel, retry or delete jobs,
-//! pause or resume a queue, read a job. Their notifications go out when the transaction
-//! commits. `jobs-core` calls these for `Enqueuer for &mut C`, `enqueue_sync`,
-//! `cancel_job`, `retry_job`, `delete_job` and `set_queue_paused`.
+//! [`ConnectionDriver`] for Postgres: the operations an application runs on a connection
+//! of its own, so that they commit or roll back with its transaction (insert jobs, async
+//! or sync; cancel, retry or delete jobs; pause or resume a queue; read a job), and the
+//! URLs that open a [`PgDriver`]. Their notifications are `NOTIFY`s, which Postgres sends
+//! when the transaction commits.
 
-pub use crate::jobs::control::{cancel_many, delete_many, retry_many};
-pub use crate::jobs::insert::{insert_many, insert_many_sync};
-pub use crate::jobs::read::get;
-pub use crate::queues::set_paused;
+use diesel::connection::LoadConnection;
+use diesel::pg::Pg;
+use diesel_async::{AsyncConnection, AsyncConnectionCore};
+use jobs_driver::{ConnectionDriver, Inserted, JobRow, JobState, NewJob, Result, Retried};
+
+use crate::PgDriver;
+use crate::jobs::{control, insert, read};
+
+/// Inserts `jobs` at `now` (the database's clock when `None`): [`ConnectionDriver::insert`]
+/// with a time of the caller's, for tests that place jobs in the past.
+pub use crate::jobs::insert::insert_many;
+
+impl ConnectionDriver for PgDriver {
+    type Backend = Pg;
+    const URL_SCHEMES: &'static [&'static str] = &["postgres", "postgresql"];
+    const URL_EXAMPLE: &'static str = "postgres://user:password@host:5432/database";
+
+    fn open(url: &str, max_connections: usize) -> Result<PgDriver> {
+        Ok(PgDriver::new(crate::pool(url, max_connections)?))
+    }
+
+    async fn insert<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Vec<Inserted>>
+    where
+        C: AsyncConnection<Backend = Pg>,
+    {
+        insert::insert_many(conn, jobs, None).await
+    }
+
+    fn insert_sync<C>(conn: &mut C, jobs: &[NewJob]) -> Result<Vec<Inserted>>
+    where
+        C: LoadConnection<Backend = Pg>,
+    {
+        insert::insert_many_sync(conn, jobs, None)
+    }
+
+    async fn cancel<C>(conn: &mut C, ids: &[i64]) -> Result<Vec<JobState>>
+    where
+        C: AsyncConnectionCore<Backend = Pg> + Send,
+    {
+        control::cancel_many(conn, ids).await
+    }
+
+    async fn retry<C>(conn: &mut C, ids: &[i64]) -> Result<Retried>
+    where
+        C: AsyncConnectionCore<Backend = Pg> + Send,
+    {
+        control::retry_many(conn, ids).await
+    }
+
+    async fn delete<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+    where
+        C: AsyncConnectionCore<Backend = Pg> + Send,
+    {
+        control::delete_many(conn, ids).await
+    }
+
+    async fn set_paused<C>(conn: &mut C, queue: &str, paused: bool) -> Result<()>
+    where
+        C: AsyncConnectionCore<Backend = Pg> + Send,
+    {
+        crate::queues::set_paused(conn, queue, paused).await
+    }
+
+    async fn get<C>(conn: &mut C, id: i64) -> Result<Option<JobRow>>
+    where
+        C: AsyncConnectionCore<Backend = Pg> + Send,
+    {
+        read::get(conn, id).await
+    }
+
+    async fn migrate<C>(conn: C) -> Result<Vec<String>>
+    where
+        C: AsyncConnection<Backend = Pg> + 'static,
+    {
+        crate::migrate(conn).await
+    }
+}

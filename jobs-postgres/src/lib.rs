@@ -5,8 +5,10 @@
 //! crate (claims with `FOR UPDATE SKIP LOCKED`, fenced batch completions, the rescuer's and
 //! the pruner's queries, the dashboard's keyset pages and planner estimates), with the
 //! schema's migrations ([`migrate()`]), LISTEN/NOTIFY wake-ups, and the plan tests that keep
-//! those statements on their indexes. [`connection`] holds the operations an application
-//! runs on a connection of its own, inside its transaction.
+//! those statements on their indexes. Its
+//! [`ConnectionDriver`](jobs_driver::ConnectionDriver) implementation ([`connection`])
+//! holds the operations an application runs on a connection of its own, inside its
+//! transaction.
 //!
 //! ```
 //! use jobs_driver::{Capability, Driver, JobGetParams, JobInsertManyParams, JobState, NewJob};
@@ -27,8 +29,8 @@
 //! ```
 
 mod cached;
-mod channels;
 pub mod connection;
+mod context;
 mod driver;
 mod jobs;
 mod kind_stats;
@@ -38,8 +40,9 @@ mod liveness;
 pub mod migrate;
 mod migration_lock;
 mod nodes;
+mod notifications;
 mod op_conn;
-mod pg_driver;
+mod operations;
 #[cfg(test)]
 mod plans;
 mod pool;
@@ -56,7 +59,8 @@ mod stats;
 pub mod testing;
 pub mod wakeups;
 
+pub use context::PgContext;
+pub use driver::PgDriver;
 pub use jobs_driver::{AVAILABLE_CHANNEL, CONTROL_CHANNEL};
 pub use migrate::migrate;
-pub use pg_driver::PgDriver;
 pub use pool::{Pool, PooledConnection, connect, pool};

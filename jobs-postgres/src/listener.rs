@@ -11,7 +11,7 @@ use futures::StreamExt;
 use jobs_driver::{DriverError, Listener, Notification, Result};
 use tokio::sync::mpsc;
 
-use crate::channels::{self, AVAILABLE_CHANNEL, CONTROL_CHANNEL};
+use crate::notifications::{self, AVAILABLE_CHANNEL, CONTROL_CHANNEL};
 use crate::pool::{self, Pool};
 
 /// Notifications from one LISTEN connection.
@@ -42,7 +42,7 @@ pub(crate) async fn listen_on(mut conn: AsyncPgConnection) -> Result<PgListener>
         let mut stream = std::pin::pin!(conn.notifications_stream());
         loop {
             let forwarded = match stream.next().await {
-                Some(Ok(n)) => match channels::parse(&n.channel, &n.payload) {
+                Some(Ok(n)) => match notifications::parse(&n.channel, &n.payload) {
                     Some(notification) => tx.send(Ok(notification)).await,
                     None => continue,
                 },

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz};
 use diesel::{OptionalExtension, QueryableByName};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use jobs_driver::rows::Count;
 use jobs_driver::{ClaimLimits, ClaimedJob, DriverError, JobClaimParams, RateWindow, Result};
 
 use crate::jobs::claim;
@@ -38,12 +39,6 @@ struct LimitsRow {
     rate_counts: Option<String>,
     #[diesel(sql_type = Timestamptz)]
     now: DateTime<Utc>,
-}
-
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
 }
 
 /// See [`JobClaimParams`]: a claim under the queue's limits when `limited`, otherwise the

@@ -6,7 +6,7 @@ use diesel::sql_types::{Bool, Text};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::{QueueDepth, Result};
 
-use crate::channels::control_channel;
+use crate::notifications::control_channel;
 use crate::rows::{Flag, Name};
 
 // The nodes hear `{"queue": name, "paused": flag}` on the control channel, on commit.
@@ -26,7 +26,7 @@ SELECT pg_notify('",
 
 /// Pauses (`true`) or resumes (`false`) `queue` on every node: the flag is stored, and the
 /// nodes are told when the caller's transaction commits.
-pub async fn set_paused<C>(conn: &mut C, queue: &str, paused: bool) -> Result<()>
+pub(crate) async fn set_paused<C>(conn: &mut C, queue: &str, paused: bool) -> Result<()>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {

@@ -1,7 +1,7 @@
 //! Diesel table definitions for the jobs schema (see `migrations/postgres/`).
 //!
 //! The driver builds its queries from these; applications may read the tables with them
-//! too (`jobs_core::schema` re-exports this module).
+//! too (`jobs_core::postgres::schema` re-exports this module).
 
 #![allow(missing_docs, unreachable_pub)]
 

@@ -3,11 +3,12 @@
 //! [`SqliteDriver`] implements [`jobs_driver::Driver`] on a SQLite database file, through
 //! diesel's SQLite backend with the library compiled in (nothing to install) and
 //! `diesel-async`'s `SyncConnectionWrapper`. Every statement the engine runs on SQLite is
-//! in this crate, with the schema's migrations ([`migrate`]) and the notifications that
+//! in this crate, with the schema's migrations ([`migrate()`]) and the notifications that
 //! stand in for LISTEN/NOTIFY (a `job_notifications` table each process reads every few
 //! tens of milliseconds; a process's own notifications reach it at once).
-//! [`connection`] holds the operations an application runs on a connection of its own,
-//! inside its transaction, async or sync.
+//! Its [`ConnectionDriver`](jobs_driver::ConnectionDriver) implementation holds the
+//! operations an application runs on a connection of its own, inside its transaction,
+//! async or sync.
 //!
 //! SQLite serves one host and one writer at a time: several worker processes can share a
 //! file, and take turns to write. It has no `SKIP LOCKED` and needs none.
@@ -32,7 +33,7 @@
 //! ```
 
 mod cached;
-pub mod connection;
+mod connection;
 mod driver;
 mod exec;
 mod jobs;

@@ -6,6 +6,7 @@
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Nullable, Text};
 use diesel::{RunQueryDsl, SqliteConnection};
+use jobs_driver::rows::Count;
 use jobs_driver::{ClaimLimits, ClaimedJob, RateWindow, Result};
 
 use crate::cached::CachedQuery;
@@ -35,12 +36,6 @@ struct LimitsRow {
     rate_window: Option<i64>,
     #[diesel(sql_type = Nullable<Text>)]
     rate_counts: Option<String>,
-}
-
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
 }
 
 /// Claims up to `limit` of `queue`'s jobs for `node` at `now_ms`, under the queue's

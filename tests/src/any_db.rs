@@ -11,7 +11,7 @@ use jobs_core::driver::Driver;
 #[derive(Clone)]
 pub enum AnyDb {
     /// Postgres.
-    Postgres(jobs_core::Pool),
+    Postgres(jobs_core::postgres::Pool),
     /// SQLite.
     Sqlite(jobs_core::sqlite::Pool),
     /// MariaDB or MySQL.
@@ -83,7 +83,7 @@ macro_rules! with_connection {
 impl AnyDb {
     /// The database `driver` runs on.
     pub fn of(driver: &dyn Driver) -> AnyDb {
-        if let Some(pool) = driver.pool().downcast_ref::<jobs_core::Pool>() {
+        if let Some(pool) = driver.pool().downcast_ref::<jobs_core::postgres::Pool>() {
             return AnyDb::Postgres(pool.clone());
         }
         if let Some(pool) = driver.pool().downcast_ref::<jobs_core::sqlite::Pool>() {

@@ -10,7 +10,8 @@ use diesel::QueryableByName;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use jobs_core::driver::{Count as Counted, Driver, JobCountParams, JobFilter, JobListParams};
-use jobs_core::{IntoDriver, JobRow, JobState, Pool};
+use jobs_core::postgres::Pool;
+use jobs_core::{IntoDriver, JobRow, JobState};
 
 use crate::any_db::{AnyDb, RUNS_TABLE, Run};
 use crate::wait_for;

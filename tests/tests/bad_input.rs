@@ -6,11 +6,12 @@
 use std::time::Duration;
 
 use jobs_core::cron::Periodic;
+use jobs_core::postgres::Pool;
 use jobs_core::postgres::connection::insert_many;
 use jobs_core::stored_text::{MAX_ERROR_MESSAGE_BYTES, MAX_RESULT_BYTES};
 use jobs_core::testing::TestDatabase;
 use jobs_core::{
-    Error, JobContext, JobState, MAX_PAYLOAD_BYTES, Pool, Registry, UnknownKindPolicy, Worker, WorkerHandle,
+    Error, JobContext, JobState, MAX_PAYLOAD_BYTES, Registry, UnknownKindPolicy, Worker, WorkerHandle,
     enqueue_many, job,
 };
 use jobs_core::{JobRow, NewJob};

@@ -4,8 +4,9 @@
 //! a queue. Screenshots go to `target/browser-screenshots/`.
 
 use fantoccini::{Client, Locator};
+use jobs_core::postgres::Pool;
 use jobs_core::testing::TestDatabase;
-use jobs_core::{JobContext, JobState, Pool, Registry, Worker, enqueue_many, job};
+use jobs_core::{JobContext, JobState, Registry, Worker, enqueue_many, job};
 use jobs_tests::browser::{DEADLINE, browser, screenshot, serve_dashboard, start_driver, text};
 use jobs_tests::wait_for;
 

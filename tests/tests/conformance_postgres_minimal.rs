@@ -12,7 +12,7 @@ use jobs_tests::conformance::{Backend, TestDb};
 
 struct MinimalPostgres;
 
-fn minimal(pool: jobs_core::Pool) -> PgDriver {
+fn minimal(pool: jobs_core::postgres::Pool) -> PgDriver {
     PgDriver::new(pool)
         .without(Capability::ListenNotify)
         .without(Capability::CountEstimates)

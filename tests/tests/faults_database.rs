@@ -18,7 +18,7 @@ const BINARY: &str = env!("CARGO_BIN_EXE_fault_worker");
 const JOBS: usize = 6_000;
 
 /// Waits until `n` more jobs have completed than now.
-async fn progress(pool: &jobs_core::Pool, n: i64, what: &str) {
+async fn progress(pool: &jobs_core::postgres::Pool, n: i64, what: &str) {
     let before = try_count(pool, COMPLETED).await.unwrap_or(0);
     wait_for(what, Duration::from_secs(60), || async {
         (try_count(pool, COMPLETED).await? >= before + n).then_some(())

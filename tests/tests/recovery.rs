@@ -15,7 +15,7 @@ use jobs_tests::wait_for;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
-fn lazy_pool() -> jobs_core::Pool {
+fn lazy_pool() -> jobs_core::postgres::Pool {
     jobs_core::postgres::pool("postgres://nobody@127.0.0.1:1/nothing", 1).expect("a lazy pool")
 }
 

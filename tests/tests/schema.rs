@@ -7,10 +7,11 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::Text;
 use diesel_async::RunQueryDsl;
-use jobs_core::migrate::{migrate, pending, revert_all};
+use jobs_core::migrate::migrate;
 use jobs_core::postgres::connection::insert_many;
-use jobs_core::schema::jobs;
-use jobs_core::schema::sql_types::JobState as JobStateSql;
+use jobs_core::postgres::migrate::{pending, revert_all};
+use jobs_core::postgres::schema::jobs;
+use jobs_core::postgres::schema::sql_types::JobState as JobStateSql;
 use jobs_core::testing::TestDatabase;
 use jobs_core::{Inserted, JobState, NewJob};
 use jobs_tests::faults::invalid_rows;
@@ -67,7 +68,11 @@ async fn concurrent_migrations_serialise_on_the_advisory_lock() {
     );
     let mut all: Vec<String> = a.into_iter().chain(b).collect();
     all.sort();
-    assert_eq!(all, jobs_core::migrate::versions().expect("versions"), "each migration applied exactly once");
+    assert_eq!(
+        all,
+        jobs_core::postgres::migrate::versions().expect("versions"),
+        "each migration applied exactly once"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

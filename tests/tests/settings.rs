@@ -14,7 +14,7 @@ use jobs_tests::conformance::registry;
 use tokio_util::sync::CancellationToken;
 
 /// A pool that is never connected to: `build()` and the checks touch no database.
-fn pool() -> jobs_core::Pool {
+fn pool() -> jobs_core::postgres::Pool {
     jobs_core::postgres::pool("postgres://nobody@127.0.0.1:1/nothing", 1).expect("a lazy pool")
 }
 

@@ -3,23 +3,52 @@
 //!   library crate, every `use` and every `crate::`/`super::`/`self::` path counts, a
 //!   parent's `pub use` of its child included);
 //! - production code never reaches the `testing` modules;
-//! - `worker/mod.rs` and every file of the Postgres driver stay under 350 lines.
+//! - outside the driver crates, only jobs-core's `drivers.rs` names a driver;
+//! - `worker/mod.rs` and every file of every driver crate stay under 350 lines.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The library crates whose module graphs must be acyclic, by source directory.
-const CRATES: &[&str] = &[
-    "jobs-driver/src",
-    "jobs-postgres/src",
-    "jobs-sqlite/src",
-    "jobs-core/src",
-    "jobs-dashboard/src",
-    "jobs-macros/src",
-];
+/// The workspace's members, from its `Cargo.toml`.
+fn members() -> Vec<String> {
+    let manifest = std::fs::read_to_string(workspace().join("Cargo.toml")).expect("read Cargo.toml");
+    let line = manifest.lines().find(|l| l.trim_start().starts_with("members")).expect("a members line");
+    let list = &line[line.find('[').expect("[") + 1..line.rfind(']').expect("]")];
+    let members: Vec<String> =
+        list.split(',').map(|m| m.trim().trim_matches('"').to_owned()).filter(|m| !m.is_empty()).collect();
+    assert!(!members.iter().any(|m| m.contains('*')), "list the members one by one: {members:?}");
+    members
+}
 
-/// The driver crates: each owns a backend's SQL.
-const DRIVERS: &[&str] = &["jobs-postgres/src", "jobs-sqlite/src"];
+/// The library crates, by source directory: every member with a `src/lib.rs`. Their module
+/// graphs must be acyclic.
+fn crates() -> Vec<String> {
+    members()
+        .into_iter()
+        .filter(|m| workspace().join(m).join("src/lib.rs").is_file())
+        .map(|m| format!("{m}/src"))
+        .collect()
+}
+
+/// The driver crates, by source directory: each implements `ConnectionDriver` and owns a
+/// backend's SQL.
+fn drivers() -> Vec<String> {
+    crates()
+        .into_iter()
+        .filter(|dir| {
+            let mut files = Vec::new();
+            rust_files(&workspace().join(dir), &mut files);
+            files
+                .iter()
+                .any(|f| std::fs::read_to_string(f).expect("read").contains("impl ConnectionDriver for "))
+        })
+        .collect()
+}
+
+/// The name a driver crate has in Rust code (`jobs-postgres/src` → `jobs_postgres`).
+fn rust_name(dir: &str) -> String {
+    dir.trim_end_matches("/src").replace('-', "_")
+}
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -322,7 +351,7 @@ fn find_cycle(edges: &Graph) -> Option<Vec<Vec<String>>> {
 #[test]
 fn no_module_imports_a_module_that_imports_it_back() {
     let mut cycles = Vec::new();
-    for crate_dir in CRATES {
+    for crate_dir in &crates() {
         let (edges, _) = graph(crate_dir);
         if let Some(cycle) = find_cycle(&edges) {
             let steps: Vec<String> = cycle
@@ -352,8 +381,8 @@ fn the_checker_sees_a_circle() {
 
 #[test]
 fn production_code_never_reaches_the_testing_modules() {
-    for crate_dir in ["jobs-core/src"].iter().chain(DRIVERS) {
-        let (edges, by_module) = graph(crate_dir);
+    for crate_dir in std::iter::once("jobs-core/src".to_owned()).chain(drivers()) {
+        let (edges, by_module) = graph(&crate_dir);
         for (from, targets) in &edges {
             if from.first().is_some_and(|m| m == "testing" || m == "plans") {
                 continue;
@@ -370,11 +399,138 @@ fn production_code_never_reaches_the_testing_modules() {
 #[test]
 fn the_worker_module_and_every_driver_file_are_under_350_lines() {
     let mut files = vec![workspace().join("jobs-core/src/worker/mod.rs")];
-    for driver in DRIVERS {
+    for driver in drivers() {
         rust_files(&workspace().join(driver), &mut files);
     }
     for file in files {
         let lines = std::fs::read_to_string(&file).expect("read").lines().count();
         assert!(lines < 350, "{} has {lines} lines", file.display());
     }
+}
+
+#[test]
+fn the_checker_finds_every_crate_and_driver() {
+    let crates = crates();
+    for expected in
+        ["jobs-driver/src", "jobs-core/src", "jobs-dashboard/src", "jobs-macros/src", "jobs-mysql/src"]
+    {
+        assert!(crates.iter().any(|c| c == expected), "{expected} not in {crates:?}");
+    }
+    assert_eq!(drivers(), ["jobs-postgres/src", "jobs-sqlite/src", "jobs-mysql/src"]);
+}
+
+/// The source without comments, strings kept (feature names are strings).
+fn without_comments(source: &str) -> String {
+    source
+        .lines()
+        .map(|l| match l.find("//") {
+            // A `//` inside a string (a URL) is rare in attributes; lines are cut at the first.
+            Some(at) => &l[..at],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What names a backend in the code of a crate that is not its driver: the driver crates
+/// (`jobs_postgres`), jobs-core's re-exports of them (`jobs_core::postgres`,
+/// `crate::postgres`), the driver types (`PgDriver`), diesel's backends and connections.
+fn backend_names() -> Vec<String> {
+    let mut names = Vec::new();
+    for dir in drivers() {
+        let crate_name = rust_name(&dir);
+        let short = crate_name.trim_start_matches("jobs_").to_owned();
+        names.push(crate_name);
+        names.push(format!("jobs_core::{short}"));
+        names.push(format!("crate::{short}"));
+        let mut files = Vec::new();
+        rust_files(&workspace().join(&dir), &mut files);
+        for file in files {
+            let code = code_only(&std::fs::read_to_string(&file).expect("read"));
+            for (at, _) in code.match_indices("ConnectionDriver for ") {
+                let ty: String = code[at + "ConnectionDriver for ".len()..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                names.push(ty);
+            }
+        }
+    }
+    for diesel in
+        ["diesel::pg", "diesel::sqlite", "diesel::mysql", "AsyncPgConnection", "AsyncMysqlConnection"]
+    {
+        names.push(diesel.to_owned());
+    }
+    names
+}
+
+/// Outside the driver crates, only jobs-core's `drivers.rs` names a driver (its crate, its
+/// type, jobs-core's re-export of it, its diesel backend) or a backend's feature: the
+/// engine, the dashboard and the macros reach the database through `jobs_driver`'s traits
+/// alone, so a new driver changes none of them.
+#[test]
+fn only_jobs_cores_drivers_module_names_a_driver() {
+    let drivers = drivers();
+    let names = backend_names();
+    assert!(names.iter().any(|n| n == "PgDriver"), "the driver types are found: {names:?}");
+    let features: Vec<String> = drivers
+        .iter()
+        .map(|d| format!("feature = \"{}\"", rust_name(d).trim_start_matches("jobs_")))
+        .collect();
+    let mut offenders = Vec::new();
+    // The published crates that are not drivers (the tests and the examples name backends).
+    let published = crates().into_iter().filter(|c| {
+        let manifest = std::fs::read_to_string(workspace().join(c).join("../Cargo.toml")).expect("manifest");
+        !drivers.contains(c) && !manifest.contains("publish = false")
+    });
+    for dir in published {
+        let mut files = Vec::new();
+        rust_files(&workspace().join(&dir), &mut files);
+        for file in files {
+            if file.ends_with("jobs-core/src/drivers.rs") {
+                continue;
+            }
+            let source = std::fs::read_to_string(&file).expect("read");
+            // diesel lets only the crate that defines `JobState` derive its Postgres SQL
+            // type (`FromSqlRow` is generic over the backend, which the orphan rule forbids
+            // elsewhere): jobs-driver's `postgres` feature, which jobs-postgres turns on.
+            let state_sql_type = ["state.rs", "lib.rs", "state_sql.rs", "sql_types.rs"]
+                .iter()
+                .any(|f| file.ends_with(format!("jobs-driver/src/{f}")));
+            let code = without_inline_modules(&code_only(&source));
+            for name in names.iter().filter(|n| contains_word(&code, n)) {
+                if !(state_sql_type && name == "diesel::pg") {
+                    offenders.push(format!("{} names `{name}`", file.display()));
+                }
+            }
+            let with_strings = without_comments(&source);
+            for feature in features.iter().filter(|f| with_strings.contains(f.as_str())) {
+                if !(state_sql_type && feature == "feature = \"postgres\"") {
+                    offenders.push(format!("{} has `{feature}`", file.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "a backend named outside jobs-core/src/drivers.rs:\n{}",
+        offenders.join("\n")
+    );
+}
+
+/// Whether `code` has `name` with no identifier character on either side.
+fn contains_word(code: &str, name: &str) -> bool {
+    let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    code.match_indices(name)
+        .any(|(at, _)| !ident(code[..at].chars().last()) && !ident(code[at + name.len()..].chars().next()))
+}
+
+#[test]
+fn the_backend_checker_sees_a_named_backend() {
+    assert!(contains_word("use crate::postgres::Pool;", "crate::postgres"));
+    assert!(contains_word("let d: PgDriver = x;", "PgDriver"));
+    assert!(!contains_word("let d: MyPgDriver = x;", "PgDriver"));
+    let source = "#[cfg(any(\n    feature = \"sqlite\",\n))] // feature = \"mysql\"";
+    let cleaned = without_comments(source);
+    assert!(cleaned.contains("feature = \"sqlite\"") && !cleaned.contains("mysql"));
 }

@@ -2,6 +2,7 @@
 //! assert/refute enqueued, perform one job, drain a queue, and inline mode.
 
 use futures::FutureExt;
+use jobs_core::postgres::PgContext;
 use jobs_core::testing::{
     Expected, TestDatabase, assert_enqueued, drain_queue, drain_queue_with, inline, inline_with, perform_job,
     perform_job_with, refute_enqueued,

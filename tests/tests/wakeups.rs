@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use diesel::QueryableByName;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use jobs_core::postgres::Pool;
 use jobs_core::testing::TestDatabase;
-use jobs_core::{JobState, Pool, Worker, WorkerHandle};
+use jobs_core::{JobState, Worker, WorkerHandle};
 use jobs_tests::conformance::jobs::{Ledger, record};
 use jobs_tests::conformance::registry;
 use jobs_tests::wait_for;
@@ -65,7 +66,7 @@ async fn a_burst_of_pool_enqueues_shares_few_wake_ups_and_loses_none() {
     let handle = notified_only_worker(&pool, 100).await;
 
     let window = Duration::from_millis(300);
-    jobs_core::wakeups::set_wake_window(&pool, window);
+    jobs_core::postgres::wakeups::set_wake_window(&pool, window);
     let release = Arc::new(tokio::sync::Barrier::new(50));
     let burst = Instant::now();
     let tasks: Vec<_> = (0..50)

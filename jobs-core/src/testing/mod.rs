@@ -30,16 +30,9 @@ mod inline;
 mod running;
 mod waiting;
 
+pub use crate::drivers::testing::*;
 pub use assertions::{Expected, assert_enqueued, refute_enqueued};
 pub use context::{job_context, job_context_with};
 pub use inline::{InlineDriver, inline, inline_with};
-/// A migrated database per test on a throwaway MariaDB server (feature `mysql`).
-#[cfg(feature = "mysql")]
-pub use jobs_mysql::testing::TestDatabase as MysqlTestDatabase;
-#[cfg(feature = "postgres")]
-pub use jobs_postgres::testing::{PgBouncer, PgCluster, Server, TestDatabase, cluster, replace_database};
-/// A migrated SQLite database file per test (feature `sqlite`).
-#[cfg(feature = "sqlite")]
-pub use jobs_sqlite::testing::TestDatabase as SqliteTestDatabase;
 pub use running::{drain_queue, drain_queue_with, perform_job, perform_job_with};
 pub use waiting::wait_for;

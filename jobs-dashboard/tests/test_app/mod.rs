@@ -11,8 +11,9 @@ use diesel_async::RunQueryDsl;
 use jobs_core::driver::{
     Driver, QueueIsPausedParams, ScheduleDef, ScheduleGetParams, ScheduleRow, ScheduleSyncParams,
 };
-use jobs_core::schema::jobs;
-use jobs_core::{IntoDriver, JobState, NewJob, Pool};
+use jobs_core::postgres::Pool;
+use jobs_core::postgres::schema::jobs;
+use jobs_core::{IntoDriver, JobState, NewJob};
 use jobs_dashboard::{Access, DashboardConfig};
 
 pub(crate) fn new_job(kind: &str, queue: &str, args: serde_json::Value) -> NewJob {

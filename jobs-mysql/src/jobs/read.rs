@@ -121,7 +121,7 @@ const GET: &str = concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = $1")
 
 /// Loads one job, on any async connection (the driver's, or an application's in its
 /// transaction).
-pub async fn get<C>(conn: &mut C, id: i64) -> Result<Option<JobRow>>
+pub(crate) async fn get<C>(conn: &mut C, id: i64) -> Result<Option<JobRow>>
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {

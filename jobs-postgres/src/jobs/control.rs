@@ -8,7 +8,7 @@ use diesel::sql_types::{Array, BigInt};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::{JobState, Result, Retried};
 
-use crate::channels::{available_channel, control_channel};
+use crate::notifications::{available_channel, control_channel};
 
 #[derive(QueryableByName)]
 struct StateRow {
@@ -194,7 +194,7 @@ where
 /// Cancels the jobs of `ids` that are not finished: one that is not running at once
 /// (`cancelled`); a running one is marked and its node told on commit (`running`).
 /// Returns the state each changed job is in.
-pub async fn cancel_many<C>(conn: &mut C, ids: &[i64]) -> Result<Vec<JobState>>
+pub(crate) async fn cancel_many<C>(conn: &mut C, ids: &[i64]) -> Result<Vec<JobState>>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
@@ -204,7 +204,7 @@ where
 /// Makes the jobs of `ids` that are not running available now, granting one more attempt
 /// to those that used them all; archived ones move back to `jobs`. A job whose uniqueness
 /// key is held stays as it is (see [`Retried`]). Returns what changed.
-pub async fn retry_many<C>(conn: &mut C, ids: &[i64]) -> Result<Retried>
+pub(crate) async fn retry_many<C>(conn: &mut C, ids: &[i64]) -> Result<Retried>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
@@ -213,7 +213,7 @@ where
 
 /// Deletes the jobs of `ids` that are not running (cancel them first), in `jobs` or in the
 /// archive. Returns how many went.
-pub async fn delete_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+pub(crate) async fn delete_many<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {

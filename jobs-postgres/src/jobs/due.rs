@@ -5,7 +5,7 @@ use diesel::sql_types::{BigInt, Nullable, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::{JobScheduleDueParams, Result};
 
-use crate::channels::available_channel;
+use crate::notifications::available_channel;
 use crate::rows::Count;
 
 // Due jobs become available. One whose uniqueness key another job holds (a duplicate

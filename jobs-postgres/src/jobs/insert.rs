@@ -9,7 +9,7 @@ use jobs_driver::{Deduplicated, DriverError, Inserted, JobState, NewJob, Result}
 
 use super::insert_rounds::{Holder, InsertedRow, KEY_ROUNDS, Rounds};
 use crate::cached::CachedQuery;
-use crate::channels::available_channel;
+use crate::notifications::available_channel;
 
 /// The insert statement, with `$conflict` between the `SELECT` and `RETURNING`.
 ///
@@ -245,7 +245,11 @@ where
 }
 
 /// [`insert_many`] on a synchronous diesel connection (`PgConnection`, r2d2).
-pub fn insert_many_sync<C>(conn: &mut C, jobs: &[NewJob], now: Option<DateTime<Utc>>) -> Result<Vec<Inserted>>
+pub(crate) fn insert_many_sync<C>(
+    conn: &mut C,
+    jobs: &[NewJob],
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<Inserted>>
 where
     C: diesel::connection::LoadConnection<Backend = Pg>,
 {

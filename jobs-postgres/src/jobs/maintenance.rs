@@ -11,7 +11,7 @@ use jobs_driver::{
     Result, Stuck,
 };
 
-use crate::channels::available_channel;
+use crate::notifications::available_channel;
 use crate::rows::{Count, Id, millis};
 
 /// The columns of a [`Stuck`] row for the picked job `jobs` (a macro, for `concat!`).

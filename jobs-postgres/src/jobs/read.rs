@@ -67,7 +67,7 @@ impl From<StoredJob> for JobRow {
 }
 
 /// Loads one job.
-pub async fn get<C>(conn: &mut C, id: i64) -> Result<Option<JobRow>>
+pub(crate) async fn get<C>(conn: &mut C, id: i64) -> Result<Option<JobRow>>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {

@@ -7,8 +7,8 @@ use diesel_async::AsyncPgConnection;
 use jobs_driver::{DriverError as Error, Result};
 
 use super::admin;
+use crate::driver::PgDriver;
 use crate::migrate::{MIGRATIONS_HASH, migrate};
-use crate::pg_driver::PgDriver;
 use crate::pool::{self, Pool};
 
 use super::cluster::PgCluster;

@@ -120,7 +120,7 @@ pub(crate) fn get(conn: &mut SqliteConnection, id: i64) -> Result<Option<JobRow>
 }
 
 /// Loads one job on an async connection of the application's.
-pub async fn get_async<C>(conn: &mut C, id: i64) -> Result<Option<JobRow>>
+pub(crate) async fn get_async<C>(conn: &mut C, id: i64) -> Result<Option<JobRow>>
 where
     C: AsyncConnectionCore<Backend = Sqlite> + Send,
 {

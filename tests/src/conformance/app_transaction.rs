@@ -1,6 +1,6 @@
 //! An application's own transaction on a case's database: a connection of the backend's
 //! own type (not the driver's), in a transaction the case commits or rolls back, through
-//! which it enqueues as an application does (`JobsBackend::insert`, the path of
+//! which it enqueues as an application does (`JobsBackend::Driver`'s `ConnectionDriver::insert`, the path of
 //! `send_welcome::enqueue(&mut tx, …)`) and runs its own statements.
 
 use async_trait::async_trait;
@@ -42,7 +42,11 @@ where
     C::Backend: JobsBackend,
 {
     async fn insert(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>, Error> {
-        Ok(<C::Backend as JobsBackend>::insert(&mut self.0, jobs).await?)
+        Ok(<<C::Backend as JobsBackend>::Driver as jobs_core::driver::ConnectionDriver>::insert(
+            &mut self.0,
+            jobs,
+        )
+        .await?)
     }
 
     async fn execute(&mut self, sql: &str) -> Result<(), Error> {

@@ -8,7 +8,7 @@ use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures::StreamExt;
 use jobs_core::postgres::connection::insert_many;
-use jobs_core::schema::jobs;
+use jobs_core::postgres::schema::jobs;
 use jobs_core::testing::{TestDatabase, job_context};
 use jobs_core::{
     Backoff, EnqueueRequest, Error, Job, JobContext, JobExt, JobState, Outcome, Registry, RunOutcome,

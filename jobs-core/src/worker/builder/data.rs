@@ -14,7 +14,7 @@ impl WorkerBuilder {
     /// ([`Error::MissingData`](crate::Error::MissingData)).
     ///
     /// ```no_run
-    /// # async fn example(pool: jobs_core::Pool) -> jobs_core::Result<()> {
+    /// # async fn example(pool: jobs_core::postgres::Pool) -> jobs_core::Result<()> {
     /// struct Mailer { from: String }
     /// let worker = jobs_core::Worker::builder(pool)
     ///     .queue("mailers", 10)

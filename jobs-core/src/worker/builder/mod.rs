@@ -262,9 +262,9 @@ impl WorkerBuilder {
     }
 
     /// Checks every setting and builds the worker. Fails with
-    /// [`Error::InvalidOption`] naming a zero or absurd setting (an interval, a batch, a
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) naming a zero or absurd setting (an interval, a batch, a
     /// lease no longer than its renewal, a staleness no longer than the heartbeat), and with
-    /// [`Error::InvalidSchedule`] naming an invalid cron schedule.
+    /// [`Error::InvalidSchedule`](crate::Error::InvalidSchedule) naming an invalid cron schedule.
     pub fn build(self) -> Result<Worker> {
         self.check()?;
         let registry = match self.registry {
