@@ -6,7 +6,6 @@
 
 use jobs_core::IntoDriver;
 use jobs_core::testing::{MysqlTestDatabase, SqliteTestDatabase, TestDatabase};
-use jobs_tests::conformance::app_transaction;
 use jobs_tests::model::{self, Target};
 
 /// Steps per backend in a test run (CI).
@@ -23,7 +22,7 @@ fn the_model_holds_on_postgres() {
         wipe.push("DELETE FROM jobs_archive");
         Target {
             driver: db.pool(4).expect("pool").into_driver(),
-            begin: app_transaction::postgres(db.url().to_owned()),
+            begin: jobs_tests::app_connections::postgres(db.url().to_owned()),
             wipe,
             keep_alive: Box::new(db),
         }
@@ -36,7 +35,7 @@ fn the_model_holds_on_sqlite() {
         let db = SqliteTestDatabase::new().await.expect("database");
         Target {
             driver: db.driver(4).expect("driver").into_driver(),
-            begin: app_transaction::sqlite(db.url()),
+            begin: jobs_tests::app_connections::sqlite(db.url()),
             wipe: WIPE_COMMON.to_vec(),
             keep_alive: Box::new(db),
         }
@@ -49,7 +48,7 @@ fn the_model_holds_on_mysql_or_mariadb() {
         let db = MysqlTestDatabase::new().await.expect("database");
         Target {
             driver: db.driver(4).expect("driver").into_driver(),
-            begin: app_transaction::mysql(db.url().to_owned()),
+            begin: jobs_tests::app_connections::mysql(db.url().to_owned()),
             wipe: WIPE_COMMON.to_vec(),
             keep_alive: Box::new(db),
         }

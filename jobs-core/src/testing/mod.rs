@@ -30,6 +30,11 @@ mod inline;
 mod running;
 mod waiting;
 
+#[allow(
+    unused_imports,
+    unreachable_pub,
+    reason = "the throwaway servers of the drivers of the build; a build may have none"
+)]
 pub use crate::drivers::testing::*;
 pub use assertions::{Expected, assert_enqueued, refute_enqueued};
 pub use context::{job_context, job_context_with};

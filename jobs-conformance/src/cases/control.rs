@@ -5,8 +5,8 @@ use chrono::Utc;
 use jobs_core::driver::{JobFilter, JobState};
 use jobs_core::{Action, JobRow};
 
-use crate::conformance::TestDb;
-use crate::conformance::factory::{JobFactory, insert_all};
+use crate::TestDb;
+use crate::factory::{JobFactory, insert_all};
 
 /// One job per state, returned in the order of `JobState::ALL`.
 async fn one_in_each_state(db: &TestDb, queue: &str) -> Vec<i64> {

@@ -10,8 +10,8 @@ use jobs_core::driver::{
 };
 use serde_json::json;
 
-use crate::conformance::TestDb;
-use crate::conformance::factory::{JobFactory, insert_all};
+use crate::TestDb;
+use crate::factory::{JobFactory, insert_all};
 
 async fn ids(db: &TestDb, filter: &JobFilter) -> Vec<i64> {
     let page = JobListParams { filter, before: None, limit: 1_000 };

@@ -7,9 +7,9 @@ use jobs_core::driver::{
 };
 use jobs_core::enqueue_many;
 
-use crate::conformance::jobs::{Ledger, record, wait_until_cancelled};
-use crate::conformance::{DEADLINE, TestDb};
-use crate::wait_for;
+use crate::jobs::{Ledger, record, wait_until_cancelled};
+use crate::{DEADLINE, TestDb};
+use jobs_core::testing::wait_for;
 
 /// A paused queue is never claimed, while the worker's other queue runs; resumed, its job
 /// runs.

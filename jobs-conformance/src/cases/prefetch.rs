@@ -10,10 +10,10 @@ use chrono::Utc;
 use jobs_core::driver::{JobCancelManyParams, JobGetParams, JobState, NodeListParams, QueueSetPausedParams};
 use jobs_core::{IntoNewJob, QueueConfig, WorkerBuilder, WorkerHandle, enqueue_many};
 
-use crate::conformance::cases::rescue::{heartbeat, start_survivor};
-use crate::conformance::jobs::{Ledger, nap, record, wait_until_cancelled};
-use crate::conformance::{DEADLINE, TestDb};
-use crate::wait_for;
+use crate::cases::rescue::{heartbeat, start_survivor};
+use crate::jobs::{Ledger, nap, record, wait_until_cancelled};
+use crate::{DEADLINE, TestDb};
+use jobs_core::testing::wait_for;
 
 /// A window long enough that the buffer's target is its cap as soon as one job ran: the
 /// cases decide what is buffered, not the machine's speed.
@@ -110,7 +110,7 @@ pub async fn two_nodes_on_one_queue_both_get_work(db: TestDb) {
     let node = |name: &'static str, driver| {
         jobs_core::Worker::builder(driver)
             .queue("work", 2)
-            .registry(crate::conformance::jobs::registry())
+            .registry(crate::jobs::registry())
             .node_name(name)
             .poll_interval(Duration::from_millis(200))
             .without_maintenance()

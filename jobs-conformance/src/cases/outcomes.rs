@@ -9,9 +9,9 @@ use jobs_core::driver::{JobGetParams, JobState};
 use jobs_core::maintenance::{Scheduler, ServiceContext};
 use jobs_core::{Clock, ManualClock, QueueConfig, Worker, enqueue_many};
 
-use crate::conformance::jobs::{Behaviour, behave};
-use crate::conformance::{DEADLINE, TestDb, registry};
-use crate::wait_for;
+use crate::jobs::{Behaviour, behave};
+use crate::{DEADLINE, TestDb, registry};
+use jobs_core::testing::wait_for;
 
 /// A failing job retries after 10 s, then 20 s (with up to 10 % jitter), on the injected
 /// clock, and is discarded after its third attempt with three error entries.
@@ -139,7 +139,7 @@ pub async fn delete_on_completion_leaves_no_row(db: TestDb) {
 /// asks for — a retry after a failure or a timeout, a snooze, a hand-back at shutdown —
 /// except a success, which completes, and a discard, which stands.
 pub async fn a_cancel_requested_while_running_wins_over_every_outcome_but_success(db: TestDb) {
-    use crate::conformance::factory::{JobFactory, insert_all, succeeded};
+    use crate::factory::{JobFactory, insert_all, succeeded};
     use jobs_core::driver::{Completion, JobCompleteManyParams};
     let now = Utc::now();
     let running = || {

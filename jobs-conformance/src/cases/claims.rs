@@ -7,10 +7,10 @@ use chrono::Utc;
 use jobs_core::driver::{JobClaimParams, JobState, NodeListParams};
 use jobs_core::{Worker, enqueue_many};
 
-use crate::conformance::factory::{JobFactory, insert_all};
-use crate::conformance::jobs::{Ledger, record};
-use crate::conformance::{TestDb, registry};
-use crate::wait_for;
+use crate::factory::{JobFactory, insert_all};
+use crate::jobs::{Ledger, record};
+use crate::{TestDb, registry};
+use jobs_core::testing::wait_for;
 
 fn claim<'a>(queue: &'a str, limit: usize, node: &'a str) -> JobClaimParams<'a> {
     JobClaimParams { queue, limit, node, now: None, recurring_size: false, limited: false }
@@ -110,7 +110,7 @@ pub async fn each_claim_asks_for_its_share_of_the_slots(db: TestDb) {
     enqueue_many(&db.driver, (0..40).map(|n| record::build(ledger.record(n)))).await.expect("enqueue");
     let worker = db.worker().claims_in_flight(2).prefetch_window(Duration::ZERO).build().expect("build");
     let handle = worker.start().await.expect("start");
-    wait_for("all 40 jobs to complete", crate::conformance::DEADLINE, || async {
+    wait_for("all 40 jobs to complete", crate::DEADLINE, || async {
         (db.count(Some(JobState::Completed)).await == 40).then_some(())
     })
     .await;

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use jobs_core::Error;
 use jobs_core::driver::JobState;
 
-use crate::conformance::TestDb;
-use crate::conformance::jobs::{Greeting, Outbox, greet};
+use crate::TestDb;
+use crate::jobs::{Greeting, Outbox, greet};
 
 /// A job takes two of the application's values as `Data<T>` parameters: the worker given
 /// them runs it with them (the app keeps sharing its own `Arc`). A worker serving the

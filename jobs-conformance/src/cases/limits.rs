@@ -10,10 +10,10 @@ use jobs_core::driver::{
 };
 use jobs_core::{ManualClock, QueueLimits, Worker, enqueue_many, set_queue_limits};
 
-use crate::conformance::factory::{JobFactory, insert_all};
-use crate::conformance::jobs::{Ledger, nap, record};
-use crate::conformance::{DEADLINE, TestDb, registry};
-use crate::wait_for;
+use crate::factory::{JobFactory, insert_all};
+use crate::jobs::{Ledger, nap, record};
+use crate::{DEADLINE, TestDb, registry};
+use jobs_core::testing::wait_for;
 
 fn limited<'a>(limit: usize, node: &'a str, now: Option<DateTime<Utc>>) -> JobClaimParams<'a> {
     JobClaimParams { queue: "work", limit, node, now, recurring_size: false, limited: true }
@@ -57,7 +57,7 @@ pub async fn a_global_limit_caps_what_runs_across_nodes(db: TestDb) {
     assert!(db.driver.job_claim(limited(10, "node-9", None)).await.expect("claim").is_empty());
 
     // One ends: room for one more.
-    let done = crate::conformance::factory::succeeded(claimed[0].id, "work", 1);
+    let done = crate::factory::succeeded(claimed[0].id, "work", 1);
     db.driver
         .job_complete_many(JobCompleteManyParams { completions: &[done], now: None })
         .await

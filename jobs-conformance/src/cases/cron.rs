@@ -13,8 +13,8 @@ use jobs_core::driver::{
 use jobs_core::maintenance::{CronConfig, CronEnqueuer, ServiceContext};
 use jobs_core::{Clock, ManualClock, MissedPolicy};
 
-use crate::conformance::TestDb;
-use crate::conformance::jobs::tick;
+use crate::TestDb;
+use crate::jobs::tick;
 
 fn utc(y: i32, m: u32, d: u32, h: u32, min: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(y, m, d, h, min, 0).single().expect("valid time")

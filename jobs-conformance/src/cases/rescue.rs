@@ -14,10 +14,10 @@ use jobs_core::maintenance::{
 };
 use jobs_core::{Clock, ManualClock};
 
-use crate::conformance::factory::JobFactory;
-use crate::conformance::jobs::{Behaviour, Ledger, behave, record, wait_until_cancelled};
-use crate::conformance::{DEADLINE, TestDb};
-use crate::wait_for;
+use crate::factory::JobFactory;
+use crate::jobs::{Behaviour, Ledger, behave, record, wait_until_cancelled};
+use crate::{DEADLINE, TestDb};
+use jobs_core::testing::wait_for;
 
 /// Records a heartbeat of `node` at `at`, as a live worker would.
 pub(crate) async fn heartbeat(db: &TestDb, node: &str, at: DateTime<Utc>) {
@@ -55,10 +55,7 @@ pub async fn a_late_completion_after_a_rescue_is_ignored(db: TestDb) {
     assert_eq!(row.state, JobState::Available, "back in line at once");
     assert_eq!(row.errors[0]["error_type"], "rescued_node_lost");
 
-    let late = Completion {
-        result: Some("\"late\"".into()),
-        ..crate::conformance::factory::succeeded(id, "work", 1)
-    };
+    let late = Completion { result: Some("\"late\"".into()), ..crate::factory::succeeded(id, "work", 1) };
     let complete = |c: &Completion| {
         let c = c.clone();
         let driver = db.driver.clone();
@@ -305,7 +302,7 @@ pub async fn jobs_whose_uniqueness_key_was_taken_meanwhile_are_discarded_not_stu
     use JobState::{Available, Discarded, Retryable, Running, Scheduled};
     let now = Utc::now();
     let waiting: &[JobState] = &[Available, Scheduled];
-    let ids = crate::conformance::factory::insert_all(
+    let ids = crate::factory::insert_all(
         &*db.driver,
         vec![
             // Rescued: its node is gone, and a copy waits.

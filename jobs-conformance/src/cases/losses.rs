@@ -13,10 +13,10 @@ use jobs_core::{Clock, ManualClock};
 use serde_json::json;
 
 use super::rescue::{heartbeat, start_survivor};
-use crate::conformance::factory::{JobFactory, insert_all};
-use crate::conformance::jobs::{Ledger, once};
-use crate::conformance::{DEADLINE, TestDb};
-use crate::wait_for;
+use crate::factory::{JobFactory, insert_all};
+use crate::jobs::{Ledger, once};
+use crate::{DEADLINE, TestDb};
+use jobs_core::testing::wait_for;
 
 /// Jobs of one attempt (`max_attempts = 1`) that a node claimed and never started (claimed
 /// ahead into its buffer) are not discarded when the node dies: the rescue does not count

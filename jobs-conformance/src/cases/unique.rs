@@ -8,9 +8,9 @@ use chrono::Utc;
 use jobs_core::driver::{Completion, JobClaimParams, JobCompleteManyParams, JobFilter, JobState};
 use jobs_core::{Action, enqueue_many};
 
-use crate::conformance::TestDb;
-use crate::conformance::factory::{JobFactory, insert_all};
-use crate::conformance::jobs::{Sync, record, sync_account};
+use crate::TestDb;
+use crate::factory::{JobFactory, insert_all};
+use crate::jobs::{Sync, record, sync_account};
 
 /// `unique(fields(account), states(pending))`: duplicates by account, in one batch or
 /// across calls, until the job completes; a per-call key makes any kind unique.
@@ -45,7 +45,7 @@ pub async fn unique_keys_hold_in_their_states_and_free_up_after(db: TestDb) {
     assert_eq!(claimed.len(), 3);
     let running = sync_account::enqueue(&db.driver, Sync { account: 7, full: false }).await.expect("running");
     assert_eq!((running.id, running.existing), (first.id, true));
-    let done = crate::conformance::factory::succeeded(first.id, "default", 1);
+    let done = crate::factory::succeeded(first.id, "default", 1);
     db.driver
         .job_complete_many(JobCompleteManyParams { completions: &[done], now: None })
         .await
@@ -54,7 +54,7 @@ pub async fn unique_keys_hold_in_their_states_and_free_up_after(db: TestDb) {
     assert!(!after.existing);
     assert_ne!(after.id, first.id);
 
-    let ledger = crate::conformance::jobs::Ledger::new();
+    let ledger = crate::jobs::Ledger::new();
     let keyed =
         record::build(ledger.record(1)).unique_key("2026-11-22").enqueue(&db.driver).await.expect("keyed");
     let keyed_again =
@@ -84,7 +84,7 @@ pub async fn a_duplicate_enqueue_never_waits_on_its_running_holder(db: TestDb) {
     let inserted = app.insert(&[duplicate]).await.expect("enqueue in the transaction");
     assert_eq!((inserted[0].id, inserted[0].existing), (holder.id, true));
 
-    let done = [crate::conformance::factory::succeeded(holder.id, "default", 1)];
+    let done = [crate::factory::succeeded(holder.id, "default", 1)];
     let completion = db.driver.job_complete_many(JobCompleteManyParams { completions: &done, now: None });
     let applied = tokio::time::timeout(Duration::from_secs(3), completion)
         .await
@@ -130,13 +130,13 @@ pub async fn outcomes_and_retries_whose_key_is_now_held_never_fail_their_batch(d
         give_back_attempt: give_back,
         delay_ms: Some(60_000),
         error: Some(serde_json::json!({"attempt": 1, "error_type": "x", "message": "m"}).to_string()),
-        ..crate::conformance::factory::succeeded(id, "work", 1)
+        ..crate::factory::succeeded(id, "work", 1)
     };
     let batch = [
         outcome(ids[0], Scheduled, true),
         Completion { delay_ms: None, error: None, ..outcome(ids[1], Available, true) },
         outcome(ids[2], Retryable, false),
-        crate::conformance::factory::succeeded(ids[6], "work", 1),
+        crate::factory::succeeded(ids[6], "work", 1),
     ];
     let mut applied = db
         .driver
@@ -210,8 +210,8 @@ pub async fn outcomes_and_retries_whose_key_is_now_held_never_fail_their_batch(d
     )
     .await;
     let batch = [
-        crate::conformance::factory::succeeded(last[0], "work", 1),
-        crate::conformance::factory::succeeded(last[2], "work", 1),
+        crate::factory::succeeded(last[0], "work", 1),
+        crate::factory::succeeded(last[2], "work", 1),
         outcome(last[3], Retryable, false),
     ];
     let mut applied = db

@@ -12,9 +12,9 @@ use jobs_core::driver::{
 };
 use jobs_core::maintenance::{Archiver, ArchiverConfig, Pruner, PrunerConfig, ServiceContext};
 
-use crate::conformance::jobs::{Behaviour, Ledger, Report, behave, daily_report, record};
-use crate::conformance::{DEADLINE, TestDb};
-use crate::wait_for;
+use crate::jobs::{Behaviour, Ledger, Report, behave, daily_report, record};
+use crate::{DEADLINE, TestDb};
+use jobs_core::testing::wait_for;
 
 async fn list(db: &TestDb, filter: &JobFilter) -> Vec<JobRow> {
     db.driver.job_list(JobListParams { filter, before: None, limit: 100 }).await.expect("list")

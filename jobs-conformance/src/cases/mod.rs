@@ -1,4 +1,5 @@
-//! The cases, by area. Each takes a fresh [`TestDb`](super::TestDb).
+//! The cases, by area. Each takes a fresh [`TestDb`](super::TestDb); [`CASES`](crate::CASES)
+//! lists them with what each needs.
 
 mod app_values;
 mod archive;
@@ -14,6 +15,7 @@ mod prefetch;
 mod pruner;
 mod read_model;
 mod rescue;
+mod transactions;
 mod unique;
 
 pub use app_values::*;
@@ -30,4 +32,5 @@ pub use prefetch::*;
 pub use pruner::*;
 pub use read_model::*;
 pub use rescue::*;
+pub use transactions::*;
 pub use unique::*;

@@ -12,9 +12,9 @@ use jobs_core::driver::{
 use jobs_core::maintenance::{LeaderConfig, LeaderElector, RescuerConfig, ServiceContext};
 use jobs_core::{Error, ManualClock};
 
-use crate::conformance::jobs::{Ledger, gated, wait_until_cancelled};
-use crate::conformance::{DEADLINE, TestDb};
-use crate::wait_for;
+use crate::jobs::{Ledger, gated, wait_until_cancelled};
+use crate::{DEADLINE, TestDb};
+use jobs_core::testing::wait_for;
 
 /// Far longer than the case: a node found dead within it was found by its lock.
 const NEVER: Duration = Duration::from_secs(600);
@@ -132,7 +132,7 @@ pub async fn a_node_name_in_use_is_refused(db: TestDb) {
 /// kind they do not link with them): every registered kind, queue, attempts, timeout,
 /// tags and uniqueness included.
 pub async fn a_node_publishes_its_kinds_options(db: TestDb) {
-    let registry = crate::conformance::registry();
+    let registry = crate::registry();
     let node = db.worker().node_name("publisher").build().expect("build").start().await.expect("start");
     let row = wait_for("the node's row", DEADLINE, || async {
         let nodes = db.driver.node_list(jobs_core::driver::NodeListParams {}).await.ok()?;
@@ -202,7 +202,7 @@ pub async fn a_node_keeps_two_runs_of_one_job_apart(db: TestDb) {
     // The first run ends; its outcome is fenced out, and the second run is still the node's.
     ledger.open_gate(1);
     wait_for("the first run to end", DEADLINE, || async { (node.running() == 1).then_some(()) }).await;
-    let late = Completion { attempt: 1, ..crate::conformance::factory::succeeded(id, "work", 1) };
+    let late = Completion { attempt: 1, ..crate::factory::succeeded(id, "work", 1) };
     let fenced = db.driver.job_complete_many(JobCompleteManyParams { completions: &[late], now: None }).await;
     assert!(fenced.expect("complete").is_empty());
     let row = db.job(id).await;

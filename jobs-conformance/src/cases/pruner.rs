@@ -9,8 +9,8 @@ use jobs_core::ManualClock;
 use jobs_core::driver::JobState;
 use jobs_core::maintenance::{Pruner, PrunerConfig, ServiceContext};
 
-use crate::conformance::TestDb;
-use crate::conformance::factory::{JobFactory, insert_all};
+use crate::TestDb;
+use crate::factory::{JobFactory, insert_all};
 
 /// Completed kept a day, discarded a week, cancelled forever: exactly the older ones go,
 /// one row per statement here, and a second pass finds nothing.

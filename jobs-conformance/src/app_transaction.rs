@@ -1,0 +1,171 @@
+//! An application's own transaction on a case's database: a connection of the backend's
+//! own type (not the driver's), async or sync, in a transaction the case commits or rolls
+//! back, through which it enqueues and controls jobs as an application does (the
+//! backend's `ConnectionDriver`, reached through `JobsBackend`: the path of
+//! `send_welcome::enqueue(&mut tx, …)` and `enqueue_sync`), and runs its own statements.
+//!
+//! A backend's start-up opens the connection ([`begin`], [`begin_sync`]); the suite names
+//! no backend.
+
+use async_trait::async_trait;
+use diesel::connection::{LoadConnection, TransactionManager as SyncTransactionManager};
+use diesel_async::{AsyncConnection, TransactionManager};
+use jobs_core::driver::{ConnectionDriver, Inserted, JobState, NewJob};
+use jobs_core::{Error, JobsBackend};
+
+/// The driver of diesel backend `B`.
+type DriverOf<B> = <B as JobsBackend>::Driver;
+
+/// A transaction on an async connection of the application's, open until committed or
+/// rolled back (dropped, the connection closes and the database rolls it back).
+#[async_trait]
+pub trait AppTransaction: Send {
+    /// Enqueues `jobs` inside the transaction.
+    async fn insert(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>, Error>;
+    /// Cancels `ids` inside the transaction; the state each changed job is now in.
+    async fn cancel(&mut self, ids: &[i64]) -> Result<Vec<JobState>, Error>;
+    /// Pauses or resumes `queue` inside the transaction.
+    async fn set_paused(&mut self, queue: &str, paused: bool) -> Result<(), Error>;
+    /// Runs statements inside the transaction.
+    async fn execute(&mut self, sql: &str) -> Result<(), Error>;
+    /// Opens a savepoint (a nested transaction).
+    async fn savepoint(&mut self) -> Result<(), Error>;
+    /// Releases the innermost savepoint: its work joins the transaction.
+    async fn release_savepoint(&mut self) -> Result<(), Error>;
+    /// Rolls back to the innermost savepoint, and closes it.
+    async fn rollback_to_savepoint(&mut self) -> Result<(), Error>;
+    /// Commits.
+    async fn commit(self: Box<Self>) -> Result<(), Error>;
+    /// Rolls back.
+    async fn rollback(self: Box<Self>) -> Result<(), Error>;
+}
+
+/// [`AppTransaction`] on any diesel-async connection whose backend the framework knows.
+struct Open<C>(C);
+
+/// Begins a transaction on `conn`.
+pub async fn begin<C>(mut conn: C) -> Result<Box<dyn AppTransaction>, Error>
+where
+    C: AsyncConnection + Send + 'static,
+    C::Backend: JobsBackend,
+{
+    C::TransactionManager::begin_transaction(&mut conn).await?;
+    Ok(Box::new(Open(conn)))
+}
+
+#[async_trait]
+impl<C> AppTransaction for Open<C>
+where
+    C: AsyncConnection + Send + 'static,
+    C::Backend: JobsBackend,
+{
+    async fn insert(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>, Error> {
+        Ok(<DriverOf<C::Backend> as ConnectionDriver>::insert(&mut self.0, jobs).await?)
+    }
+
+    async fn cancel(&mut self, ids: &[i64]) -> Result<Vec<JobState>, Error> {
+        Ok(<DriverOf<C::Backend> as ConnectionDriver>::cancel(&mut self.0, ids).await?)
+    }
+
+    async fn set_paused(&mut self, queue: &str, paused: bool) -> Result<(), Error> {
+        Ok(<DriverOf<C::Backend> as ConnectionDriver>::set_paused(&mut self.0, queue, paused).await?)
+    }
+
+    async fn execute(&mut self, sql: &str) -> Result<(), Error> {
+        Ok(self.0.batch_execute(sql).await?)
+    }
+
+    async fn savepoint(&mut self) -> Result<(), Error> {
+        Ok(C::TransactionManager::begin_transaction(&mut self.0).await?)
+    }
+
+    async fn release_savepoint(&mut self) -> Result<(), Error> {
+        Ok(C::TransactionManager::commit_transaction(&mut self.0).await?)
+    }
+
+    async fn rollback_to_savepoint(&mut self) -> Result<(), Error> {
+        Ok(C::TransactionManager::rollback_transaction(&mut self.0).await?)
+    }
+
+    async fn commit(mut self: Box<Self>) -> Result<(), Error> {
+        Ok(C::TransactionManager::commit_transaction(&mut self.0).await?)
+    }
+
+    async fn rollback(mut self: Box<Self>) -> Result<(), Error> {
+        Ok(C::TransactionManager::rollback_transaction(&mut self.0).await?)
+    }
+}
+
+/// A transaction on a synchronous diesel connection of the application's (`enqueue_sync`'s
+/// path): the same operations as [`AppTransaction`], blocking.
+pub trait SyncAppTransaction: Send {
+    /// Enqueues `jobs` inside the transaction.
+    fn insert(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>, Error>;
+    /// Runs statements inside the transaction.
+    fn execute(&mut self, sql: &str) -> Result<(), Error>;
+    /// Opens a savepoint (a nested transaction).
+    fn savepoint(&mut self) -> Result<(), Error>;
+    /// Releases the innermost savepoint: its work joins the transaction.
+    fn release_savepoint(&mut self) -> Result<(), Error>;
+    /// Rolls back to the innermost savepoint, and closes it.
+    fn rollback_to_savepoint(&mut self) -> Result<(), Error>;
+    /// Commits.
+    fn commit(self: Box<Self>) -> Result<(), Error>;
+    /// Rolls back.
+    fn rollback(self: Box<Self>) -> Result<(), Error>;
+}
+
+/// [`SyncAppTransaction`] on any sync diesel connection whose backend the framework knows.
+struct OpenSync<C>(C);
+
+/// Begins a transaction on the synchronous `conn`.
+pub fn begin_sync<C>(mut conn: C) -> Result<Box<dyn SyncAppTransaction>, Error>
+where
+    C: LoadConnection + Send + 'static,
+    C::Backend: JobsBackend,
+{
+    C::TransactionManager::begin_transaction(&mut conn)?;
+    Ok(Box::new(OpenSync(conn)))
+}
+
+impl<C> SyncAppTransaction for OpenSync<C>
+where
+    C: LoadConnection + Send + 'static,
+    C::Backend: JobsBackend,
+{
+    fn insert(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>, Error> {
+        Ok(<DriverOf<C::Backend> as ConnectionDriver>::insert_sync(&mut self.0, jobs)?)
+    }
+
+    fn execute(&mut self, sql: &str) -> Result<(), Error> {
+        Ok(self.0.batch_execute(sql)?)
+    }
+
+    fn savepoint(&mut self) -> Result<(), Error> {
+        Ok(C::TransactionManager::begin_transaction(&mut self.0)?)
+    }
+
+    fn release_savepoint(&mut self) -> Result<(), Error> {
+        Ok(C::TransactionManager::commit_transaction(&mut self.0)?)
+    }
+
+    fn rollback_to_savepoint(&mut self) -> Result<(), Error> {
+        Ok(C::TransactionManager::rollback_transaction(&mut self.0)?)
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<(), Error> {
+        Ok(C::TransactionManager::commit_transaction(&mut self.0)?)
+    }
+
+    fn rollback(mut self: Box<Self>) -> Result<(), Error> {
+        Ok(C::TransactionManager::rollback_transaction(&mut self.0)?)
+    }
+}
+
+/// What a backend's [`TestDb::begin`](crate::TestDb::begin) is: opens a connection of the
+/// application's and begins a transaction on it.
+pub type Begin = Box<dyn Fn() -> futures::future::BoxFuture<'static, Box<dyn AppTransaction>> + Send + Sync>;
+
+/// What a backend's [`TestDb::begin_sync`](crate::TestDb::begin_sync) is: the same on a
+/// synchronous connection.
+pub type BeginSync = Box<dyn Fn() -> Box<dyn SyncAppTransaction> + Send + Sync>;

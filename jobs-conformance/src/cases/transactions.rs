@@ -1,0 +1,100 @@
+//! The application's own transaction: a job enqueued in it exists when it commits and never
+//! existed when it rolls back, savepoints included, on async and sync connections; a cancel
+//! or a pause in it holds only if it commits.
+
+use jobs_core::driver::{JobState, NewJob, QueueIsPausedParams};
+
+use crate::TestDb;
+use crate::jobs::{Ledger, record};
+
+/// The `record` job writing `n` to `ledger`.
+fn job(ledger: &Ledger, n: i64) -> NewJob {
+    record::build(ledger.record(n)).to_new_job().expect("a valid job")
+}
+
+/// Runs every job of the database and checks that exactly `ns` ran, each once.
+async fn only_these_exist_and_run(db: &TestDb, ledger: &Ledger, ns: &[i64]) {
+    assert_eq!(db.count(None).await, ns.len() as i64, "the committed jobs, and nothing rolled back");
+    let handle = db.worker().without_maintenance().build().expect("build").start().await.expect("start");
+    for row in db.all_jobs().await {
+        db.wait_state(row.id, JobState::Completed).await;
+    }
+    handle.shutdown().await.expect("shutdown");
+    let mut ran: Vec<i64> = ledger.runs().iter().map(|r| r.n).collect();
+    ran.sort_unstable();
+    assert_eq!(ran, ns, "each committed job ran once; no rolled-back one ran");
+}
+
+/// On the application's async connection: committed, the job exists and runs; rolled
+/// back, it never existed; in a savepoint rolled back inside a committed transaction, it
+/// never existed, and in one released, it exists.
+pub async fn a_job_enqueued_in_the_applications_transaction_commits_and_rolls_back_with_it(db: TestDb) {
+    let ledger = Ledger::new();
+    let mut tx = db.app_transaction().await;
+    tx.insert(&[job(&ledger, 1)]).await.expect("enqueue");
+    tx.commit().await.expect("commit");
+
+    let mut tx = db.app_transaction().await;
+    tx.insert(&[job(&ledger, 2)]).await.expect("enqueue");
+    tx.rollback().await.expect("rollback");
+
+    let mut tx = db.app_transaction().await;
+    tx.insert(&[job(&ledger, 3)]).await.expect("enqueue");
+    tx.savepoint().await.expect("savepoint");
+    tx.insert(&[job(&ledger, 4)]).await.expect("enqueue in the savepoint");
+    tx.rollback_to_savepoint().await.expect("roll back to the savepoint");
+    tx.savepoint().await.expect("another savepoint");
+    tx.insert(&[job(&ledger, 5), job(&ledger, 6)]).await.expect("enqueue in the savepoint");
+    tx.release_savepoint().await.expect("release the savepoint");
+    tx.commit().await.expect("commit");
+
+    only_these_exist_and_run(&db, &ledger, &[1, 3, 5, 6]).await;
+}
+
+/// The same on the application's synchronous connection (`enqueue_sync`'s path).
+pub async fn a_job_enqueued_on_a_synchronous_connection_commits_and_rolls_back_with_it(db: TestDb) {
+    let ledger = Ledger::new();
+    let mut tx = db.sync_app_transaction();
+    tx.insert(&[job(&ledger, 1)]).expect("enqueue");
+    tx.commit().expect("commit");
+
+    let mut tx = db.sync_app_transaction();
+    tx.insert(&[job(&ledger, 2)]).expect("enqueue");
+    tx.rollback().expect("rollback");
+
+    let mut tx = db.sync_app_transaction();
+    tx.insert(&[job(&ledger, 3)]).expect("enqueue");
+    tx.savepoint().expect("savepoint");
+    tx.insert(&[job(&ledger, 4)]).expect("enqueue in the savepoint");
+    tx.rollback_to_savepoint().expect("roll back to the savepoint");
+    tx.savepoint().expect("another savepoint");
+    tx.insert(&[job(&ledger, 5), job(&ledger, 6)]).expect("enqueue in the savepoint");
+    tx.release_savepoint().expect("release the savepoint");
+    tx.commit().expect("commit");
+
+    only_these_exist_and_run(&db, &ledger, &[1, 3, 5, 6]).await;
+}
+
+/// A cancel and a pause in the application's transaction: rolled back, the job is still
+/// available and the queue not paused; committed, the job is cancelled and the queue
+/// paused.
+pub async fn a_cancel_or_pause_in_the_applications_transaction_holds_only_if_it_commits(db: TestDb) {
+    let ledger = Ledger::new();
+    let id = record::enqueue(&db.driver, ledger.record(1)).await.expect("enqueue").id;
+    let paused =
+        async || db.driver.queue_is_paused(QueueIsPausedParams { queue: "work" }).await.expect("read");
+
+    let mut tx = db.app_transaction().await;
+    assert_eq!(tx.cancel(&[id]).await.expect("cancel"), [JobState::Cancelled]);
+    tx.set_paused("work", true).await.expect("pause");
+    tx.rollback().await.expect("rollback");
+    assert_eq!(db.job(id).await.state, JobState::Available, "a rolled-back cancel left the job as it was");
+    assert!(!paused().await, "a rolled-back pause left the queue running");
+
+    let mut tx = db.app_transaction().await;
+    assert_eq!(tx.cancel(&[id]).await.expect("cancel"), [JobState::Cancelled]);
+    tx.set_paused("work", true).await.expect("pause");
+    tx.commit().await.expect("commit");
+    assert_eq!(db.job(id).await.state, JobState::Cancelled);
+    assert!(paused().await, "a committed pause holds");
+}
