@@ -32,7 +32,7 @@ pub trait AppTransaction: Send {
     async fn savepoint(&mut self) -> Result<(), Error>;
     /// Releases the innermost savepoint: its work joins the transaction.
     async fn release_savepoint(&mut self) -> Result<(), Error>;
-    /// Rolls back to the innermost savepoint, and closes it.
+    /// Rolls back to the innermost savepoint; the transaction goes on as it was before it.
     async fn rollback_to_savepoint(&mut self) -> Result<(), Error>;
     /// Commits.
     async fn commit(self: Box<Self>) -> Result<(), Error>;
@@ -107,7 +107,7 @@ pub trait SyncAppTransaction: Send {
     fn savepoint(&mut self) -> Result<(), Error>;
     /// Releases the innermost savepoint: its work joins the transaction.
     fn release_savepoint(&mut self) -> Result<(), Error>;
-    /// Rolls back to the innermost savepoint, and closes it.
+    /// Rolls back to the innermost savepoint; the transaction goes on as it was before it.
     fn rollback_to_savepoint(&mut self) -> Result<(), Error>;
     /// Commits.
     fn commit(self: Box<Self>) -> Result<(), Error>;

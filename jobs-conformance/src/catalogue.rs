@@ -13,7 +13,9 @@ pub struct Case {
 }
 
 /// Calls `$crate::$callback! { $($args)* cases: [name: [capability], …] }` with every case
-/// of the suite and the capability it needs, if any: the one list of cases, which
+/// of the suite and the capability it needs, if any (at most one per case: `__case!`
+/// takes one; a case that needed two would not compile until it learns to): the one list
+/// of cases, which
 /// [`CASES`] and [`suite!`] read.
 #[doc(hidden)]
 #[macro_export]
@@ -103,7 +105,7 @@ macro_rules! case_table {
 #[macro_export]
 macro_rules! __capability {
     ($name:ident) => {
-        ::jobs_core::driver::Capability::$name
+        $crate::__private::Capability::$name
     };
 }
 

@@ -6,8 +6,9 @@
 //! connections of the application's own (async and sync) for the transactional cases. One
 //! [`suite!`] call then instantiates every case as a test, naming the capabilities the
 //! backend lacks: a case that needs one of them is `#[ignore]`d with a reason that names
-//! it, so `cargo test` reports it as skipped, and a generated test checks that the list is
-//! exactly what the driver lacks, so nothing passes silently.
+//! it, so `cargo test` reports it as skipped, and a generated test checks the list against
+//! the backend's capabilities (every capability a case needs and the backend lacks is
+//! listed, and nothing the backend has), so nothing passes silently.
 //!
 //! ```ignore
 //! struct Sqlite;
@@ -41,6 +42,12 @@ pub use app_transaction::{AppTransaction, SyncAppTransaction};
 pub use backend::{Backend, DEADLINE, TestDb};
 pub use catalogue::{CASES, Case};
 pub use suite::{check_lacks, run};
+
+/// What the macros' expansions name, so that a caller needs no crate but this one.
+#[doc(hidden)]
+pub mod __private {
+    pub use jobs_core::driver::Capability;
+}
 
 /// The suite's registry of jobs.
 pub fn registry() -> Registry {

@@ -2,27 +2,52 @@
 //! what the backend lacks skipped with its name; [`run`] and [`check_lacks`], which the
 //! tests it writes call.
 
-use jobs_core::driver::Capability;
+use jobs_core::driver::{Capabilities, Capability};
 
 use crate::backend::{Backend, TestDb};
 use crate::catalogue::CASES;
 
-/// Runs case `name` on a fresh database of `B`, after checking the driver declares what
-/// the backend says it does.
-pub async fn run<B, F, Fut>(name: &str, case: F)
+/// Runs case `name` on a fresh database of `B`, on a runtime of its own (tokio's, two
+/// worker threads, as the cases need), after checking that the case is one of [`CASES`],
+/// that `B` has what it needs, and that the driver declares what the backend says it does.
+pub fn run<B, F, Fut>(name: &str, case: F)
 where
     B: Backend,
     F: FnOnce(TestDb) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let db = B::database(12).await;
-    assert_eq!(db.driver.capabilities(), B::CAPABILITIES, "{name}: the driver's declared capabilities");
+    let listed = CASES
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("`{name}` is not a case of the suite"));
+    let missing = B::CAPABILITIES.missing(listed.requires);
+    assert!(missing.is_empty(), "`{name}` runs, but the backend lacks {missing:?}");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime for the case");
+    runtime.block_on(run_on(name, case, B::CAPABILITIES, B::database(12)));
+}
+
+async fn run_on<F, Fut>(
+    name: &str,
+    case: F,
+    capabilities: Capabilities,
+    database: impl std::future::Future<Output = TestDb>,
+) where
+    F: FnOnce(TestDb) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let db = database.await;
+    assert_eq!(db.driver.capabilities(), capabilities, "{name}: the driver's declared capabilities");
     case(db).await;
 }
 
-/// Checks that `lacks` is exactly what `B` lacks of what the cases need: every capability
-/// listed is one `B`'s driver does not declare and some case needs, and every capability a
-/// case needs and `B` lacks is listed.
+/// Checks that `lacks` is what `B` lacks of what the cases need: every capability listed is
+/// one `B::CAPABILITIES` does not hold and some case needs, and every capability a case
+/// needs and `B` lacks is listed. (A capability no case needs is not listed, whether the
+/// backend has it or not.)
 pub fn check_lacks<B: Backend>(lacks: &[Capability]) {
     let needed: Vec<Capability> = CASES.iter().flat_map(|c| c.requires.iter().copied()).collect();
     for capability in lacks {
@@ -45,7 +70,8 @@ pub fn check_lacks<B: Backend>(lacks: &[Capability]) {
 
 /// Instantiates the suite for a backend: every case of [`CASES`] becomes a test; a case
 /// that needs a capability in `lacks` is an ignored test whose reason names it, and a
-/// generated test checks that `lacks` is exactly what the backend's driver lacks.
+/// generated test checks `lacks` ([`check_lacks`]). The tests need nothing of the caller's
+/// crate but this one (each case runs on a runtime [`run`] builds).
 ///
 /// ```ignore
 /// jobs_conformance::suite! {
@@ -88,9 +114,9 @@ macro_rules! __case {
 #[macro_export]
 macro_rules! __run_case {
     ($backend:ty; $name:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            $crate::run::<$backend, _, _>(stringify!($name), $crate::cases::$name).await;
+        #[test]
+        fn $name() {
+            $crate::run::<$backend, _, _>(stringify!($name), $crate::cases::$name);
         }
     };
 }
@@ -128,12 +154,12 @@ macro_rules! __if_lacks {
     };
     (IndexedSearch; [IndexedSearch $(, $rest:ident)*]; $name:ident; $backend:ty) => {
         #[test]
-        #[ignore = "skipped: the backend lacks indexed argument search (Capability::IndexedSearch)"]
+        #[ignore = "skipped: the backend lacks an index for searches (Capability::IndexedSearch)"]
         fn $name() {}
     };
     (Archive; [Archive $(, $rest:ident)*]; $name:ident; $backend:ty) => {
         #[test]
-        #[ignore = "skipped: the backend lacks the archive table (Capability::Archive)"]
+        #[ignore = "skipped: the backend lacks an archive table for finished jobs (Capability::Archive)"]
         fn $name() {}
     };
     (LivenessLocks; [LivenessLocks $(, $rest:ident)*]; $name:ident; $backend:ty) => {
@@ -143,7 +169,7 @@ macro_rules! __if_lacks {
     };
     (IndexedTags; [IndexedTags $(, $rest:ident)*]; $name:ident; $backend:ty) => {
         #[test]
-        #[ignore = "skipped: the backend lacks indexed tags (Capability::IndexedTags)"]
+        #[ignore = "skipped: the backend lacks an index of tags (Capability::IndexedTags)"]
         fn $name() {}
     };
     (ParallelReads; [ParallelReads $(, $rest:ident)*]; $name:ident; $backend:ty) => {
@@ -162,7 +188,6 @@ macro_rules! __if_lacks {
 #[cfg(test)]
 mod tests {
     use async_trait::async_trait;
-    use jobs_core::driver::Capabilities;
 
     use super::*;
 
@@ -189,7 +214,20 @@ mod tests {
     }
 
     #[test]
-    fn the_list_names_every_case_once_and_each_is_a_function_of_cases() {
+    fn a_case_the_backend_cannot_run_or_the_suite_does_not_have_is_refused_before_it_starts() {
+        let message = |name: &'static str| {
+            let refused = std::panic::catch_unwind(|| run::<NoNotifications, _, _>(name, |_| async {}));
+            let payload = refused.expect_err("refused");
+            payload.downcast_ref::<String>().cloned().unwrap_or_default()
+        };
+        let lacks = message("a_notification_wakes_an_idle_worker_before_its_poll");
+        assert!(lacks.contains("the backend lacks [ListenNotify]"), "{lacks}");
+        let unknown = message("no_such_case");
+        assert!(unknown.contains("is not a case of the suite"), "{unknown}");
+    }
+
+    #[test]
+    fn the_list_names_every_case_once() {
         let mut names: Vec<&str> = CASES.iter().map(|c| c.name).collect();
         names.sort_unstable();
         names.dedup();

@@ -7,7 +7,7 @@ use std::future::Future;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::context::JobContext;
+use crate::job_context::JobContext;
 use crate::options::JobOptions;
 use crate::outcome::IntoOutcome;
 

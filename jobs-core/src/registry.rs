@@ -6,9 +6,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::value::RawValue;
 
-use crate::context::JobContext;
 use crate::error::{Error, Result};
 use crate::job::Job;
+use crate::job_context::JobContext;
 use crate::options::JobOptions;
 use crate::outcome::{Failure, IntoOutcome, RunOutcome};
 

@@ -30,8 +30,8 @@
 
 mod cached;
 pub mod connection;
-mod context;
 mod driver;
+mod job_context;
 mod jobs;
 mod kind_stats;
 mod leader;
@@ -44,7 +44,7 @@ mod notifications;
 mod op_conn;
 mod operations;
 #[cfg(test)]
-mod plans;
+mod plan_tests;
 mod pool;
 pub mod pooler;
 mod queue_limits;
@@ -59,8 +59,8 @@ mod stats;
 pub mod testing;
 pub mod wakeups;
 
-pub use context::PgContext;
 pub use driver::PgDriver;
+pub use job_context::PgContext;
 pub use jobs_driver::{AVAILABLE_CHANNEL, CONTROL_CHANNEL};
 pub use migrate::migrate;
 pub use pool::{Pool, PooledConnection, connect, pool};

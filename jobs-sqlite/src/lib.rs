@@ -47,7 +47,7 @@ mod nodes;
 mod notifications;
 mod operations;
 #[cfg(test)]
-mod plans;
+mod plan_tests;
 mod pool;
 mod queue_limits;
 mod queue_settings;

@@ -17,6 +17,19 @@ pub fn postgres(url: String) -> Begin {
     })
 }
 
+/// Transactions on async connections to `url` through a pooler in transaction mode, made
+/// as `docs/production-postgres.md` says (`pooler::connect`: set-up inside a transaction,
+/// no statement cache).
+pub fn postgres_through_pooler(url: String) -> Begin {
+    Box::new(move || {
+        let url = url.clone();
+        Box::pin(async move {
+            let conn = jobs_core::postgres::pooler::connect(&url).await.expect("an application connection");
+            begin(conn).await.expect("begin")
+        })
+    })
+}
+
 /// Transactions on `PgConnection`s (sync diesel) to `url`.
 pub fn postgres_sync(url: String) -> BeginSync {
     Box::new(move || {

@@ -37,7 +37,7 @@ async fn through_pgbouncer(connections: usize, direct: bool) -> TestDb {
         driver: driver_for(connections),
         another: Box::new(driver_for),
         // The application's transactions go through PgBouncer too.
-        begin: jobs_tests::app_connections::postgres(bouncer.url(db.name())),
+        begin: jobs_tests::app_connections::postgres_through_pooler(bouncer.url(db.name())),
         begin_sync: jobs_tests::app_connections::postgres_sync_through_pooler(bouncer.url(db.name())),
         // PgBouncer goes first, closing its server connections before the database is dropped.
         keep_alive: Box::new((bouncer, db)),

@@ -27,7 +27,7 @@ async fn only_these_exist_and_run(db: &TestDb, ledger: &Ledger, ns: &[i64]) {
 
 /// On the application's async connection: committed, the job exists and runs; rolled
 /// back, it never existed; in a savepoint rolled back inside a committed transaction, it
-/// never existed, and in one released, it exists.
+/// never existed, and in one released, it exists (unless the whole transaction rolls back).
 pub async fn a_job_enqueued_in_the_applications_transaction_commits_and_rolls_back_with_it(db: TestDb) {
     let ledger = Ledger::new();
     let mut tx = db.app_transaction().await;
@@ -47,6 +47,12 @@ pub async fn a_job_enqueued_in_the_applications_transaction_commits_and_rolls_ba
     tx.insert(&[job(&ledger, 5), job(&ledger, 6)]).await.expect("enqueue in the savepoint");
     tx.release_savepoint().await.expect("release the savepoint");
     tx.commit().await.expect("commit");
+
+    let mut tx = db.app_transaction().await;
+    tx.savepoint().await.expect("savepoint");
+    tx.insert(&[job(&ledger, 7)]).await.expect("enqueue in the savepoint");
+    tx.release_savepoint().await.expect("release the savepoint");
+    tx.rollback().await.expect("roll back what the savepoint released into");
 
     only_these_exist_and_run(&db, &ledger, &[1, 3, 5, 6]).await;
 }
@@ -71,6 +77,12 @@ pub async fn a_job_enqueued_on_a_synchronous_connection_commits_and_rolls_back_w
     tx.insert(&[job(&ledger, 5), job(&ledger, 6)]).expect("enqueue in the savepoint");
     tx.release_savepoint().expect("release the savepoint");
     tx.commit().expect("commit");
+
+    let mut tx = db.sync_app_transaction();
+    tx.savepoint().expect("savepoint");
+    tx.insert(&[job(&ledger, 7)]).expect("enqueue in the savepoint");
+    tx.release_savepoint().expect("release the savepoint");
+    tx.rollback().expect("roll back what the savepoint released into");
 
     only_these_exist_and_run(&db, &ledger, &[1, 3, 5, 6]).await;
 }

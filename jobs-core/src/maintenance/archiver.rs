@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use jobs_driver::{Capability, JobArchiveParams};
 
-use super::context::{ServiceContext, leader_loop, while_full};
+use super::service_context::{ServiceContext, leader_loop, while_full};
 use crate::error::Result;
 use crate::settings;
 

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use jobs_driver::Fired;
 
-use super::context::{ServiceContext, leader_loop};
+use super::service_context::{ServiceContext, leader_loop};
 use crate::cron::{CronExpr, Periodic, job_for};
 use crate::error::{Error, Result};
 use crate::registry::MissedPolicy;

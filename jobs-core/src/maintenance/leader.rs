@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use jobs_driver::{LeaderReleaseParams, LeaderTryAcquireParams};
 
-use super::context::ServiceContext;
+use super::service_context::ServiceContext;
 use crate::error::{Error, Result};
 use crate::settings;
 

@@ -8,17 +8,17 @@
 //! driver in its [`ServiceContext`].
 
 mod archiver;
-mod context;
 mod cron_enqueuer;
 mod leader;
 mod pruner;
 mod rescuer;
 mod scheduler;
+mod service_context;
 
 pub use archiver::{Archiver, ArchiverConfig};
-pub use context::ServiceContext;
 pub use cron_enqueuer::{CronConfig, CronEnqueuer, Fired};
 pub use leader::{LeaderConfig, LeaderElector};
 pub use pruner::{Pruner, PrunerConfig};
 pub use rescuer::{Rescuer, RescuerConfig};
 pub use scheduler::{Scheduler, SchedulerConfig};
+pub use service_context::ServiceContext;

@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use jobs_driver::{JobPruneParams, JobState, StatsCompactParams, StatsPruneParams};
 
-use super::context::{ServiceContext, leader_loop, while_full};
+use super::service_context::{ServiceContext, leader_loop, while_full};
 use crate::error::Result;
 use crate::settings;
 

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use jobs_driver::{JobRescueStuckParams, NodeDeleteStaleParams};
 
-use super::context::{ServiceContext, leader_loop};
+use super::service_context::{ServiceContext, leader_loop};
 use crate::error::Result;
 use crate::settings;
 

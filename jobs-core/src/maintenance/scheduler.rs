@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 use jobs_driver::JobScheduleDueParams;
 
-use super::context::{ServiceContext, leader_loop};
+use super::service_context::{ServiceContext, leader_loop};
 use crate::error::Result;
 use crate::settings;
 

@@ -25,9 +25,9 @@
 //! ```
 
 mod assertions;
-mod context;
 mod inline;
-mod running;
+mod job_context;
+mod perform;
 mod waiting;
 
 #[allow(
@@ -37,7 +37,7 @@ mod waiting;
 )]
 pub use crate::drivers::testing::*;
 pub use assertions::{Expected, assert_enqueued, refute_enqueued};
-pub use context::{job_context, job_context_with};
 pub use inline::{InlineDriver, inline, inline_with};
-pub use running::{drain_queue, drain_queue_with, perform_job, perform_job_with};
+pub use job_context::{job_context, job_context_with};
+pub use perform::{drain_queue, drain_queue_with, perform_job, perform_job_with};
 pub use waiting::wait_for;

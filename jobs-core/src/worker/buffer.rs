@@ -4,7 +4,7 @@
 //! A buffered job is claimed in the database like a running one (state `running`, this
 //! node in `attempted_by`, its attempt counted), so the dashboard shows it as this node's,
 //! the rescuer hands it back if the node dies, and the orphan check leaves it alone (it is
-//! in [`Shared::held`](super::runtime::Shared)). It is not running yet: its timeout starts
+//! in [`Shared::held`](super::shared::Shared)). It is not running yet: its timeout starts
 //! when an executor takes it. It goes back to the table, its attempt given back and its
 //! place in line kept, when the node shuts down, when its queue is paused, and when it has
 //! waited [`prefetch_max_wait`](super::WorkerBuilder::prefetch_max_wait) (so a node whose
@@ -20,7 +20,7 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use jobs_driver::{ClaimedJob, Completion, JobState};
 
-use super::running::RunningJob;
+use super::running_jobs::RunningJob;
 
 /// A claimed job waiting for a slot, with its handle (a cancellation request reaches it
 /// there) and the moment it was buffered.
@@ -144,7 +144,7 @@ mod tests {
     use jobs_driver::{ClaimedJob, JobState};
 
     use super::{Buffer, Buffered};
-    use crate::worker::running::RunningJob;
+    use crate::worker::running_jobs::RunningJob;
 
     fn job(id: i64, priority: i16, due_s: i64, since: Instant) -> Buffered {
         let at = Utc.timestamp_opt(1_700_000_000 + due_s, 0).single().unwrap_or_default();

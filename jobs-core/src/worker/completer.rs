@@ -17,8 +17,8 @@ use jobs_driver::{
     StatsRecordParams, Timing, duration_bucket,
 };
 
-use super::completions::CompleterConfig;
-use super::runtime::Shared;
+use super::completion_channel::CompleterConfig;
+use super::shared::Shared;
 use crate::retry_pause::RetryPause;
 
 /// Writes `batch`, retrying with backoff while the database is unreachable: an outcome is

@@ -6,11 +6,11 @@ use jobs_driver::{
     NodeDeleteParams, QueueListPausedParams,
 };
 
-use super::configured::Worker;
 use super::executor;
 use super::heartbeat;
 use super::panic_capture;
-use super::running::RunningJob;
+use super::running_jobs::RunningJob;
+use super::startup::Worker;
 use crate::error::Result;
 
 /// The most claim rounds one drain makes (a job that keeps snoozing for zero seconds would

@@ -17,9 +17,9 @@ use tracing::Instrument;
 use super::buffer::Buffered;
 use super::config::UnknownKindPolicy;
 use super::panic_capture;
-use super::running::{RunningJob, StopReason};
-use super::runtime::{QueueRuntime, Shared};
-use crate::context::{ContextParts, JobContext};
+use super::running_jobs::{RunningJob, StopReason};
+use super::shared::{QueueRuntime, Shared};
+use crate::job_context::{ContextParts, JobContext};
 use crate::outcome::{Failure, RunOutcome};
 use crate::registry::JobDescriptor;
 

@@ -8,8 +8,8 @@ use jobs_driver::NodeDeleteParams;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::running::StopReason;
-use super::runtime::Shared;
+use super::running_jobs::StopReason;
+use super::shared::Shared;
 use crate::error::Result;
 use crate::maintenance::ServiceContext;
 

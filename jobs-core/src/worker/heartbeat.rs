@@ -11,7 +11,7 @@ use jobs_driver::{JobListCancelRequestedParams, JobReleaseOrphansParams, NodeHea
 use tokio_util::sync::CancellationToken;
 
 use super::listener::cancel_running;
-use super::runtime::Shared;
+use super::shared::Shared;
 use crate::error::Result;
 use crate::maintenance::ServiceContext;
 

@@ -13,8 +13,8 @@ use std::time::Duration;
 use jobs_driver::{Listener, Notification};
 use tokio_util::sync::CancellationToken;
 
-use super::running::StopReason;
-use super::runtime::Shared;
+use super::running_jobs::StopReason;
+use super::shared::Shared;
 use crate::retry_pause::RetryPause;
 
 /// Runs until `stop` fires, or at once if the driver has no notifications.

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use jobs_driver::NodeLock;
 use tokio_util::sync::CancellationToken;
 
-use super::runtime::Shared;
+use super::shared::Shared;
 
 /// Keeps `lock` once: returns whether the node still holds its name.
 async fn keep(shared: &Shared, lock: &mut dyn NodeLock) -> bool {

@@ -9,9 +9,9 @@
 //!  leader elector ─▶ scheduler, rescuer, pruner, cron (leader only)
 //! ```
 //!
-//! Files: `builder` (settings; `builder/checks` holds what `build()` checks), `configured` (a built worker and its
-//! start-up), `handle` (a running worker and its shutdown), `config` (queues), `runtime` (the state the tasks share), `producer`,
-//! `buffer` (claimed jobs waiting for a slot), `prefetch` (how many to buffer), `executor`, `running` (a running job's handle), `completions` (the channel),
+//! Files: `builder` (settings; `builder/checks` holds what `build()` checks), `startup` (a built worker and its
+//! start-up), `handle` (a running worker and its shutdown), `config` (queues), `shared` (the state the tasks share), `producer`,
+//! `concurrency` (a queue's slots on this node, changeable while it runs), `buffer` (claimed jobs waiting for a slot), `prefetch` (how many to buffer), `executor`, `running_jobs` (a running job's handle), `completion_channel` (the channel),
 //! `completer`, `listener`, `heartbeat`, `liveness` (keeping the node's liveness lock),
 //! `drain` (running due jobs inline),
 //! `panic_capture`.
@@ -19,24 +19,24 @@
 mod buffer;
 mod builder;
 mod completer;
-mod completions;
+mod completion_channel;
+mod concurrency;
 mod config;
-mod configured;
 mod drain;
 mod executor;
 mod handle;
 mod heartbeat;
-mod limit;
 mod listener;
 mod liveness;
 mod panic_capture;
 mod prefetch;
 mod producer;
-mod running;
-mod runtime;
+mod running_jobs;
+mod shared;
+mod startup;
 
 pub use builder::WorkerBuilder;
 pub use config::{QueueConfig, UnknownKindPolicy};
-pub use configured::Worker;
 pub use drain::Drained;
 pub use handle::{ShutdownReport, WorkerHandle};
+pub use startup::Worker;

@@ -32,7 +32,7 @@ use jobs_driver::{ClaimedJob, JobClaimParams};
 use super::buffer::Buffered;
 use super::executor;
 use super::prefetch;
-use super::runtime::{QueueRuntime, Shared};
+use super::shared::{QueueRuntime, Shared};
 use crate::retry_pause::RetryPause;
 
 /// What one claim brought back, with the slots it reserved.

@@ -10,13 +10,13 @@ use jobs_driver::{Capability, Driver};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::task::TaskTracker;
 
-use super::completions::{self, CompleterConfig};
+use super::completion_channel::{self, CompleterConfig};
+use super::concurrency::Limit;
 use super::config::{QueueConfig, UnknownKindPolicy};
-use super::configured::{Maintenance, Worker};
-use super::limit::Limit;
 use super::prefetch::{Prefetch, RunTime};
+use super::startup::{Maintenance, Worker};
 
-use super::runtime::{self, QueueRuntime, RuntimeConfig, Shared};
+use super::shared::{self, QueueRuntime, RuntimeConfig, Shared};
 use crate::clock::{Clock, SystemClock};
 use crate::cron::Periodic;
 use crate::data::AppData;
@@ -282,7 +282,7 @@ impl WorkerBuilder {
         schedules.extend(self.schedules);
         let cron = CronEnqueuer::new(self.cron, &schedules)?;
         let node: Arc<str> = Arc::from(self.node.unwrap_or_else(default_node_name));
-        let (sender, receiver) = completions::channel(CompleterConfig::default());
+        let (sender, receiver) = completion_channel::channel(CompleterConfig::default());
         // Without SKIP LOCKED, claims of one queue wait for each other: keep one in flight.
         let claims_in_flight =
             if self.driver.capabilities().has(Capability::SkipLocked) { self.claims_in_flight } else { 1 };
@@ -296,7 +296,7 @@ impl WorkerBuilder {
                     slots: Arc::new(Semaphore::new(config.concurrency)),
                     limit: Limit::new(config.concurrency),
                     wake: Notify::new(),
-                    batch: AtomicUsize::new(runtime::batch_size(
+                    batch: AtomicUsize::new(shared::batch_size(
                         config.concurrency,
                         claims_in_flight,
                         self.max_fetch,

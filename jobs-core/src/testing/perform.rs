@@ -13,7 +13,7 @@ use crate::outcome::RunOutcome;
 use crate::registry::JobDescriptor;
 use crate::worker::{Drained, Worker};
 
-use super::context::job_context_with;
+use super::job_context::job_context_with;
 use crate::data::AppData;
 
 /// Runs `J`'s handler once, inline, with `args` round-tripped through JSON as a worker

@@ -6,9 +6,9 @@ use jobs_driver::Driver;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{ContextParts, JobContext};
 use crate::data::AppData;
 use crate::job::Job;
+use crate::job_context::{ContextParts, JobContext};
 
 /// A context for running `J`'s handler inline (`send_welcome::call(ctx, args)`): job id 0,
 /// first of `J`'s attempts, empty metadata, the given driver (if any) for the handler's

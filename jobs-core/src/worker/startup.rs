@@ -9,9 +9,9 @@ use std::time::Duration;
 use jobs_driver::{Completion, NodeHold, NodeHoldParams, NodeLock, QueueSettingsParams, ServerStatusParams};
 use tokio_util::sync::CancellationToken;
 
-use super::completions::CompleterConfig;
+use super::completion_channel::CompleterConfig;
 use super::handle::{ShutdownReport, WorkerHandle};
-use super::runtime::Shared;
+use super::shared::Shared;
 use super::{completer, heartbeat, listener, liveness, panic_capture, producer};
 use crate::error::Result;
 use crate::maintenance::{

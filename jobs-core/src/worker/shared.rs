@@ -12,11 +12,11 @@ use tokio_util::task::TaskTracker;
 use jobs_driver::{Driver, QueueSettings, QueueSettingsParams};
 
 use super::buffer::{Buffer, Buffered};
-use super::completions::CompletionSender;
+use super::completion_channel::CompletionSender;
+use super::concurrency::Limit;
 use super::config::{QueueConfig, UnknownKindPolicy};
-use super::limit::Limit;
 use super::prefetch::{Prefetch, RunTime};
-use super::running::{Run, Runs};
+use super::running_jobs::{Run, Runs};
 use crate::clock::Clock;
 use crate::registry::Registry;
 
