@@ -10,7 +10,7 @@
 use async_trait::async_trait;
 use diesel::connection::{LoadConnection, TransactionManager as SyncTransactionManager};
 use diesel_async::{AsyncConnection, TransactionManager};
-use jobs_core::driver::{ConnectionDriver, Inserted, JobState, NewJob};
+use jobs_core::driver::{ConnectionDriver, Inserted, JobRow, JobState, NewJob, Retried};
 use jobs_core::{Error, JobsBackend};
 
 /// The driver of diesel backend `B`.
@@ -24,6 +24,12 @@ pub trait AppTransaction: Send {
     async fn insert(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>, Error>;
     /// Cancels `ids` inside the transaction; the state each changed job is now in.
     async fn cancel(&mut self, ids: &[i64]) -> Result<Vec<JobState>, Error>;
+    /// Retries `ids` inside the transaction.
+    async fn retry(&mut self, ids: &[i64]) -> Result<Retried, Error>;
+    /// Deletes `ids` inside the transaction; how many went.
+    async fn delete(&mut self, ids: &[i64]) -> Result<i64, Error>;
+    /// Reads job `id` inside the transaction.
+    async fn get(&mut self, id: i64) -> Result<Option<JobRow>, Error>;
     /// Pauses or resumes `queue` inside the transaction.
     async fn set_paused(&mut self, queue: &str, paused: bool) -> Result<(), Error>;
     /// Runs statements inside the transaction.
@@ -65,6 +71,18 @@ where
 
     async fn cancel(&mut self, ids: &[i64]) -> Result<Vec<JobState>, Error> {
         Ok(<DriverOf<C::Backend> as ConnectionDriver>::cancel(&mut self.0, ids).await?)
+    }
+
+    async fn retry(&mut self, ids: &[i64]) -> Result<Retried, Error> {
+        Ok(<DriverOf<C::Backend> as ConnectionDriver>::retry(&mut self.0, ids).await?)
+    }
+
+    async fn delete(&mut self, ids: &[i64]) -> Result<i64, Error> {
+        Ok(<DriverOf<C::Backend> as ConnectionDriver>::delete(&mut self.0, ids).await?)
+    }
+
+    async fn get(&mut self, id: i64) -> Result<Option<JobRow>, Error> {
+        Ok(<DriverOf<C::Backend> as ConnectionDriver>::get(&mut self.0, id).await?)
     }
 
     async fn set_paused(&mut self, queue: &str, paused: bool) -> Result<(), Error> {

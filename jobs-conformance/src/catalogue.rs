@@ -83,6 +83,7 @@ macro_rules! with_cases {
             a_job_enqueued_in_the_applications_transaction_commits_and_rolls_back_with_it: [],
             a_job_enqueued_on_a_synchronous_connection_commits_and_rolls_back_with_it: [],
             a_cancel_or_pause_in_the_applications_transaction_holds_only_if_it_commits: [],
+            a_retry_or_delete_in_the_applications_transaction_holds_only_if_it_commits: [],
             ]
         }
     };

@@ -1,8 +1,8 @@
 //! The application's own transaction: a job enqueued in it exists when it commits and never
 //! existed when it rolls back, savepoints included, on async and sync connections; a cancel
-//! or a pause in it holds only if it commits.
+//! or a pause, a retry or a delete in it holds only if it commits.
 
-use jobs_core::driver::{JobState, NewJob, QueueIsPausedParams};
+use jobs_core::driver::{JobCancelManyParams, JobGetParams, JobState, NewJob, QueueIsPausedParams};
 
 use crate::TestDb;
 use crate::jobs::{Ledger, record};
@@ -109,4 +109,39 @@ pub async fn a_cancel_or_pause_in_the_applications_transaction_holds_only_if_it_
     tx.commit().await.expect("commit");
     assert_eq!(db.job(id).await.state, JobState::Cancelled);
     assert!(paused().await, "a committed pause holds");
+}
+
+/// A retry and a delete in the application's transaction, and a read in it: the read sees
+/// the transaction's own change; rolled back, nothing changed; committed, the job is
+/// available again, then gone.
+pub async fn a_retry_or_delete_in_the_applications_transaction_holds_only_if_it_commits(db: TestDb) {
+    let ledger = Ledger::new();
+    let id = record::enqueue(&db.driver, ledger.record(1)).await.expect("enqueue").id;
+    db.driver.job_cancel_many(JobCancelManyParams { ids: &[id] }).await.expect("cancel");
+
+    let mut tx = db.app_transaction().await;
+    assert_eq!(tx.retry(&[id]).await.expect("retry").retried, 1);
+    let seen = tx.get(id).await.expect("read").expect("the job");
+    assert_eq!(seen.state, JobState::Available, "the transaction reads its own retry");
+    tx.rollback().await.expect("rollback");
+    assert_eq!(db.job(id).await.state, JobState::Cancelled, "a rolled-back retry left the job as it was");
+
+    let mut tx = db.app_transaction().await;
+    assert_eq!(tx.retry(&[id]).await.expect("retry").retried, 1);
+    tx.commit().await.expect("commit");
+    assert_eq!(db.job(id).await.state, JobState::Available, "a committed retry holds");
+
+    let mut tx = db.app_transaction().await;
+    assert_eq!(tx.delete(&[id]).await.expect("delete"), 1);
+    assert!(tx.get(id).await.expect("read").is_none(), "the transaction reads its own delete");
+    tx.rollback().await.expect("rollback");
+    assert_eq!(db.job(id).await.state, JobState::Available, "a rolled-back delete left the job");
+
+    let mut tx = db.app_transaction().await;
+    assert_eq!(tx.delete(&[id]).await.expect("delete"), 1);
+    tx.commit().await.expect("commit");
+    assert!(
+        db.driver.job_get(JobGetParams { id }).await.expect("read").is_none(),
+        "a committed delete holds"
+    );
 }
