@@ -1,60 +1,12 @@
-//! The workspace's structure, checked from its sources:
-//! - no module imports another that imports it back, directly or through others (in each
-//!   library crate, every `use` and every `crate::`/`super::`/`self::` path counts, a
-//!   parent's `pub use` of its child included);
-//! - production code never reaches the `testing` modules;
-//! - outside the driver crates, only jobs-core's `drivers.rs` names a driver;
-//! - `worker/mod.rs` and every file of every driver crate stay under 350 lines.
+//! Reading the workspace's sources: Rust files, their code without comments (and
+//! strings), the paths each module names, and each crate's module graph with its cycles.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The workspace's members, from its `Cargo.toml`.
-fn members() -> Vec<String> {
-    let manifest = std::fs::read_to_string(workspace().join("Cargo.toml")).expect("read Cargo.toml");
-    let line = manifest.lines().find(|l| l.trim_start().starts_with("members")).expect("a members line");
-    let list = &line[line.find('[').expect("[") + 1..line.rfind(']').expect("]")];
-    let members: Vec<String> =
-        list.split(',').map(|m| m.trim().trim_matches('"').to_owned()).filter(|m| !m.is_empty()).collect();
-    assert!(!members.iter().any(|m| m.contains('*')), "list the members one by one: {members:?}");
-    members
-}
+use crate::workspace;
 
-/// The library crates, by source directory: every member with a `src/lib.rs`. Their module
-/// graphs must be acyclic.
-fn crates() -> Vec<String> {
-    members()
-        .into_iter()
-        .filter(|m| workspace().join(m).join("src/lib.rs").is_file())
-        .map(|m| format!("{m}/src"))
-        .collect()
-}
-
-/// The driver crates, by source directory: each implements `ConnectionDriver` and owns a
-/// backend's SQL.
-fn drivers() -> Vec<String> {
-    crates()
-        .into_iter()
-        .filter(|dir| {
-            let mut files = Vec::new();
-            rust_files(&workspace().join(dir), &mut files);
-            files
-                .iter()
-                .any(|f| std::fs::read_to_string(f).expect("read").contains("impl ConnectionDriver for "))
-        })
-        .collect()
-}
-
-/// The name a driver crate has in Rust code (`jobs-postgres/src` → `jobs_postgres`).
-fn rust_name(dir: &str) -> String {
-    dir.trim_end_matches("/src").replace('-', "_")
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read source dir") {
         let path = entry.expect("entry").path();
         if path.is_dir() {
@@ -66,7 +18,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// The module path of a source file: `lib.rs` is the root, `a/mod.rs` and `a.rs` are `a`.
-fn module_of(src: &Path, file: &Path) -> Vec<String> {
+pub(crate) fn module_of(src: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src).expect("under src");
     let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
     let last = parts.pop().expect("a file name");
@@ -79,7 +31,7 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
 
 /// The source without comments and string literals (so that paths in docs, messages and
 /// SQL are not taken for imports).
-fn code_only(source: &str) -> String {
+pub(crate) fn code_only(source: &str) -> String {
     let mut out = String::with_capacity(source.len());
     let bytes: Vec<char> = source.chars().collect();
     let mut i = 0;
@@ -118,7 +70,7 @@ fn code_only(source: &str) -> String {
 /// `code` with its inline modules resolved: a `#[cfg(test)]` module is dropped (tests are
 /// not the module's imports), and in any other (`mod sealed { use super::X; }`) `super`
 /// is the file's own module.
-fn without_inline_modules(code: &str) -> String {
+pub(crate) fn without_inline_modules(code: &str) -> String {
     let mut out = String::with_capacity(code.len());
     let mut rest = code;
     while let Some(at) = find_inline_mod(rest) {
@@ -151,7 +103,7 @@ fn without_inline_modules(code: &str) -> String {
 }
 
 /// Where the next `mod name {` starts.
-fn find_inline_mod(code: &str) -> Option<usize> {
+pub(crate) fn find_inline_mod(code: &str) -> Option<usize> {
     let mut from = 0;
     while let Some(at) = code[from..].find("mod ").map(|i| from + i) {
         let starts_word = !code[..at].chars().last().is_some_and(|c| c.is_alphanumeric() || c == '_');
@@ -169,7 +121,7 @@ fn find_inline_mod(code: &str) -> Option<usize> {
 }
 
 /// Expands a `use` tree (`a::{b, c::{d, e}}`) into its paths.
-fn expand_use(tree: &str) -> Vec<String> {
+pub(crate) fn expand_use(tree: &str) -> Vec<String> {
     // One space between words (`v as u`), none around punctuation.
     let words = tree.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut tree = String::with_capacity(words.len());
@@ -211,7 +163,7 @@ fn expand_use(tree: &str) -> Vec<String> {
 
 /// Every path a module's code names: `use` trees, and inline `crate::`, `super::`,
 /// `self::` paths.
-fn named_paths(code: &str) -> Vec<String> {
+pub(crate) fn named_paths(code: &str) -> Vec<String> {
     let mut paths = Vec::new();
     let mut rest = code;
     while let Some(at) = rest.find("use ") {
@@ -244,7 +196,7 @@ fn named_paths(code: &str) -> Vec<String> {
 
 /// The module a path from `module` reaches (the longest module prefix), if it is a path
 /// within the crate.
-fn resolve(module: &[String], path: &str, modules: &BTreeSet<Vec<String>>) -> Option<Vec<String>> {
+pub(crate) fn resolve(module: &[String], path: &str, modules: &BTreeSet<Vec<String>>) -> Option<Vec<String>> {
     let segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
     let (mut base, rest): (Vec<String>, &[&str]) = match segments.first() {
         Some(&"crate") => (Vec::new(), &segments[1..]),
@@ -275,9 +227,9 @@ fn resolve(module: &[String], path: &str, modules: &BTreeSet<Vec<String>>) -> Op
 }
 
 /// A crate's module graph: each module's edges, with the path that made each one.
-type Graph = BTreeMap<Vec<String>, BTreeMap<Vec<String>, String>>;
+pub(crate) type Graph = BTreeMap<Vec<String>, BTreeMap<Vec<String>, String>>;
 
-fn graph(crate_dir: &str) -> (Graph, BTreeMap<Vec<String>, PathBuf>) {
+pub(crate) fn graph(crate_dir: &str) -> (Graph, BTreeMap<Vec<String>, PathBuf>) {
     let src = workspace().join(crate_dir);
     let mut files = Vec::new();
     rust_files(&src, &mut files);
@@ -309,12 +261,12 @@ fn graph(crate_dir: &str) -> (Graph, BTreeMap<Vec<String>, PathBuf>) {
     (edges, by_module)
 }
 
-fn name(module: &[String]) -> String {
+pub(crate) fn name(module: &[String]) -> String {
     if module.is_empty() { "crate".to_owned() } else { module.join("::") }
 }
 
 /// A cycle, if any (depth-first).
-fn find_cycle(edges: &Graph) -> Option<Vec<Vec<String>>> {
+pub(crate) fn find_cycle(edges: &Graph) -> Option<Vec<Vec<String>>> {
     fn visit(
         node: &Vec<String>,
         edges: &Graph,
@@ -348,84 +300,8 @@ fn find_cycle(edges: &Graph) -> Option<Vec<Vec<String>>> {
     None
 }
 
-#[test]
-fn no_module_imports_a_module_that_imports_it_back() {
-    let mut cycles = Vec::new();
-    for crate_dir in &crates() {
-        let (edges, _) = graph(crate_dir);
-        if let Some(cycle) = find_cycle(&edges) {
-            let steps: Vec<String> = cycle
-                .windows(2)
-                .map(|w| format!("{} → {} (`{}`)", name(&w[0]), name(&w[1]), edges[&w[0]][&w[1]]))
-                .collect();
-            cycles.push(format!("{crate_dir}: {}", steps.join(", ")));
-        }
-    }
-    assert!(cycles.is_empty(), "import circles:\n{}", cycles.join("\n"));
-}
-
-#[test]
-fn the_checker_sees_a_circle() {
-    let a = vec!["a".to_owned()];
-    let b = vec!["b".to_owned()];
-    let edge = |to: &Vec<String>| BTreeMap::from([(to.clone(), "path".to_owned())]);
-    let edges: Graph = BTreeMap::from([(a.clone(), edge(&b)), (b.clone(), edge(&a))]);
-    assert!(find_cycle(&edges).is_some());
-    assert_eq!(
-        expand_use("crate::x::{y, z::{w, v as u}}"),
-        ["crate::x::y", "crate::x::z::w", "crate::x::z::v"]
-    );
-    let modules = BTreeSet::from([vec![], a.clone(), vec!["a".to_owned(), "c".to_owned()]]);
-    assert_eq!(resolve(&["a".to_owned(), "c".to_owned()], "super::Thing", &modules), Some(a));
-}
-
-#[test]
-fn production_code_never_reaches_the_testing_modules() {
-    for crate_dir in std::iter::once("jobs-core/src".to_owned()).chain(drivers()) {
-        let (edges, by_module) = graph(&crate_dir);
-        for (from, targets) in &edges {
-            if from.first().is_some_and(|m| m == "testing" || m == "plan_tests") {
-                continue;
-            }
-            for to in targets.keys() {
-                if to.first().is_some_and(|m| m == "testing") && !from.is_empty() {
-                    panic!("{} ({}) reaches {}", name(from), by_module[from].display(), name(to));
-                }
-            }
-        }
-    }
-}
-
-#[test]
-fn the_worker_module_and_every_driver_file_are_under_350_lines() {
-    let mut files = vec![workspace().join("jobs-core/src/worker/mod.rs")];
-    for driver in drivers() {
-        rust_files(&workspace().join(driver), &mut files);
-    }
-    for file in files {
-        let lines = std::fs::read_to_string(&file).expect("read").lines().count();
-        assert!(lines < 350, "{} has {lines} lines", file.display());
-    }
-}
-
-#[test]
-fn the_checker_finds_every_crate_and_driver() {
-    let crates = crates();
-    for expected in [
-        "jobs-driver/src",
-        "jobs-core/src",
-        "jobs-dashboard/src",
-        "jobs-macros/src",
-        "jobs-mysql/src",
-        "jobs-conformance/src",
-    ] {
-        assert!(crates.iter().any(|c| c == expected), "{expected} not in {crates:?}");
-    }
-    assert_eq!(drivers(), ["jobs-postgres/src", "jobs-sqlite/src", "jobs-mysql/src"]);
-}
-
 /// The source without comments, strings kept (feature names are strings).
-fn without_comments(source: &str) -> String {
+pub(crate) fn without_comments(source: &str) -> String {
     source
         .lines()
         .map(|l| match l.find("//") {
@@ -437,105 +313,9 @@ fn without_comments(source: &str) -> String {
         .join("\n")
 }
 
-/// What names a backend in the code of a crate that is not its driver: the driver crates
-/// (`jobs_postgres`), jobs-core's re-exports of them (`jobs_core::postgres`,
-/// `crate::postgres`), the driver types (`PgDriver`), diesel's backends and connections.
-fn backend_names() -> Vec<String> {
-    let mut names = Vec::new();
-    for dir in drivers() {
-        let crate_name = rust_name(&dir);
-        let short = crate_name.trim_start_matches("jobs_").to_owned();
-        names.push(crate_name);
-        names.push(format!("jobs_core::{short}"));
-        names.push(format!("crate::{short}"));
-        let mut files = Vec::new();
-        rust_files(&workspace().join(&dir), &mut files);
-        for file in files {
-            let code = code_only(&std::fs::read_to_string(&file).expect("read"));
-            for (at, _) in code.match_indices("ConnectionDriver for ") {
-                let ty: String = code[at + "ConnectionDriver for ".len()..]
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                names.push(ty);
-            }
-        }
-    }
-    for diesel in
-        ["diesel::pg", "diesel::sqlite", "diesel::mysql", "AsyncPgConnection", "AsyncMysqlConnection"]
-    {
-        names.push(diesel.to_owned());
-    }
-    names
-}
-
-/// Outside the driver crates, only jobs-core's `drivers.rs` names a driver (its crate, its
-/// type, jobs-core's re-export of it, its diesel backend) or a backend's feature: the
-/// engine, the dashboard and the macros reach the database through `jobs_driver`'s traits
-/// alone, so a new driver changes none of them.
-#[test]
-fn only_jobs_cores_drivers_module_names_a_driver() {
-    let drivers = drivers();
-    let names = backend_names();
-    assert!(names.iter().any(|n| n == "PgDriver"), "the driver types are found: {names:?}");
-    let features: Vec<String> = drivers
-        .iter()
-        .map(|d| format!("feature = \"{}\"", rust_name(d).trim_start_matches("jobs_")))
-        .collect();
-    let mut offenders = Vec::new();
-    // The published crates that are not drivers (the tests and the examples name backends).
-    let published = crates().into_iter().filter(|c| {
-        let manifest = std::fs::read_to_string(workspace().join(c).join("../Cargo.toml")).expect("manifest");
-        !drivers.contains(c) && !manifest.contains("publish = false")
-    });
-    for dir in published {
-        let mut files = Vec::new();
-        rust_files(&workspace().join(&dir), &mut files);
-        for file in files {
-            if file.ends_with("jobs-core/src/drivers.rs") {
-                continue;
-            }
-            let source = std::fs::read_to_string(&file).expect("read");
-            // diesel lets only the crate that defines `JobState` derive its Postgres SQL
-            // type (`FromSqlRow` is generic over the backend, which the orphan rule forbids
-            // elsewhere): jobs-driver's `postgres` feature, which jobs-postgres turns on.
-            let state_sql_type = ["state.rs", "lib.rs", "state_sql.rs", "sql_types.rs"]
-                .iter()
-                .any(|f| file.ends_with(format!("jobs-driver/src/{f}")));
-            let code = without_inline_modules(&code_only(&source));
-            for name in names.iter().filter(|n| contains_word(&code, n)) {
-                if !(state_sql_type && name == "diesel::pg") {
-                    offenders.push(format!("{} names `{name}`", file.display()));
-                }
-            }
-            let with_strings = without_comments(&source);
-            for feature in features.iter().filter(|f| with_strings.contains(f.as_str())) {
-                if !(state_sql_type && feature == "feature = \"postgres\"") {
-                    offenders.push(format!("{} has `{feature}`", file.display()));
-                }
-            }
-        }
-    }
-    assert!(
-        offenders.is_empty(),
-        "a backend named outside jobs-core/src/drivers.rs:\n{}",
-        offenders.join("\n")
-    );
-}
-
 /// Whether `code` has `name` with no identifier character on either side.
-fn contains_word(code: &str, name: &str) -> bool {
+pub(crate) fn contains_word(code: &str, name: &str) -> bool {
     let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
     code.match_indices(name)
         .any(|(at, _)| !ident(code[..at].chars().last()) && !ident(code[at + name.len()..].chars().next()))
-}
-
-#[test]
-fn the_backend_checker_sees_a_named_backend() {
-    assert!(contains_word("use crate::postgres::Pool;", "crate::postgres"));
-    assert!(contains_word("let d: PgDriver = x;", "PgDriver"));
-    assert!(!contains_word("let d: MyPgDriver = x;", "PgDriver"));
-    let source = "#[cfg(any(\n    feature = \"sqlite\",\n))] // feature = \"mysql\"";
-    let cleaned = without_comments(source);
-    assert!(cleaned.contains("feature = \"sqlite\"") && !cleaned.contains("mysql"));
 }
