@@ -180,10 +180,65 @@ where
     }
 }
 
-/// What a backend's [`TestDb::begin`](crate::TestDb::begin) is: opens a connection of the
+/// What a backend gives [`TestDb::new`](crate::TestDb::new) as `begin`: opens a connection of the
 /// application's and begins a transaction on it.
 pub type Begin = Box<dyn Fn() -> futures::future::BoxFuture<'static, Box<dyn AppTransaction>> + Send + Sync>;
 
-/// What a backend's [`TestDb::begin_sync`](crate::TestDb::begin_sync) is: the same on a
+/// What a backend gives [`TestDb::new`](crate::TestDb::new) as `begin_sync`: the same on a
 /// synchronous connection.
 pub type BeginSync = Box<dyn Fn() -> Box<dyn SyncAppTransaction> + Send + Sync>;
+
+/// A [`Begin`] that opens each connection with `open(url)` and begins a transaction on it:
+/// for a backend whose application connections need more than `establish` (a set-up
+/// statement, a pooler's settings).
+pub fn begin_with<C, F, Fut>(url: impl Into<String>, open: F) -> Begin
+where
+    C: AsyncConnection + Send + 'static,
+    C::Backend: JobsBackend,
+    F: Fn(String) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<C, Error>> + Send + 'static,
+{
+    let url = url.into();
+    let open = std::sync::Arc::new(open);
+    Box::new(move || {
+        let (url, open) = (url.clone(), open.clone());
+        Box::pin(async move {
+            let conn = open(url).await.expect("an application connection");
+            begin(conn).await.expect("begin")
+        })
+    })
+}
+
+/// A [`Begin`] on new connections of type `C` to `url` (`AsyncConnection::establish`),
+/// as an application opens them.
+pub fn connecting<C>(url: impl Into<String>) -> Begin
+where
+    C: AsyncConnection + Send + 'static,
+    C::Backend: JobsBackend,
+{
+    begin_with(url, |url| async move { Ok(C::establish(&url).await?) })
+}
+
+/// A [`BeginSync`] that opens each connection with `open(url)`.
+pub fn begin_sync_with<C, F>(url: impl Into<String>, open: F) -> BeginSync
+where
+    C: LoadConnection + Send + 'static,
+    C::Backend: JobsBackend,
+    F: Fn(&str) -> Result<C, Error> + Send + Sync + 'static,
+{
+    let url = url.into();
+    Box::new(move || {
+        let conn = open(&url).expect("an application connection");
+        begin_sync(conn).expect("begin")
+    })
+}
+
+/// A [`BeginSync`] on new synchronous connections of type `C` to `url`
+/// (`diesel::Connection::establish`).
+pub fn connecting_sync<C>(url: impl Into<String>) -> BeginSync
+where
+    C: LoadConnection + Send + 'static,
+    C::Backend: JobsBackend,
+{
+    begin_sync_with(url, |url| Ok(C::establish(url)?))
+}

@@ -30,22 +30,67 @@ pub trait Backend: Send + Sync + 'static {
     async fn database(connections: usize) -> TestDb;
 }
 
-/// One case's database: its driver, and whatever keeps the database alive.
+/// One case's database: its driver, the ways to open more connections to it, and
+/// whatever keeps it alive.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use jobs_conformance::TestDb;
+/// use jobs_conformance::app_transaction::{Begin, BeginSync};
+/// use jobs_core::driver::Driver;
+///
+/// /// A backend's start-up hands the suite its database this way.
+/// fn case_database(
+///     open: impl Fn(usize) -> Arc<dyn Driver> + Send + Sync + 'static,
+///     (begin, begin_sync): (Begin, BeginSync),
+///     database: impl Send + Sync + 'static,
+/// ) -> TestDb {
+///     TestDb::new(open(10), open, begin, begin_sync).keep_alive(database)
+/// }
+/// ```
 pub struct TestDb {
-    /// The driver.
-    pub driver: Arc<dyn Driver>,
-    /// Dropped with the case (a test database is removed then).
-    pub keep_alive: Box<dyn Any + Send + Sync>,
-    /// Opens another driver on the same database (another node's pool).
-    pub another: Box<dyn Fn(usize) -> Arc<dyn Driver> + Send + Sync>,
-    /// Opens a connection of the application's own (the backend's async connection type)
-    /// and begins a transaction on it.
-    pub begin: app_transaction::Begin,
-    /// The same on a synchronous connection of the backend (`enqueue_sync`'s).
-    pub begin_sync: app_transaction::BeginSync,
+    pub(crate) driver: Arc<dyn Driver>,
+    _keep_alive: Box<dyn Any + Send + Sync>,
+    pub(crate) another: Box<dyn Fn(usize) -> Arc<dyn Driver> + Send + Sync>,
+    begin: app_transaction::Begin,
+    begin_sync: app_transaction::BeginSync,
 }
 
 impl TestDb {
+    /// A case's database reached through `driver`:
+    /// - `another(n)` opens another driver with a pool of `n` on the same database (another
+    ///   node's);
+    /// - `begin` opens a connection of the application's own (the backend's async connection
+    ///   type, not the driver's) and begins a transaction on it, `begin_sync` the same on a
+    ///   synchronous connection (`enqueue_sync`'s): see [`app_transaction::connecting`] and
+    ///   [`app_transaction::connecting_sync`].
+    pub fn new(
+        driver: Arc<dyn Driver>,
+        another: impl Fn(usize) -> Arc<dyn Driver> + Send + Sync + 'static,
+        begin: app_transaction::Begin,
+        begin_sync: app_transaction::BeginSync,
+    ) -> TestDb {
+        TestDb { driver, _keep_alive: Box::new(()), another: Box::new(another), begin, begin_sync }
+    }
+
+    /// Keeps `guard` (a test database removed when dropped, a pooler in front of it) until
+    /// the case ends.
+    pub fn keep_alive(mut self, guard: impl Any + Send + Sync) -> TestDb {
+        self._keep_alive = Box::new(guard);
+        self
+    }
+
+    /// The case's driver.
+    pub fn driver(&self) -> &Arc<dyn Driver> {
+        &self.driver
+    }
+
+    /// Another driver on the same database with a pool of `connections` (another node's).
+    pub fn another(&self, connections: usize) -> Arc<dyn Driver> {
+        (self.another)(connections)
+    }
+
     /// A transaction on a connection of the application's own (see [`AppTransaction`]).
     pub async fn app_transaction(&self) -> Box<dyn AppTransaction> {
         (self.begin)().await

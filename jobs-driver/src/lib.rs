@@ -38,7 +38,6 @@ mod leader;
 mod node;
 mod notification;
 pub mod polled_listener;
-pub mod process_wait;
 mod queue;
 mod queue_limits;
 pub mod rows;
@@ -52,6 +51,8 @@ mod state;
 mod state_sql;
 mod stats;
 pub mod stored_text;
+#[cfg(feature = "testing")]
+pub mod test_server;
 pub mod validation;
 pub mod wake_ration;
 

@@ -1,41 +1,15 @@
-//! Connections of an application's own for the conformance suite's transactional cases
-//! (`TestDb::begin`, `TestDb::begin_sync`), per backend: the suite names none.
+//! Connections of an application's own for the conformance suite's transactional cases,
+//! where a backend's need more than `establish` (see `jobs_conformance::app_transaction`:
+//! `connecting::<C>(url)` opens the plain ones).
 
 use diesel::Connection;
-use jobs_conformance::app_transaction::{Begin, BeginSync, begin, begin_sync};
-
-/// Transactions on `AsyncPgConnection`s to `url`.
-pub fn postgres(url: String) -> Begin {
-    Box::new(move || {
-        let url = url.clone();
-        Box::pin(async move {
-            let conn = <diesel_async::AsyncPgConnection as diesel_async::AsyncConnection>::establish(&url)
-                .await
-                .expect("an application connection");
-            begin(conn).await.expect("begin")
-        })
-    })
-}
+use jobs_conformance::app_transaction::{Begin, BeginSync, begin_sync_with, begin_with};
 
 /// Transactions on async connections to `url` through a pooler in transaction mode, made
 /// as `docs/production-postgres.md` says (`pooler::connect`: set-up inside a transaction,
 /// no statement cache).
 pub fn postgres_through_pooler(url: String) -> Begin {
-    Box::new(move || {
-        let url = url.clone();
-        Box::pin(async move {
-            let conn = jobs_core::postgres::pooler::connect(&url).await.expect("an application connection");
-            begin(conn).await.expect("begin")
-        })
-    })
-}
-
-/// Transactions on `PgConnection`s (sync diesel) to `url`.
-pub fn postgres_sync(url: String) -> BeginSync {
-    Box::new(move || {
-        let conn = diesel::PgConnection::establish(&url).expect("an application connection");
-        begin_sync(conn).expect("begin")
-    })
+    begin_with(url, |url| async move { Ok(jobs_core::postgres::pooler::connect(&url).await?) })
 }
 
 /// Transactions on `PgConnection`s to `url` through a pooler in transaction mode, their
@@ -43,50 +17,21 @@ pub fn postgres_sync(url: String) -> BeginSync {
 /// connection that meets a server connection fails: "prepared statement
 /// \"__diesel_stmt_1\" already exists").
 pub fn postgres_sync_through_pooler(url: String) -> BeginSync {
-    Box::new(move || {
-        let mut conn = diesel::PgConnection::establish(&url).expect("an application connection");
+    begin_sync_with(url, |url| {
+        let mut conn = diesel::PgConnection::establish(url)?;
         conn.set_prepared_statement_cache_size(diesel::connection::CacheSize::Disabled);
-        begin_sync(conn).expect("begin")
+        Ok(conn)
     })
 }
 
-/// Transactions on the async SQLite connections of `url`.
+/// Transactions on the async SQLite connections of `url`, with the driver's pragmas (busy
+/// timeout, WAL).
 pub fn sqlite(url: String) -> Begin {
-    Box::new(move || {
-        let url = url.clone();
-        Box::pin(async move {
-            let conn = jobs_core::sqlite::connect(&url).await.expect("an application connection");
-            begin(conn).await.expect("begin")
-        })
-    })
+    begin_with(url, |url| async move { Ok(jobs_core::sqlite::connect(&url).await?) })
 }
 
-/// Transactions on `SqliteConnection`s (sync diesel) to the file of `url`.
+/// Transactions on `SqliteConnection`s (sync diesel) to the file of `url`, with the
+/// driver's pragmas.
 pub fn sqlite_sync(url: String) -> BeginSync {
-    Box::new(move || {
-        let path = jobs_core::sqlite::database_path(&url).expect("a SQLite URL");
-        let conn = jobs_core::sqlite::connect_sync(&path).expect("an application connection");
-        begin_sync(conn).expect("begin")
-    })
-}
-
-/// Transactions on `AsyncMysqlConnection`s to `url`.
-pub fn mysql(url: String) -> Begin {
-    Box::new(move || {
-        let url = url.clone();
-        Box::pin(async move {
-            let conn = <diesel_async::AsyncMysqlConnection as diesel_async::AsyncConnection>::establish(&url)
-                .await
-                .expect("an application connection");
-            begin(conn).await.expect("begin")
-        })
-    })
-}
-
-/// Transactions on `MysqlConnection`s (sync diesel) to `url`.
-pub fn mysql_sync(url: String) -> BeginSync {
-    Box::new(move || {
-        let conn = diesel::MysqlConnection::establish(&url).expect("an application connection");
-        begin_sync(conn).expect("begin")
-    })
+    begin_sync_with(url, |url| Ok(jobs_core::sqlite::connect_sync(&jobs_core::sqlite::database_path(url)?)?))
 }

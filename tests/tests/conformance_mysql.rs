@@ -3,10 +3,13 @@
 //! which is reported as skipped.
 
 use async_trait::async_trait;
+use diesel::MysqlConnection;
+use diesel_async::AsyncMysqlConnection;
 use jobs_core::IntoDriver;
 use jobs_core::driver::Capabilities;
 use jobs_core::mysql::MysqlDriver;
 use jobs_core::testing::MysqlTestDatabase;
+use jobs_tests::conformance::app_transaction::{connecting, connecting_sync};
 use jobs_tests::conformance::{Backend, TestDb};
 
 struct Mysql;
@@ -19,16 +22,13 @@ impl Backend for Mysql {
         let db = MysqlTestDatabase::new().await.expect("a test database");
         let driver = db.driver(connections).expect("driver").into_driver();
         let url = db.url().to_owned();
-        TestDb {
-            driver,
-            another: Box::new({
-                let url = url.clone();
-                move |n| MysqlDriver::open(&url, n).expect("driver").into_driver()
-            }),
-            begin: jobs_tests::app_connections::mysql(url.clone()),
-            begin_sync: jobs_tests::app_connections::mysql_sync(url),
-            keep_alive: Box::new(db),
-        }
+        let another = {
+            let url = url.clone();
+            move |n| MysqlDriver::open(&url, n).expect("driver").into_driver()
+        };
+        let (begin, begin_sync) =
+            (connecting::<AsyncMysqlConnection>(&url), connecting_sync::<MysqlConnection>(url));
+        TestDb::new(driver, another, begin, begin_sync).keep_alive(db)
     }
 }
 

@@ -33,15 +33,11 @@ async fn through_pgbouncer(connections: usize, direct: bool) -> TestDb {
         let driver = PgDriver::through_pooler(pool);
         if direct { driver.listen_directly(direct_url.clone()) } else { driver }.into_driver()
     };
-    TestDb {
-        driver: driver_for(connections),
-        another: Box::new(driver_for),
-        // The application's transactions go through PgBouncer too.
-        begin: jobs_tests::app_connections::postgres_through_pooler(bouncer.url(db.name())),
-        begin_sync: jobs_tests::app_connections::postgres_sync_through_pooler(bouncer.url(db.name())),
-        // PgBouncer goes first, closing its server connections before the database is dropped.
-        keep_alive: Box::new((bouncer, db)),
-    }
+    // The application's transactions go through PgBouncer too.
+    let begin = jobs_tests::app_connections::postgres_through_pooler(bouncer.url(db.name()));
+    let begin_sync = jobs_tests::app_connections::postgres_sync_through_pooler(bouncer.url(db.name()));
+    // PgBouncer goes first, closing its server connections before the database is dropped.
+    TestDb::new(driver_for(connections), driver_for, begin, begin_sync).keep_alive((bouncer, db))
 }
 
 mod polling {

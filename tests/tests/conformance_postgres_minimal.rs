@@ -5,9 +5,12 @@
 //! that need what is off are reported as skipped, naming it.
 
 use async_trait::async_trait;
+use diesel::PgConnection;
+use diesel_async::AsyncPgConnection;
 use jobs_core::driver::{Capabilities, Capability};
 use jobs_core::testing::TestDatabase;
 use jobs_core::{IntoDriver, PgDriver};
+use jobs_tests::conformance::app_transaction::{connecting, connecting_sync};
 use jobs_tests::conformance::{Backend, TestDb};
 
 struct MinimalPostgres;
@@ -32,16 +35,17 @@ impl Backend for MinimalPostgres {
         let db = TestDatabase::new().await.expect("a test database");
         let driver = minimal(db.pool(connections).expect("pool")).into_driver();
         let url = db.url().to_owned();
-        TestDb {
+        let another = {
+            let url = url.clone();
+            move |n| minimal(jobs_core::postgres::pool(&url, n).expect("pool")).into_driver()
+        };
+        TestDb::new(
             driver,
-            another: Box::new({
-                let url = url.clone();
-                move |n| minimal(jobs_core::postgres::pool(&url, n).expect("pool")).into_driver()
-            }),
-            begin: jobs_tests::app_connections::postgres(url.clone()),
-            begin_sync: jobs_tests::app_connections::postgres_sync(url),
-            keep_alive: Box::new(db),
-        }
+            another,
+            connecting::<AsyncPgConnection>(&url),
+            connecting_sync::<PgConnection>(url),
+        )
+        .keep_alive(db)
     }
 }
 

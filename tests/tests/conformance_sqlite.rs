@@ -19,16 +19,13 @@ impl Backend for Sqlite {
         let db = SqliteTestDatabase::new().await.expect("a test database");
         let driver = db.driver(connections).expect("driver").into_driver();
         let url = db.url();
-        TestDb {
-            driver,
-            another: Box::new({
-                let url = url.clone();
-                move |n| SqliteDriver::open(&url, n).expect("driver").into_driver()
-            }),
-            begin: jobs_tests::app_connections::sqlite(url.clone()),
-            begin_sync: jobs_tests::app_connections::sqlite_sync(url),
-            keep_alive: Box::new(db),
-        }
+        let another = {
+            let url = url.clone();
+            move |n| SqliteDriver::open(&url, n).expect("driver").into_driver()
+        };
+        let (begin, begin_sync) =
+            (jobs_tests::app_connections::sqlite(url.clone()), jobs_tests::app_connections::sqlite_sync(url));
+        TestDb::new(driver, another, begin, begin_sync).keep_alive(db)
     }
 }
 

@@ -4,8 +4,10 @@
 //! -- --nocapture` is the long run `docs/reliability.md` records; `JOBS_MODEL_SEED`
 //! replays a printed seed.
 
+use diesel_async::{AsyncMysqlConnection, AsyncPgConnection};
 use jobs_core::IntoDriver;
 use jobs_core::testing::{MysqlTestDatabase, SqliteTestDatabase, TestDatabase};
+use jobs_tests::conformance::app_transaction::connecting;
 use jobs_tests::model::{self, Target};
 
 /// Steps per backend in a test run (CI).
@@ -22,7 +24,7 @@ fn the_model_holds_on_postgres() {
         wipe.push("DELETE FROM jobs_archive");
         Target {
             driver: db.pool(4).expect("pool").into_driver(),
-            begin: jobs_tests::app_connections::postgres(db.url().to_owned()),
+            begin: connecting::<AsyncPgConnection>(db.url()),
             wipe,
             keep_alive: Box::new(db),
         }
@@ -48,7 +50,7 @@ fn the_model_holds_on_mysql_or_mariadb() {
         let db = MysqlTestDatabase::new().await.expect("database");
         Target {
             driver: db.driver(4).expect("driver").into_driver(),
-            begin: jobs_tests::app_connections::mysql(db.url().to_owned()),
+            begin: connecting::<AsyncMysqlConnection>(db.url()),
             wipe: WIPE_COMMON.to_vec(),
             keep_alive: Box::new(db),
         }

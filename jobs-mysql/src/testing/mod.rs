@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use diesel_async::{AsyncMysqlConnection, SimpleAsyncConnection};
 use jobs_driver::Result;
+pub use jobs_driver::test_server::replace_database;
 
 use crate::driver::MysqlDriver;
 use crate::pool::{self, Pool};
@@ -48,23 +49,6 @@ impl Server {
     /// The URL of another database on the same server.
     pub fn url_for(&self, database: &str) -> String {
         replace_database(&self.admin_url, database)
-    }
-}
-
-/// Replaces the database name in a `mysql://` URL, keeping user, host and parameters.
-pub fn replace_database(url: &str, database: &str) -> String {
-    let (head, query) = match url.split_once('?') {
-        Some((head, query)) => (head, Some(query)),
-        None => (url, None),
-    };
-    let authority_start = head.find("://").map(|i| i + 3).unwrap_or(0);
-    let base = match head[authority_start..].find('/') {
-        Some(slash) => &head[..authority_start + slash],
-        None => head,
-    };
-    match query {
-        Some(query) => format!("{base}/{database}?{query}"),
-        None => format!("{base}/{database}"),
     }
 }
 

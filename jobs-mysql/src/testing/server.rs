@@ -7,25 +7,19 @@
 //! ([`BENCH_SETTINGS`]). When the process runs as root, the server runs
 //! as the `mysql` user (both servers refuse root).
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::MetadataExt;
+use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use jobs_driver::Result;
-use jobs_driver::process_wait::wait_until;
+use jobs_driver::test_server::{
+    ServerUser, SharedDir, free_port, kill_pid_file, private_dir, run, wait_until,
+};
 
 use super::binaries::{Flavor, ServerBinaries, find_server_binaries, server_error};
-
-/// Whether this process runs as root (the owner of `/proc/self` is the effective uid).
-fn running_as_root() -> bool {
-    fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
-}
 
 /// Server options for a server only tests use: durability off (commits reach the log's
 /// OS buffer, not the disk), no doublewrite.
@@ -42,7 +36,7 @@ pub struct LocalServer {
     dir: PathBuf,
     bin: ServerBinaries,
     port: u16,
-    as_mysql: bool,
+    user: ServerUser,
     settings: Vec<String>,
     /// Stop the server and remove the directory when dropped.
     owned: bool,
@@ -58,14 +52,7 @@ impl LocalServer {
     /// [`start_private`](Self::start_private) with server options `settings`
     /// ([`TEST_SETTINGS`], [`BENCH_SETTINGS`], or others: `--name=value`).
     pub fn start_private_with(settings: &[&str]) -> Result<LocalServer> {
-        static COUNTER: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "jobs-{}-{}-{}-{:08x}",
-            flavor_name(find_server_binaries()?.flavor()),
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed),
-            rand::random::<u32>()
-        ));
+        let dir = private_dir(flavor_name(find_server_binaries()?.flavor()))?;
         let server = LocalServer::init(dir, settings, true)?;
         server.start()?;
         Ok(server)
@@ -84,58 +71,41 @@ impl LocalServer {
     }
 
     fn attach_or_start_shared() -> Result<LocalServer> {
-        let uid = fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
-        let flavor = flavor_name(find_server_binaries()?.flavor());
-        let dir = std::env::temp_dir().join(format!("jobs-test-{flavor}-{uid}"));
-        let lock_path = std::env::temp_dir().join(format!("jobs-test-{flavor}-{uid}.lock"));
-        let lock = OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)?;
-        lock.lock()?;
-        let result = (|| {
+        let shared = SharedDir::new(flavor_name(find_server_binaries()?.flavor()));
+        let attach = |dir: &Path| {
             let port = fs::read_to_string(dir.join("port")).ok().and_then(|p| p.trim().parse::<u16>().ok());
-            if let Some(port) = port
-                && dir.join("watchdog.started").exists()
-                && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-            {
-                let server = LocalServer {
-                    dir: dir.clone(),
-                    bin: find_server_binaries()?,
-                    port,
-                    as_mysql: running_as_root(),
-                    settings: TEST_SETTINGS.iter().map(|s| s.to_string()).collect(),
-                    owned: false,
-                };
-                server.register_clients()?;
-                return Ok(server);
-            }
-            if dir.exists() {
-                if let Ok(pid) = fs::read_to_string(dir.join("server.pid")) {
-                    let _ = Command::new("kill").arg("-9").arg(pid.trim()).status();
-                }
-                fs::remove_dir_all(&dir)?;
-            }
-            let server = LocalServer::init(dir.clone(), TEST_SETTINGS, false)?;
+            let Some(port) = port.filter(|&port| std::net::TcpStream::connect(("127.0.0.1", port)).is_ok())
+            else {
+                return Ok(None);
+            };
+            Ok(Some(LocalServer {
+                dir: dir.to_owned(),
+                bin: find_server_binaries()?,
+                port,
+                user: ServerUser::new("mysql"),
+                settings: TEST_SETTINGS.iter().map(|s| s.to_string()).collect(),
+                owned: false,
+            }))
+        };
+        let start = |dir: &Path| {
+            let server = LocalServer::init(dir.to_owned(), TEST_SETTINGS, false)?;
             server.start()?;
-            server.spawn_watchdog(&lock_path)?;
-            server.register_clients()?;
             Ok(server)
-        })();
-        let _ = lock.unlock();
-        result
+        };
+        shared.attach_or_start(attach, start, &kill_pid_file(&shared.path().join("server.pid")))
     }
 
     fn init(dir: PathBuf, settings: &[&str], owned: bool) -> Result<LocalServer> {
         let bin = find_server_binaries()?;
-        let as_mysql = running_as_root();
+        let user = ServerUser::new("mysql");
         fs::create_dir_all(&dir)?;
         let port = free_port()?;
         let settings = settings.iter().map(|s| s.to_string()).collect();
-        let server = LocalServer { dir, bin, port, as_mysql, settings, owned };
+        let server = LocalServer { dir, bin, port, user, settings, owned };
         fs::write(server.dir.join("port"), port.to_string())?;
-        if as_mysql {
-            run(Command::new("chown").arg("-R").arg("mysql:").arg(&server.dir), "chown")?;
-        }
-        let (program, args) = server.bin.initialiser(&server.data_dir(), as_mysql)?;
-        run(server.command(&program).args(args).current_dir(&server.dir), "initialising the data directory")?;
+        user.give(&server.dir)?;
+        let (program, args) = server.bin.initialiser(&server.data_dir(), user.switches())?;
+        run(user.command(&program).args(args).current_dir(&server.dir), "initialising the data directory")?;
         Ok(server)
     }
 
@@ -153,16 +123,6 @@ impl LocalServer {
         format!("mysql://root@127.0.0.1:{}/{database}", self.port)
     }
 
-    fn command(&self, program: &Path) -> Command {
-        if self.as_mysql {
-            let mut cmd = Command::new("runuser");
-            cmd.args(["-u", "mysql", "--"]).arg(program);
-            cmd
-        } else {
-            Command::new(program)
-        }
-    }
-
     fn log(&self) -> PathBuf {
         self.dir.join("server.log")
     }
@@ -172,7 +132,7 @@ impl LocalServer {
         let log = self.log();
         let ready_before =
             fs::read_to_string(&log).map(|l| l.matches("ready for connections").count()).unwrap_or(0);
-        let mut cmd = self.command(&self.bin.server());
+        let mut cmd = self.user.command(self.bin.server());
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", self.data_dir().display()))
             .arg(format!("--socket={}", self.dir.join("server.sock").display()))
@@ -197,7 +157,7 @@ impl LocalServer {
             .stderr(Stdio::null())
             // Out of our process group, so that a Ctrl-C aimed at us does not hit it first.
             .process_group(0);
-        if self.as_mysql {
+        if self.user.switches() {
             cmd.arg("--user=mysql");
         }
         let mut child = cmd.spawn()?;
@@ -254,54 +214,6 @@ impl LocalServer {
         self.stop()?;
         self.start()
     }
-
-    fn register_clients(&self) -> Result<()> {
-        let mut file = OpenOptions::new().create(true).append(true).open(self.dir.join("clients"))?;
-        writeln!(file, "{}", std::process::id())?;
-        writeln!(file, "{}", std::os::unix::process::parent_id())?;
-        Ok(())
-    }
-
-    fn spawn_watchdog(&self, lock_path: &Path) -> Result<()> {
-        // Polls the registered processes; once none has been alive for three checks in a
-        // row, kills the server and removes the directory, holding the same lock as a
-        // process that attaches, so it never removes a server someone just joined.
-        let script = r#"
-dir="$1"; lock="$2"
-idle=0
-while sleep 1; do
-  exec 9>>"$lock"
-  flock 9
-  alive=0
-  for pid in $(cat "$dir/clients" 2>/dev/null); do
-    if [ -d "/proc/$pid" ]; then alive=1; break; fi
-  done
-  if [ "$alive" = 1 ]; then idle=0; else idle=$((idle + 1)); fi
-  if [ "$idle" -ge 3 ]; then
-    pid=$(cat "$dir/server.pid" 2>/dev/null)
-    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-    rm -rf "$dir"
-    flock -u 9
-    exit 0
-  fi
-  flock -u 9
-  exec 9>&-
-done
-"#;
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c")
-            .arg(script)
-            .arg("jobs-mysql-watchdog")
-            .arg(&self.dir)
-            .arg(lock_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
-        cmd.spawn()?;
-        File::create(self.dir.join("watchdog.started"))?;
-        Ok(())
-    }
 }
 
 impl Drop for LocalServer {
@@ -318,24 +230,5 @@ fn flavor_name(flavor: Flavor) -> &'static str {
     match flavor {
         Flavor::MariaDb => "mariadb",
         Flavor::Mysql => "mysql",
-    }
-}
-
-/// A port nobody listens on now (the kernel's pick).
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port())
-}
-
-fn run(cmd: &mut Command, what: &str) -> Result<()> {
-    let out = cmd.stdin(Stdio::null()).output()?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(server_error(format!(
-            "{what} failed ({}): {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )))
     }
 }

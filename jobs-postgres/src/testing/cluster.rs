@@ -5,16 +5,14 @@
 //! never fight over a port. When the process runs as root, the server runs as the
 //! `postgres` user (Postgres refuses to run as root).
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::MetadataExt;
+use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, Ordering};
 
-use jobs_driver::{DriverError as Error, Result};
+use jobs_driver::Result;
+use jobs_driver::test_server::{ServerUser, SharedDir, private_dir, run};
 
 pub use super::server_binaries::{BIN_DIR_VAR, find_server_binaries};
 
@@ -39,19 +37,10 @@ pub const TEST_SETTINGS: &[(&str, &str)] = &[
 pub struct PgCluster {
     dir: PathBuf,
     bin: PathBuf,
-    as_postgres: bool,
+    user: ServerUser,
     settings: Vec<(String, String)>,
     /// Stop the server and remove the directory when dropped.
     owned: bool,
-}
-
-fn cluster_error(what: impl Into<String>) -> Error {
-    Error::Server(what.into())
-}
-
-/// Whether this process runs as root (the owner of `/proc/self` is the effective uid).
-pub(crate) fn running_as_root() -> bool {
-    fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
 
 impl PgCluster {
@@ -71,14 +60,7 @@ impl PgCluster {
     /// Initialises and starts a new cluster in a fresh temporary directory. The server is
     /// stopped and the directory removed when the value is dropped.
     pub fn start_private(settings: &[(&str, &str)]) -> Result<PgCluster> {
-        static COUNTER: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "jobs-pg-{}-{}-{:08x}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed),
-            rand::random::<u32>()
-        ));
-        let cluster = PgCluster::init(dir, settings, true)?;
+        let cluster = PgCluster::init(private_dir("pg")?, settings, true)?;
         cluster.start()?;
         Ok(cluster)
     }
@@ -100,50 +82,37 @@ impl PgCluster {
     }
 
     fn attach_or_start_shared() -> Result<PgCluster> {
-        let uid = fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!("jobs-test-pg-{uid}"));
-        let lock_path = std::env::temp_dir().join(format!("jobs-test-pg-{uid}.lock"));
-        let lock = OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)?;
-        lock.lock()?;
-        let result = (|| {
-            let settings = TEST_SETTINGS;
-            let cluster = PgCluster {
-                dir: dir.clone(),
-                bin: find_server_binaries()?,
-                as_postgres: running_as_root(),
-                settings: settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-                owned: false,
-            };
-            if !(dir.join("watchdog.started").exists() && cluster.is_running()) {
-                if dir.exists() {
-                    let _ = cluster.pg_ctl(&["stop", "-m", "immediate"]);
-                    fs::remove_dir_all(&dir)?;
-                }
-                let cluster = PgCluster::init(dir.clone(), settings, false)?;
-                cluster.start()?;
-                cluster.spawn_watchdog(&lock_path)?;
-            }
-            cluster.register_clients()?;
+        let shared = SharedDir::new("pg");
+        let left = PgCluster::in_dir(shared.path().to_owned(), TEST_SETTINGS, false)?;
+        let mut stop = left.command("pg_ctl");
+        stop.arg("-D").arg(left.data_dir()).args(["-m", "immediate", "stop"]);
+        let attach = |dir: &Path| {
+            let cluster = PgCluster::in_dir(dir.to_owned(), TEST_SETTINGS, false)?;
+            Ok(cluster.is_running().then_some(cluster))
+        };
+        let start = |dir: &Path| {
+            let cluster = PgCluster::init(dir.to_owned(), TEST_SETTINGS, false)?;
+            cluster.start()?;
             Ok(cluster)
-        })();
-        let _ = lock.unlock();
-        result
+        };
+        shared.attach_or_start(attach, start, &stop)
+    }
+
+    /// The cluster that is or will be in `dir` (nothing is done to it).
+    fn in_dir(dir: PathBuf, settings: &[(&str, &str)], owned: bool) -> Result<PgCluster> {
+        Ok(PgCluster {
+            dir,
+            bin: find_server_binaries()?,
+            user: ServerUser::new("postgres"),
+            settings: settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            owned,
+        })
     }
 
     fn init(dir: PathBuf, settings: &[(&str, &str)], owned: bool) -> Result<PgCluster> {
-        let bin = find_server_binaries()?;
-        let as_postgres = running_as_root();
         fs::create_dir_all(&dir)?;
-        let cluster = PgCluster {
-            dir,
-            bin,
-            as_postgres,
-            settings: settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            owned,
-        };
-        if as_postgres {
-            cluster.run(Command::new("chown").arg("postgres:").arg(&cluster.dir), "chown")?;
-        }
+        let cluster = PgCluster::in_dir(dir, settings, owned)?;
+        cluster.user.give(&cluster.dir)?;
         let data = cluster.data_dir();
         let mut initdb = cluster.command("initdb");
         initdb.arg("-D").arg(&data).args([
@@ -156,7 +125,7 @@ impl PgCluster {
             "--locale=C",
             "--no-sync",
         ]);
-        cluster.run(&mut initdb, "initdb")?;
+        run(&mut initdb, "initdb")?;
         Ok(cluster)
     }
 
@@ -189,33 +158,13 @@ impl PgCluster {
             // the others (pg_basebackup) are beside what they point to.
             path = real_bin.join(program);
         }
-        if self.as_postgres {
-            let mut cmd = Command::new("runuser");
-            cmd.args(["-u", "postgres", "--"]).arg(path);
-            cmd
-        } else {
-            Command::new(path)
-        }
-    }
-
-    fn run(&self, cmd: &mut Command, what: &str) -> Result<()> {
-        let out = cmd.stdin(Stdio::null()).output()?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(cluster_error(format!(
-                "{what} failed ({}): {}{}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )))
-        }
+        self.user.command(path)
     }
 
     fn pg_ctl(&self, args: &[&str]) -> Result<()> {
         let mut cmd = self.command("pg_ctl");
         cmd.arg("-D").arg(self.data_dir()).args(args);
-        self.run(&mut cmd, &format!("pg_ctl {}", args.join(" ")))
+        run(&mut cmd, &format!("pg_ctl {}", args.join(" ")))
     }
 
     fn server_options(&self) -> String {
@@ -241,7 +190,7 @@ impl PgCluster {
             // pg_ctl leaves the server running after it exits; keep it out of our
             // process group so a Ctrl-C aimed at us does not hit it first.
             .process_group(0);
-        self.run(&mut cmd, "pg_ctl start")
+        run(&mut cmd, "pg_ctl start")
     }
 
     /// Stops the server (fast shutdown: sessions are disconnected).
@@ -262,62 +211,12 @@ impl PgCluster {
             .arg(options)
             .arg("restart")
             .process_group(0);
-        self.run(&mut cmd, "pg_ctl restart")
+        run(&mut cmd, "pg_ctl restart")
     }
 
     /// Whether the server is up.
     pub fn is_running(&self) -> bool {
         self.data_dir().join("postmaster.pid").exists() && self.pg_ctl(&["status"]).is_ok()
-    }
-
-    fn register_clients(&self) -> Result<()> {
-        let mut file = OpenOptions::new().create(true).append(true).open(self.dir.join("clients"))?;
-        writeln!(file, "{}", std::process::id())?;
-        writeln!(file, "{}", std::os::unix::process::parent_id())?;
-        Ok(())
-    }
-
-    fn spawn_watchdog(&self, lock_path: &Path) -> Result<()> {
-        // Polls the registered processes; once none has been alive for three checks in a
-        // row, stops the server and removes the directory, holding the same lock as a
-        // process that attaches, so it never removes a cluster someone just joined.
-        let script = r#"
-dir="$1"; lock="$2"; pgctl="$3"; as_pg="$4"
-idle=0
-while sleep 1; do
-  exec 9>>"$lock"
-  flock 9
-  alive=0
-  for pid in $(cat "$dir/clients" 2>/dev/null); do
-    if [ -d "/proc/$pid" ]; then alive=1; break; fi
-  done
-  if [ "$alive" = 1 ]; then idle=0; else idle=$((idle + 1)); fi
-  if [ "$idle" -ge 3 ]; then
-    if [ "$as_pg" = 1 ]; then runuser -u postgres -- "$pgctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1
-    else "$pgctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; fi
-    rm -rf "$dir"
-    flock -u 9
-    exit 0
-  fi
-  flock -u 9
-  exec 9>&-
-done
-"#;
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c")
-            .arg(script)
-            .arg("jobs-pg-watchdog")
-            .arg(&self.dir)
-            .arg(lock_path)
-            .arg(self.bin.join("pg_ctl"))
-            .arg(if self.as_postgres { "1" } else { "0" })
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
-        cmd.spawn()?;
-        File::create(self.dir.join("watchdog.started"))?;
-        Ok(())
     }
 }
 

@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use diesel_async::AsyncPgConnection;
+pub use jobs_driver::test_server::replace_database;
 use jobs_driver::{DriverError as Error, Result};
 
 use super::admin;
@@ -48,23 +49,6 @@ impl Server {
     /// The URL of another database on the same server.
     pub fn url_for(&self, database: &str) -> String {
         replace_database(&self.admin_url, database)
-    }
-}
-
-/// Replaces the database name in a `postgres://` URL, keeping user, host and parameters.
-pub fn replace_database(url: &str, database: &str) -> String {
-    let (head, query) = match url.split_once('?') {
-        Some((head, query)) => (head, Some(query)),
-        None => (url, None),
-    };
-    let authority_start = head.find("://").map(|i| i + 3).unwrap_or(0);
-    let base = match head[authority_start..].find('/') {
-        Some(slash) => &head[..authority_start + slash],
-        None => head,
-    };
-    match query {
-        Some(query) => format!("{base}/{database}?{query}"),
-        None => format!("{base}/{database}"),
     }
 }
 
@@ -216,23 +200,5 @@ impl Drop for TestDatabase {
             }
         });
         let _ = dropper.join();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::replace_database;
-
-    #[test]
-    fn replaces_the_database_and_keeps_the_rest() {
-        assert_eq!(
-            replace_database("postgresql://u:p@h:5/db?sslmode=disable", "x"),
-            "postgresql://u:p@h:5/x?sslmode=disable"
-        );
-        assert_eq!(replace_database("postgres://h", "x"), "postgres://h/x");
-        assert_eq!(
-            replace_database("postgresql://postgres@localhost/postgres?host=/tmp/a", "t"),
-            "postgresql://postgres@localhost/t?host=/tmp/a"
-        );
     }
 }

@@ -8,13 +8,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use jobs_driver::process_wait::wait_until;
+use jobs_driver::test_server::{ServerUser, private_dir, wait_until};
 use jobs_driver::{DriverError as Error, Result};
-
-use super::cluster::running_as_root;
 
 /// The environment variable naming the `pgbouncer` binary (default: `pgbouncer` on the
 /// `PATH`, then `/usr/sbin/pgbouncer`).
@@ -103,15 +100,8 @@ impl PgBouncer {
     /// (any of its databases), lending at most `server_connections` server connections per
     /// database: fewer than the clients, so that clients share them as in production.
     pub fn start_in_front_of(database_url: &str, server_connections: usize) -> Result<PgBouncer> {
-        static COUNTER: AtomicU32 = AtomicU32::new(0);
         let upstream = upstream(database_url)?;
-        let dir = std::env::temp_dir().join(format!(
-            "jobs-pgbouncer-{}-{}-{:08x}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed),
-            rand::random::<u32>()
-        ));
-        fs::create_dir_all(&dir)?;
+        let dir = private_dir("pgbouncer")?;
         let password = upstream.password.as_ref().map(|p| format!(" password={p}")).unwrap_or_default();
         let config = format!(
             "[databases]\n\
@@ -141,13 +131,11 @@ impl PgBouncer {
         );
         fs::write(dir.join("pgbouncer.ini"), config)?;
         let mut cmd = Command::new(binary());
-        if running_as_root() {
+        let user = ServerUser::new("postgres");
+        if user.switches() {
             // PgBouncer refuses to run as root; it switches to this user itself.
-            let chown = Command::new("chown").arg("-R").arg("postgres:").arg(&dir).status()?;
-            if !chown.success() {
-                return Err(Error::Server(format!("chown of {} failed", dir.display())));
-            }
-            cmd.args(["-u", "postgres"]);
+            user.give(&dir)?;
+            cmd.args(["-u", user.name()]);
         }
         let child = cmd
             .arg(dir.join("pgbouncer.ini"))

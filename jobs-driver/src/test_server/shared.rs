@@ -1,0 +1,213 @@
+//! [`SharedDir`]: the one server all the test processes of a run share.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::process::effective_uid;
+use crate::error::Result;
+
+/// The watchdog: polls the registered processes; once none has been alive for three
+/// checks in a row, runs the stop command and removes the directory, holding the same lock
+/// as a process that attaches, so that it never removes a server someone just joined.
+const WATCHDOG: &str = r#"
+dir="$1"; lock="$2"; shift 2
+idle=0
+while sleep 1; do
+  exec 9>>"$lock"
+  flock 9
+  alive=0
+  for pid in $(cat "$dir/clients" 2>/dev/null); do
+    if [ -d "/proc/$pid" ]; then alive=1; break; fi
+  done
+  if [ "$alive" = 1 ]; then idle=0; else idle=$((idle + 1)); fi
+  if [ "$idle" -ge 3 ]; then
+    "$@" >/dev/null 2>&1
+    rm -rf "$dir"
+    flock -u 9
+    exit 0
+  fi
+  flock -u 9
+  exec 9>&-
+done
+"#;
+
+/// The directory of the server every test process of one run shares
+/// (`$TMPDIR/jobs-test-<name>-<uid>`), and the lock file beside it.
+///
+/// The first process to ask starts the server; later ones, other test binaries of the
+/// same `cargo test` included, join it. Each registers itself and its parent (cargo,
+/// rustdoc or nextest) in the directory's `clients`, and a watchdog stops the server and
+/// removes the directory a few seconds after all of them have exited. A server left by
+/// a run whose watchdog died is stopped and replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedDir {
+    dir: PathBuf,
+    lock: PathBuf,
+}
+
+impl SharedDir {
+    /// The shared directory of the servers called `name` (`pg`, `mariadb`, `mysql`) of
+    /// this user.
+    pub fn new(name: &str) -> SharedDir {
+        let uid = effective_uid();
+        let tmp = std::env::temp_dir();
+        SharedDir {
+            dir: tmp.join(format!("jobs-test-{name}-{uid}")),
+            lock: tmp.join(format!("jobs-test-{name}-{uid}.lock")),
+        }
+    }
+
+    /// The directory (the server's data and files go inside).
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The server in the directory, started if need be, under the lock:
+    ///
+    /// - if an earlier process started one whose watchdog runs, `attach` looks at it and
+    ///   returns it when it answers;
+    /// - otherwise `stop` stops whatever is left (its failure is ignored), the directory is
+    ///   removed, `start` makes a new server in it, and a watchdog that will run `stop`
+    ///   is started.
+    ///
+    /// Either way this process and its parent are registered as clients. `stop` is run
+    /// by its program and arguments only (not its environment or directory).
+    pub fn attach_or_start<T>(
+        &self,
+        attach: impl FnOnce(&Path) -> Result<Option<T>>,
+        start: impl FnOnce(&Path) -> Result<T>,
+        stop: &Command,
+    ) -> Result<T> {
+        let lock = OpenOptions::new().create(true).truncate(false).write(true).open(&self.lock)?;
+        lock.lock()?;
+        let result = self.attach_or_start_locked(attach, start, stop);
+        let _ = lock.unlock();
+        result
+    }
+
+    fn attach_or_start_locked<T>(
+        &self,
+        attach: impl FnOnce(&Path) -> Result<Option<T>>,
+        start: impl FnOnce(&Path) -> Result<T>,
+        stop: &Command,
+    ) -> Result<T> {
+        if self.dir.join("watchdog.started").exists()
+            && let Some(server) = attach(&self.dir)?
+        {
+            self.register_clients()?;
+            return Ok(server);
+        }
+        if self.dir.exists() {
+            let _ =
+                argv_command(stop).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status();
+            fs::remove_dir_all(&self.dir)?;
+        }
+        fs::create_dir_all(&self.dir)?;
+        let server = start(&self.dir)?;
+        self.spawn_watchdog(stop)?;
+        self.register_clients()?;
+        Ok(server)
+    }
+
+    fn register_clients(&self) -> Result<()> {
+        let mut file = OpenOptions::new().create(true).append(true).open(self.dir.join("clients"))?;
+        writeln!(file, "{}", std::process::id())?;
+        writeln!(file, "{}", std::os::unix::process::parent_id())?;
+        Ok(())
+    }
+
+    fn spawn_watchdog(&self, stop: &Command) -> Result<()> {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(WATCHDOG)
+            .arg("jobs-test-server-watchdog")
+            .arg(&self.dir)
+            .arg(&self.lock)
+            .arg(stop.get_program())
+            .args(stop.get_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Out of our process group, so that a Ctrl-C aimed at the tests does not stop
+            // the server under another test binary still using it.
+            .process_group(0);
+        cmd.spawn()?;
+        File::create(self.dir.join("watchdog.started"))?;
+        Ok(())
+    }
+}
+
+/// A command that kills (SIGKILL) the process whose pid `pid_file` holds, if any: the stop
+/// command of a server that writes a pid file and needs no clean shutdown.
+pub fn kill_pid_file(pid_file: &Path) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", r#"pid=$(cat "$1" 2>/dev/null) && [ -n "$pid" ] && kill -9 "$pid""#, "kill-pid-file"])
+        .arg(pid_file);
+    cmd
+}
+
+/// `cmd`'s program and arguments, as a new command.
+fn argv_command(cmd: &Command) -> Command {
+    let mut copy = Command::new(cmd.get_program());
+    copy.args(cmd.get_args());
+    copy
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::test_server::{private_dir, wait_until};
+
+    fn shared_in(parent: &Path) -> SharedDir {
+        SharedDir { dir: parent.join("shared"), lock: parent.join("shared.lock") }
+    }
+
+    #[test]
+    fn the_first_starts_the_next_attaches_and_the_watchdog_stops_it_after_the_last() {
+        let parent = private_dir("shared-unit").expect("dir");
+        let shared = shared_in(&parent);
+        let stopped = parent.join("stopped");
+        let mut stop = Command::new("touch");
+        stop.arg(&stopped);
+        // The first start: nothing to attach to.
+        let started: u32 = shared
+            .attach_or_start(|_| panic!("nothing to attach to yet"), |dir| Ok(u32::from(dir.exists())), &stop)
+            .expect("started");
+        assert_eq!(started, 1);
+        // The next attaches to what is there.
+        let attached =
+            shared.attach_or_start(|_| Ok(Some(2)), |_| panic!("must attach"), &stop).expect("attached");
+        assert_eq!(attached, 2);
+        // A server that does not answer is stopped and replaced.
+        let replaced = shared.attach_or_start(|_| Ok(None), |_| Ok(3), &stop).expect("replaced");
+        assert_eq!(replaced, 3);
+        assert!(stopped.exists(), "the stop command ran on the server left behind");
+        fs::remove_file(&stopped).expect("reset");
+        // This process's clients stay alive, so the watchdog waits; a client list of dead
+        // processes only lets it stop the server and remove the directory.
+        fs::write(shared.path().join("clients"), "999999999\n").expect("clients");
+        wait_until("the watchdog to stop the server", Duration::from_secs(30), || {
+            Ok(stopped.exists() && !shared.path().exists())
+        })
+        .expect("stopped");
+        let _ = fs::remove_dir_all(&parent);
+    }
+
+    #[test]
+    fn a_pid_file_kill_kills_that_process_and_tolerates_no_file() {
+        let parent = private_dir("kill-unit").expect("dir");
+        let mut child = Command::new("sleep").arg("600").spawn().expect("sleep");
+        let pid_file = parent.join("server.pid");
+        fs::write(&pid_file, child.id().to_string()).expect("pid");
+        assert!(kill_pid_file(&pid_file).status().expect("ran").success());
+        let status = child.wait().expect("reaped");
+        assert!(!status.success(), "killed: {status}");
+        let _ = kill_pid_file(&parent.join("none.pid")).status().expect("runs without a file");
+        let _ = fs::remove_dir_all(&parent);
+    }
+}
