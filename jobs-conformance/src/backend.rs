@@ -50,8 +50,10 @@ pub trait Backend: Send + Sync + 'static {
 /// }
 /// ```
 pub struct TestDb {
+    // Fields drop in this order: the driver (its pool) before the guards, so a database
+    // is never removed under open connections.
     pub(crate) driver: Arc<dyn Driver>,
-    _keep_alive: Box<dyn Any + Send + Sync>,
+    _guards: Vec<Box<dyn Any + Send + Sync>>,
     pub(crate) another: Box<dyn Fn(usize) -> Arc<dyn Driver> + Send + Sync>,
     begin: app_transaction::Begin,
     begin_sync: app_transaction::BeginSync,
@@ -71,13 +73,13 @@ impl TestDb {
         begin: app_transaction::Begin,
         begin_sync: app_transaction::BeginSync,
     ) -> TestDb {
-        TestDb { driver, _keep_alive: Box::new(()), another: Box::new(another), begin, begin_sync }
+        TestDb { driver, _guards: Vec::new(), another: Box::new(another), begin, begin_sync }
     }
 
     /// Keeps `guard` (a test database removed when dropped, a pooler in front of it) until
-    /// the case ends.
+    /// the case ends. Guards are dropped after the driver, in the order they were given.
     pub fn keep_alive(mut self, guard: impl Any + Send + Sync) -> TestDb {
-        self._keep_alive = Box::new(guard);
+        self._guards.push(Box::new(guard));
         self
     }
 

@@ -20,7 +20,7 @@ use jobs_driver::Driver;
 
 use crate::error::{Error, Result};
 #[allow(unused_imports, reason = "used by the drivers of the build; a build may have none")]
-use crate::{enqueuer::Enqueuer, into_driver::IntoDriver};
+use crate::{enqueue::Enqueuer, into_driver::IntoDriver};
 
 #[allow(unused_imports, reason = "used by the drivers of the build; a build may have none")]
 use crate::backend::JobsBackend;
@@ -136,7 +136,7 @@ mod postgres_pool {
 
     use jobs_driver::{Driver, Inserted, NewJob};
 
-    use crate::enqueuer::Enqueuer;
+    use crate::enqueue::Enqueuer;
     use crate::error::Result;
     use crate::into_driver::IntoDriver;
 

@@ -65,8 +65,6 @@ pub mod cron;
 mod data;
 mod drivers;
 mod enqueue;
-mod enqueue_by_kind;
-mod enqueuer;
 mod error;
 mod into_driver;
 mod job;
@@ -94,9 +92,9 @@ pub use control::{
 pub use data::{AppData, Data, FromAppData, Need};
 pub use drivers::*;
 pub use enqueue::{
-    EnqueueRequest, Enqueued, Enqueuer, IntoNewJob, JobExt, enqueue_many, enqueue_many_sync, validate_queue,
+    EnqueueRequest, Enqueued, Enqueuer, IntoNewJob, JobExt, KindRequest, enqueue_many, enqueue_many_sync,
+    validate_queue,
 };
-pub use enqueue_by_kind::KindRequest;
 pub use error::{Error, Result};
 pub use into_driver::IntoDriver;
 pub use job::Job;

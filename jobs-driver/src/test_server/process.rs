@@ -74,13 +74,17 @@ impl ServerUser {
 pub fn private_dir(what: &str) -> Result<PathBuf> {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let nonce = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!(
-        "jobs-{what}-{}-{}-{nonce:08x}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed),
-    ));
-    fs::create_dir_all(&dir)?;
-    Ok(dir)
+    loop {
+        let dir = std::env::temp_dir().join(format!(
+            "jobs-{what}-{}-{}-{nonce:08x}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed),
+        ));
+        match fs::create_dir(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            created => return created.map(|()| dir).map_err(Into::into),
+        }
+    }
 }
 
 /// A port on 127.0.0.1 nobody listens on now (the kernel's pick).

@@ -1,12 +1,15 @@
 //! [`SharedDir`]: the one server all the test processes of a run share.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use std::time::Duration;
+
 use super::process::effective_uid;
+use super::wait::wait_until;
 use crate::error::Result;
 
 /// The watchdog: polls the registered processes; once none has been alive for three
@@ -40,8 +43,9 @@ done
 /// The first process to ask starts the server; later ones, other test binaries of the
 /// same `cargo test` included, join it. Each registers itself and its parent (cargo,
 /// rustdoc or nextest) in the directory's `clients`, and a watchdog stops the server and
-/// removes the directory a few seconds after all of them have exited. A server left by
-/// a run whose watchdog died is stopped and replaced.
+/// removes the directory a few seconds after all of them have exited. A server whose
+/// watchdog is gone (killed with the machine's session, say) is stopped and replaced, so
+/// that no server outlives its run unwatched.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SharedDir {
     dir: PathBuf,
@@ -67,11 +71,11 @@ impl SharedDir {
 
     /// The server in the directory, started if need be, under the lock:
     ///
-    /// - if an earlier process started one whose watchdog runs, `attach` looks at it and
-    ///   returns it when it answers;
-    /// - otherwise `stop` stops whatever is left (its failure is ignored), the directory is
-    ///   removed, `start` makes a new server in it, and a watchdog that will run `stop`
-    ///   is started.
+    /// - if an earlier process started one whose watchdog still runs, `attach` looks at it
+    ///   and returns it when it answers;
+    /// - otherwise the old watchdog, if any, is killed, `stop` stops whatever server is left
+    ///   (its failure is ignored), the directory is removed, `start` makes a new server in
+    ///   it, and a watchdog that will run `stop` is started.
     ///
     /// Either way this process and its parent are registered as clients. `stop` is run
     /// by its program and arguments only (not its environment or directory).
@@ -94,22 +98,34 @@ impl SharedDir {
         start: impl FnOnce(&Path) -> Result<T>,
         stop: &Command,
     ) -> Result<T> {
-        if self.dir.join("watchdog.started").exists()
+        let watchdog = self.watchdog_pid();
+        if watchdog.is_some_and(is_watchdog)
             && let Some(server) = attach(&self.dir)?
         {
             self.register_clients()?;
             return Ok(server);
         }
         if self.dir.exists() {
+            if let Some(pid) = watchdog {
+                let _ = Command::new("kill").arg("-9").arg(pid.to_string()).stderr(Stdio::null()).status();
+            }
             let _ =
                 argv_command(stop).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status();
-            fs::remove_dir_all(&self.dir)?;
+            // A server killed a moment ago may still be writing its last files.
+            wait_until("the old test server's directory to be removed", Duration::from_secs(30), || {
+                Ok(fs::remove_dir_all(&self.dir).is_ok() || !self.dir.exists())
+            })?;
         }
         fs::create_dir_all(&self.dir)?;
         let server = start(&self.dir)?;
         self.spawn_watchdog(stop)?;
         self.register_clients()?;
         Ok(server)
+    }
+
+    /// The pid of the directory's watchdog, once it has written it.
+    fn watchdog_pid(&self) -> Option<u32> {
+        fs::read_to_string(self.dir.join("watchdog.pid")).ok()?.trim().parse().ok()
     }
 
     fn register_clients(&self) -> Result<()> {
@@ -123,7 +139,7 @@ impl SharedDir {
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
             .arg(WATCHDOG)
-            .arg("jobs-test-server-watchdog")
+            .arg(WATCHDOG_NAME)
             .arg(&self.dir)
             .arg(&self.lock)
             .arg(stop.get_program())
@@ -134,8 +150,8 @@ impl SharedDir {
             // Out of our process group, so that a Ctrl-C aimed at the tests does not stop
             // the server under another test binary still using it.
             .process_group(0);
-        cmd.spawn()?;
-        File::create(self.dir.join("watchdog.started"))?;
+        let watchdog = cmd.spawn()?;
+        fs::write(self.dir.join("watchdog.pid"), watchdog.id().to_string())?;
         Ok(())
     }
 }
@@ -149,6 +165,15 @@ pub fn kill_pid_file(pid_file: &Path) -> Command {
     cmd
 }
 
+/// Whether process `pid` is alive and a watchdog (not another process that took its pid).
+fn is_watchdog(pid: u32) -> bool {
+    fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|cmdline| cmdline.windows(WATCHDOG_NAME.len()).any(|w| w == WATCHDOG_NAME.as_bytes()))
+}
+
+/// The watchdog's `$0`, by which [`is_watchdog`] knows it.
+const WATCHDOG_NAME: &str = "jobs-test-server-watchdog";
+
 /// `cmd`'s program and arguments, as a new command.
 fn argv_command(cmd: &Command) -> Command {
     let mut copy = Command::new(cmd.get_program());
@@ -158,10 +183,8 @@ fn argv_command(cmd: &Command) -> Command {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
-    use crate::test_server::{private_dir, wait_until};
+    use crate::test_server::{private_dir, run};
 
     fn shared_in(parent: &Path) -> SharedDir {
         SharedDir { dir: parent.join("shared"), lock: parent.join("shared.lock") }
@@ -187,6 +210,17 @@ mod tests {
         let replaced = shared.attach_or_start(|_| Ok(None), |_| Ok(3), &stop).expect("replaced");
         assert_eq!(replaced, 3);
         assert!(stopped.exists(), "the stop command ran on the server left behind");
+        fs::remove_file(&stopped).expect("reset");
+        // A server whose watchdog died is stopped and replaced, though it answers: nothing
+        // would ever stop it.
+        let old_watchdog = shared.watchdog_pid().expect("a watchdog pid");
+        run(Command::new("kill").arg("-9").arg(old_watchdog.to_string()), "kill").expect("killed");
+        wait_until("the watchdog to die", Duration::from_secs(10), || Ok(!is_watchdog(old_watchdog)))
+            .expect("dead");
+        let unwatched = shared.attach_or_start(|_| Ok(Some(4)), |_| Ok(5), &stop).expect("replaced");
+        assert_eq!(unwatched, 5);
+        assert!(stopped.exists(), "the stop command ran on the unwatched server");
+        assert!(shared.watchdog_pid().is_some_and(is_watchdog), "a new watchdog runs");
         fs::remove_file(&stopped).expect("reset");
         // This process's clients stay alive, so the watchdog waits; a client list of dead
         // processes only lets it stop the server and remove the directory.

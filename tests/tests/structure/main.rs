@@ -119,18 +119,20 @@ fn the_worker_module_and_every_driver_file_are_under_350_lines() {
     }
 }
 
-/// The drivers jobs-core's `drivers!` takes, as (crate directory, driver type):
+/// The drivers jobs-core's `drivers!` takes, as (feature, crate directory, driver type):
 /// `"postgres" => postgres: jobs_postgres::PgDriver for diesel::pg::Pg;`.
-fn listed_drivers() -> Vec<(String, String)> {
+fn listed_drivers() -> Vec<(String, String, String)> {
     let source = std::fs::read_to_string(workspace().join("jobs-core/src/drivers.rs")).expect("read");
     let block =
         source.split("\ndrivers! {").nth(1).and_then(|rest| rest.split("\n}").next()).expect("drivers!");
     block
         .lines()
         .filter_map(|line| {
-            let path = line.split_once(": ")?.1.split(" for ").next()?.trim();
+            let (feature, rest) = line.trim().split_once(" => ")?;
+            let path = rest.split_once(": ")?.1.split(" for ").next()?.trim();
             let (krate, driver) = path.split_once("::")?;
-            Some((format!("{}/src", krate.replace('_', "-")), driver.to_owned()))
+            let feature = feature.trim_matches('"').to_owned();
+            Some((feature, format!("{}/src", krate.replace('_', "-")), driver.to_owned()))
         })
         .collect()
 }
@@ -146,7 +148,7 @@ fn the_checker_finds_every_crate_and_driver() {
     // The crates that implement the seam are the ones jobs-core lists, and there are some.
     let listed = listed_drivers();
     let mut found = drivers();
-    let mut expected: Vec<String> = listed.iter().map(|(dir, _)| dir.clone()).collect();
+    let mut expected: Vec<String> = listed.iter().map(|(_, dir, _)| dir.clone()).collect();
     assert!(expected.contains(&"jobs-postgres/src".to_owned()), "{listed:?}");
     found.sort();
     expected.sort();
@@ -155,18 +157,14 @@ fn the_checker_finds_every_crate_and_driver() {
 
 #[test]
 fn every_driver_runs_the_conformance_suite() {
-    let dir = workspace().join("tests/tests");
-    let suites: Vec<String> = std::fs::read_dir(&dir)
-        .expect("tests/tests")
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|path| path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("conformance_")))
-        .map(|path| std::fs::read_to_string(path).expect("read"))
-        .filter(|source| source.contains("jobs_conformance::suite!"))
-        .collect();
-    for (krate, driver) in listed_drivers() {
+    for (feature, krate, driver) in listed_drivers() {
+        let file = workspace().join(format!("tests/tests/conformance_{feature}.rs"));
+        let source = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{driver} ({krate}) has no {}: {e}", file.display()));
         assert!(
-            suites.iter().any(|source| source.contains(&driver)),
-            "no tests/tests/conformance_*.rs runs the suite on {driver} ({krate})"
+            source.contains("jobs_conformance::suite!") && source.contains(&driver),
+            "{} does not run the suite on {driver}",
+            file.display()
         );
     }
 }

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use jobs_driver::NewJob;
 
-use crate::enqueue::{Overrides, override_setters};
+use super::overrides::{Overrides, override_setters};
 use crate::error::Result;
 use crate::options::JobOptions;
 
