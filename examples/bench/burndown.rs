@@ -102,7 +102,7 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     // Every outcome written?
-    let pending: &[JobState] = if shape.delete { &[] } else { &JobState::PENDING };
+    let pending: &[JobState] = if shape.delete { &[] } else { &JobState::UNFINISHED };
     while admin.count(pending).await? > 0 {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }

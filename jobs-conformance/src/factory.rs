@@ -54,7 +54,9 @@ impl JobFactory {
                 self.0.attempted_at = Some(at);
                 self.0.finalized_at = Some(at);
             }
-            JobState::Available | JobState::Scheduled | JobState::Retryable => self.0.scheduled_at = Some(at),
+            JobState::Pending | JobState::Available | JobState::Scheduled | JobState::Retryable => {
+                self.0.scheduled_at = Some(at)
+            }
         }
         self
     }

@@ -73,8 +73,8 @@ struct Selection {
     /// These jobs (repeatable).
     #[arg(long = "id")]
     ids: Vec<i64>,
-    /// Jobs in this state (repeatable): available, scheduled, running, retryable,
-    /// completed, discarded, cancelled.
+    /// Jobs in this state (repeatable): pending, available, scheduled, running,
+    /// retryable, completed, discarded, cancelled.
     #[arg(long = "state")]
     states: Vec<String>,
     /// Jobs in this queue.

@@ -63,8 +63,9 @@ pub trait ConnectionDriver: Driver + Sized + 'static {
     where
         C: AsyncConnectionCore<Backend = Self::Backend> + Send;
 
-    /// Makes the jobs of `ids` that are not running available now, but those whose
-    /// uniqueness key another job holds (see [`Retried`]).
+    /// Makes the jobs of `ids` that are neither running nor pending (waiting for their
+    /// dependencies) available now, but those whose uniqueness key another job holds (see
+    /// [`Retried`]).
     fn retry<C>(conn: &mut C, ids: &[i64]) -> impl Future<Output = Result<Retried>> + Send
     where
         C: AsyncConnectionCore<Backend = Self::Backend> + Send;

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 /// Where a job is in its life. Each variant names the component that moves a job into it.
 ///
 /// ```text
+///   enqueue with unfinished dependencies
+///   ─────────► pending ──(its last dependency completed)──┐
+///                 │ (a dependency failed: cancelled)       │
 ///            insert (run_at in the future)             snooze
 ///   enqueue ───────────────► scheduled ◄─────────────────────┐
 ///      │                        │ scheduler (due)            │
@@ -32,6 +35,12 @@ use serde::{Deserialize, Serialize};
 #[cfg_attr(feature = "postgres", diesel(sql_type = crate::sql_types::PgJobState))]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
+    /// Waiting for other jobs (its dependencies in a workflow, or the members of the batch
+    /// it is the callback of): never claimed. Set by enqueue of a job with unfinished
+    /// dependencies. Left for `available` (or `scheduled`) when its last dependency has
+    /// finished as it needs, for `cancelled` when a dependency failed in a workflow that
+    /// cancels (see `docs/design/workflows.md`), or by a person's cancel or delete.
+    Pending,
     /// Ready to run now. Set by enqueue (no future `run_at`), by the scheduler when a
     /// `scheduled` or `retryable` job falls due, by a manual retry, and by the rescuer for
     /// jobs whose node died or that ran past their timeout (in their place in line: priority
@@ -61,7 +70,8 @@ pub enum JobState {
 
 impl JobState {
     /// Every state, in the order of the Postgres enum (and of every driver's sort).
-    pub const ALL: [JobState; 7] = [
+    pub const ALL: [JobState; 8] = [
+        JobState::Pending,
         JobState::Available,
         JobState::Scheduled,
         JobState::Running,
@@ -71,9 +81,10 @@ impl JobState {
         JobState::Cancelled,
     ];
 
-    /// The states in which a job is still waiting or running.
-    pub const PENDING: [JobState; 4] =
-        [JobState::Available, JobState::Scheduled, JobState::Running, JobState::Retryable];
+    /// The states in which a job is not finished: waiting (for its dependencies, its time
+    /// or a worker) or running. The default states of a uniqueness key.
+    pub const UNFINISHED: [JobState; 5] =
+        [JobState::Pending, JobState::Available, JobState::Scheduled, JobState::Running, JobState::Retryable];
 
     /// The states a job never leaves on its own.
     pub const FINAL: [JobState; 3] = [JobState::Completed, JobState::Discarded, JobState::Cancelled];
@@ -81,6 +92,7 @@ impl JobState {
     /// The name stored by every driver and used in JSON.
     pub const fn as_str(self) -> &'static str {
         match self {
+            JobState::Pending => "pending",
             JobState::Available => "available",
             JobState::Scheduled => "scheduled",
             JobState::Running => "running",
@@ -106,7 +118,7 @@ impl fmt::Display for JobState {
 /// A string that is not one of the job states.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "`{0}` is not a job state (expected one of available, scheduled, running, retryable, completed, discarded, cancelled)"
+    "`{0}` is not a job state (expected one of pending, available, scheduled, running, retryable, completed, discarded, cancelled)"
 )]
 pub struct ParseStateError(pub String);
 

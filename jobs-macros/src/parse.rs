@@ -10,8 +10,8 @@ use syn::parse::Parser;
 use syn::{Ident, LitInt, LitStr, Path};
 
 /// The states a unique key may be scoped to, as written in the attribute.
-pub(crate) const STATE_NAMES: [&str; 7] =
-    ["available", "scheduled", "running", "retryable", "completed", "discarded", "cancelled"];
+pub(crate) const STATE_NAMES: [&str; 8] =
+    ["pending", "available", "scheduled", "running", "retryable", "completed", "discarded", "cancelled"];
 
 /// A retry policy from `backoff = ...`.
 pub(crate) enum BackoffSpec {

@@ -161,7 +161,7 @@ async fn the_unique_index_rejects_a_duplicate_only_while_the_first_is_in_a_uniqu
     let mut conn = db.connect().await.expect("connect");
     let unique = |key: &str| {
         let mut j = job("default", "unique_kind");
-        j.unique = Some((key.as_bytes().to_vec(), JobState::PENDING.to_vec()));
+        j.unique = Some((key.as_bytes().to_vec(), JobState::UNFINISHED.to_vec()));
         j
     };
 
@@ -186,7 +186,7 @@ async fn the_unique_index_rejects_a_duplicate_only_while_the_first_is_in_a_uniqu
         .values((
             jobs::kind.eq("unique_kind"),
             jobs::unique_key.eq(Some(b"k1".to_vec())),
-            jobs::unique_states.eq(Some(JobState::PENDING.to_vec())),
+            jobs::unique_states.eq(Some(JobState::UNFINISHED.to_vec())),
         ))
         .execute(&mut conn)
         .await;

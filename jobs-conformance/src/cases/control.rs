@@ -22,15 +22,18 @@ async fn state_of(db: &TestDb, id: i64) -> Option<JobState> {
     db.driver.job_get(jobs_core::driver::JobGetParams { id }).await.expect("get").map(|j: JobRow| j.state)
 }
 
-/// Each action on each state: retry makes any job but a running one available (granting
-/// an attempt to one that used them all); cancel stops what is not finished (a running
-/// job is told to stop); delete removes any job but a running one.
+/// Each action on each state: retry makes any job but a running or a pending one available
+/// (granting an attempt to one that used them all; a pending job waits for its
+/// dependencies, which a retry does not skip); cancel stops what is not finished, pending
+/// included (a running job is told to stop); delete removes any job but a running one.
 pub async fn actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter(db: TestDb) {
     let driver = &*db.driver;
     // One job at a time.
     let ids = one_in_each_state(&db, "one").await;
     let by_state = |s: JobState| ids[JobState::ALL.iter().position(|x| *x == s).expect("a state")];
     assert_eq!(Action::Retry.apply(driver, &[by_state(JobState::Running)]).await.expect("retry").changed, 0);
+    assert_eq!(Action::Retry.apply(driver, &[by_state(JobState::Pending)]).await.expect("retry").changed, 0);
+    assert_eq!(state_of(&db, by_state(JobState::Pending)).await, Some(JobState::Pending));
     assert_eq!(
         Action::Retry.apply(driver, &[by_state(JobState::Discarded)]).await.expect("retry").changed,
         1
@@ -46,6 +49,11 @@ pub async fn actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter(
         1
     );
     assert_eq!(state_of(&db, by_state(JobState::Scheduled)).await, Some(JobState::Cancelled));
+    assert_eq!(
+        Action::Cancel.apply(driver, &[by_state(JobState::Pending)]).await.expect("cancel").changed,
+        1
+    );
+    assert_eq!(state_of(&db, by_state(JobState::Pending)).await, Some(JobState::Cancelled));
     assert_eq!(
         Action::Cancel.apply(driver, &[by_state(JobState::Running)]).await.expect("cancel").changed,
         1
@@ -68,12 +76,12 @@ pub async fn actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter(
     let many = one_in_each_state(&db, "many").await;
     assert_eq!(
         Action::Cancel.apply(driver, &many).await.expect("cancel").changed,
-        4,
-        "available, scheduled, running, retryable"
+        5,
+        "pending, available, scheduled, running, retryable"
     );
     assert_eq!(
         Action::Delete.apply(driver, &many).await.expect("delete").changed,
-        6,
+        7,
         "all but the running one"
     );
 
@@ -108,7 +116,7 @@ pub async fn actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter(
     for id in &later {
         assert_eq!(state_of(&db, *id).await, Some(JobState::Available), "enqueued after the pin");
     }
-    // Left: the first set but its deleted job (6), the second set's running job, the
+    // Left: the first set but its deleted job (7), the second set's running job, the
     // other queue's job, and the two enqueued after the pin.
-    assert_eq!(db.count(None).await, 6 + 1 + 1 + 2);
+    assert_eq!(db.count(None).await, 7 + 1 + 1 + 2);
 }

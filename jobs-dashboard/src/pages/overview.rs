@@ -72,21 +72,24 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
             driver.stats_throughput(window.params()).await?,
         )
     };
-    let finished = |state: JobState| async move {
+    let counted = |state: JobState| async move {
         let filter = JobFilter { states: vec![state], ..JobFilter::default() };
         driver.job_count(JobCountParams { filter: &filter, cap: COUNT_CAP }).await
     };
-    let completed = finished(JobState::Completed).await?;
-    let discarded = finished(JobState::Discarded).await?;
-    let cancelled = finished(JobState::Cancelled).await?;
+    let pending = counted(JobState::Pending).await?;
+    let completed = counted(JobState::Completed).await?;
+    let discarded = counted(JobState::Discarded).await?;
+    let cancelled = counted(JobState::Cancelled).await?;
     let nodes = driver.node_list(NodeListParams {}).await?;
     // The states a job waits or runs in are counted exactly per queue (the table below
-    // shows the same numbers); the finished ones exactly up to COUNT_CAP, estimated past it.
+    // shows the same numbers); pending and the finished ones exactly up to COUNT_CAP,
+    // estimated past it.
     let waiting = |f: fn(&QueueDepth) -> i64| Count::Exact(depths.iter().map(f).sum());
     let states: Vec<(&'static str, Count)> = JobState::ALL
         .into_iter()
         .map(|state| {
             let count = match state {
+                JobState::Pending => pending,
                 JobState::Available => waiting(|q| q.available),
                 JobState::Scheduled => waiting(|q| q.scheduled),
                 JobState::Running => waiting(|q| q.running),

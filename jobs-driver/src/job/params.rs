@@ -224,9 +224,10 @@ pub struct JobCancelManyParams<'a> {
     pub ids: &'a [i64],
 }
 
-/// `job_retry_many`: make the jobs that are not running available now, granting one
-/// more attempt to those that used them all. A job whose uniqueness key (unique when
-/// available) another job holds is left as it is and reported ([`Retried::key_held`]), as
+/// `job_retry_many`: make the jobs that are neither running nor pending (waiting for their
+/// dependencies: a retry does not skip them) available now, granting one more attempt to
+/// those that used them all. A job whose uniqueness key (unique when available) another
+/// job holds is left as it is and reported ([`Retried::key_held`]), as
 /// is one whose key an earlier job (by id) of the same call takes: the rest of the call
 /// goes on. Returns what changed.
 #[derive(Debug, Clone, Copy)]

@@ -166,9 +166,24 @@ pub fn kill_pid_file(pid_file: &Path) -> Command {
 }
 
 /// Whether process `pid` is alive and a watchdog (not another process that took its pid).
+///
+/// A process caught in the middle of its `exec` (the watchdog a moment after `spawn`
+/// returned: the parent resumes once the new program's memory is in place, before its
+/// arguments are) shows an empty command line; it is read again until it has one.
 fn is_watchdog(pid: u32) -> bool {
-    fs::read(format!("/proc/{pid}/cmdline"))
-        .is_ok_and(|cmdline| cmdline.windows(WATCHDOG_NAME.len()).any(|w| w == WATCHDOG_NAME.as_bytes()))
+    let mut watchdog = false;
+    let read = wait_until("a process's command line", Duration::from_secs(5), || {
+        let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else { return Ok(true) };
+        if cmdline.is_empty() {
+            // A zombie (or a kernel thread) has none and never will.
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+            return Ok(matches!(state, None | Some('Z' | 'X')));
+        }
+        watchdog = cmdline.windows(WATCHDOG_NAME.len()).any(|w| w == WATCHDOG_NAME.as_bytes());
+        Ok(true)
+    });
+    read.is_ok() && watchdog
 }
 
 /// The watchdog's `$0`, by which [`is_watchdog`] knows it.

@@ -25,7 +25,7 @@ const MARK_CANCEL: &str = concat!(
     "UPDATE ",
     by_ids!(),
     " SET j.cancel_requested_at = UTC_TIMESTAMP(6), j.lock_token = IF(j.state = 'running', j.lock_token, $2)
- WHERE j.state IN ('available', 'scheduled', 'running', 'retryable')"
+ WHERE j.state IN ('pending', 'available', 'scheduled', 'running', 'retryable')"
 );
 
 const CANCEL_WAITING: &str = concat!(
@@ -52,7 +52,7 @@ const PICK_KEYED: &str = concat!(
        EXISTS (SELECT 1 FROM jobs o WHERE o.unique_held = j.unique_key AND o.id <> j.id) AS held
 FROM ",
     by_ids!(),
-    " WHERE j.state <> 'running' AND j.unique_key IS NOT NULL AND FIND_IN_SET('available', j.unique_states) > 0
+    " WHERE j.state NOT IN ('running', 'pending') AND j.unique_key IS NOT NULL AND FIND_IN_SET('available', j.unique_states) > 0
 ORDER BY j.id"
 );
 
@@ -73,7 +73,7 @@ const RETRY: &str = concat!(
     by_ids!(),
     " SET j.state = 'available', j.scheduled_at = UTC_TIMESTAMP(6), j.finalized_at = NULL,
      j.cancel_requested_at = NULL, j.max_attempts = GREATEST(j.max_attempts, j.attempt + 1), j.lock_token = $2
- WHERE j.state <> 'running'"
+ WHERE j.state NOT IN ('running', 'pending')"
 );
 
 #[derive(QueryableByName)]

@@ -25,7 +25,7 @@ WITH target AS (
     SET state = CASE WHEN state = 'running' THEN state ELSE 'cancelled'::job_state END,
         finalized_at = CASE WHEN state = 'running' THEN NULL ELSE now() END,
         cancel_requested_at = now()
-    WHERE id = ANY ($1) AND state IN ('available', 'scheduled', 'running', 'retryable')
+    WHERE id = ANY ($1) AND state IN ('pending', 'available', 'scheduled', 'running', 'retryable')
     RETURNING id, state
 ), told AS (
     SELECT pg_notify('",
@@ -80,7 +80,7 @@ const RETRY: &str = hot_action!(
     UPDATE jobs
     SET state = 'available', scheduled_at = now(), finalized_at = NULL, cancel_requested_at = NULL,
         max_attempts = GREATEST(max_attempts, attempt + 1)
-    WHERE id IN (SELECT id FROM found) AND id NOT IN (SELECT id FROM blocked) AND state <> 'running'
+    WHERE id IN (SELECT id FROM found) AND id NOT IN (SELECT id FROM blocked) AND state NOT IN ('running', 'pending')
     RETURNING id, queue",
     blocked: concat!(
         "SELECT j.id FROM jobs j WHERE j.id IN (SELECT id FROM found) AND (",

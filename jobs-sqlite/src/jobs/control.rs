@@ -30,14 +30,14 @@ UPDATE jobs
 SET state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
     finalized_at = CASE WHEN state = 'running' THEN NULL ELSE $2 END,
     cancel_requested_at = $2
-WHERE id IN (SELECT value FROM json_each($1)) AND state IN ('available', 'scheduled', 'running', 'retryable')
+WHERE id IN (SELECT value FROM json_each($1)) AND state IN ('pending', 'available', 'scheduled', 'running', 'retryable')
 RETURNING id, state, queue";
 
 const RETRY: &str = "\
 UPDATE jobs
 SET state = 'available', scheduled_at = $2, finalized_at = NULL, cancel_requested_at = NULL,
     max_attempts = max(max_attempts, attempt + 1)
-WHERE id IN (SELECT value FROM json_each($1)) AND state <> 'running'
+WHERE id IN (SELECT value FROM json_each($1)) AND state NOT IN ('running', 'pending')
 RETURNING id, state, queue";
 
 async fn change<C>(conn: &mut C, sql: &'static str, ids: &[i64], now_ms: i64) -> Result<Vec<Changed>>
