@@ -141,6 +141,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // while it starts up is not lost.
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    // The engine's metrics, for Prometheus to scrape on /metrics (docs/guide.md, "Metrics").
+    let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+    jobs_core::metrics::describe();
     let (url, database_server) = choose_database()?;
     let (db, driver) = Db::open(&url, 16).await?;
     println!("database: {} ({})", driver.name(), without_password(&url));
@@ -168,8 +171,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .app_data(app_db.clone())
             .route(
                 "/",
-                web::get().to(|| async { "The shop: POST /signup, POST /orders; its jobs are at /jobs/\n" }),
+                web::get().to(|| async {
+                    "The shop: POST /signup, POST /orders; its jobs are at /jobs/, its metrics at /metrics\n"
+                }),
             )
+            .route("/metrics", {
+                let prometheus = prometheus.clone();
+                web::get().to(move || std::future::ready(prometheus.render()))
+            })
             .route("/signup", web::post().to(sign_up))
             .route("/orders", web::post().to(place_order))
             .service(jobs_dashboard::scope("/jobs", dashboard.clone()))

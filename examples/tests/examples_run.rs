@@ -186,6 +186,23 @@ async fn the_shop_works(mut shop: Running, stop: nix::sys::signal::Signal) {
     // The dashboard serves its pages with the jobs in them.
     let page = get(&address, "/jobs/jobs?state=completed").await;
     assert!(page.starts_with("HTTP/1.1 200") && page.contains("shop.fulfil_order"), "{page}");
+    // Prometheus scrapes the engine's metrics, described, with their labels.
+    let metrics = get(&address, "/metrics").await;
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    assert!(metrics.contains("# HELP jobs_completed_total Attempts that succeeded."), "{metrics}");
+    assert!(metrics.contains("# TYPE jobs_duration_seconds"), "{metrics}");
+    let sample = |name: &str, labels: &[&str]| {
+        metrics.lines().any(|line| {
+            line.starts_with(&format!("{name}{{")) && labels.iter().all(|label| line.contains(label))
+        })
+    };
+    for (name, labels) in [
+        ("jobs_completed_total", &["queue=\"billing\"", "kind=\"shop.fulfil_order\""][..]),
+        ("jobs_failed_total", &["queue=\"billing\"", "kind=\"shop.fulfil_order\""][..]),
+        ("jobs_claimed_total", &["queue=\"mailers\""][..]),
+    ] {
+        assert!(sample(name, labels), "no {name} with {labels:?} in:\n{metrics}");
+    }
     shop.stop(stop, "worker stopped cleanly").await;
 }
 

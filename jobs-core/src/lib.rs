@@ -70,6 +70,7 @@ mod into_driver;
 mod job;
 mod job_context;
 pub mod maintenance;
+pub mod metrics;
 pub mod migrate;
 mod options;
 mod outcome;

@@ -78,29 +78,55 @@ pub async fn migrate<C: MigrationConnection>(conn: C) -> Result<Vec<String>> {
 }
 
 /// [`migrate`] through a pooler in transaction mode (PgBouncer): a session advisory lock
-/// would stay on whichever server connection took it, so every migration runs in one
+/// would stay on whichever server connection took it, so the migrations run in a
 /// transaction that holds a transaction-level lock instead (each migration is a savepoint
-/// in it). Pass a connection from [`pooler::pool`](crate::pooler::pool) or
-/// [`pooler::connect`](crate::pooler::connect).
+/// in it). A migration marked to run outside a transaction (`ALTER TYPE … ADD VALUE`, whose
+/// value no statement may use before it commits) ends its transaction: the next ones run
+/// in another, under the lock again. Pass a connection from
+/// [`pooler::pool`](crate::pooler::pool) or [`pooler::connect`](crate::pooler::connect).
 pub async fn migrate_in_one_transaction<C: MigrationConnection>(conn: C) -> Result<Vec<String>> {
     needs_multi_thread()?;
     let mut conn = conn;
-    C::TransactionManager::begin_transaction(&mut conn).await?;
-    let locked = migration_lock::lock_for_transaction(&mut conn).await;
-    let (mut conn, outcome) = match locked {
-        Ok(()) => blocking(conn, |conn| apply(conn, Direction::Up)),
-        Err(e) => (conn, Err(e)),
-    };
-    match outcome {
-        Ok(applied) => {
-            C::TransactionManager::commit_transaction(&mut conn).await?;
-            Ok(applied)
-        }
-        Err(e) => {
-            let _ = C::TransactionManager::rollback_transaction(&mut conn).await;
-            Err(e)
+    let mut applied = Vec::new();
+    loop {
+        C::TransactionManager::begin_transaction(&mut conn).await?;
+        let locked = migration_lock::lock_for_transaction(&mut conn).await;
+        let (back, outcome) = match locked {
+            Ok(()) => blocking(conn, apply_up_to_barrier),
+            Err(e) => (conn, Err(e)),
+        };
+        conn = back;
+        match outcome {
+            Ok((done, more)) => {
+                C::TransactionManager::commit_transaction(&mut conn).await?;
+                applied.extend(done);
+                if !more {
+                    return Ok(applied);
+                }
+            }
+            Err(e) => {
+                let _ = C::TransactionManager::rollback_transaction(&mut conn).await;
+                return Err(e);
+            }
         }
     }
+}
+
+/// The pending migrations applied in order up to and including the first marked to run
+/// outside a transaction; the versions applied, and whether others remain.
+fn apply_up_to_barrier<C: MigrationConnection>(conn: &mut Blocking<C>) -> Result<(Vec<String>, bool)> {
+    let mut harness = Harness::new(conn, &MIGRATIONS, TABLE_EXISTS)?;
+    harness.adopt()?;
+    let pending = harness.pending_migrations(MIGRATIONS).map_err(|e| Error::Migration(e.to_string()))?;
+    let mut applied = Vec::new();
+    for (i, migration) in pending.iter().enumerate() {
+        let version = harness.run_migration(&**migration).map_err(|e| Error::Migration(e.to_string()))?;
+        applied.push(version.to_string());
+        if !migration.metadata().run_in_transaction() {
+            return Ok((applied, i + 1 < pending.len()));
+        }
+    }
+    Ok((applied, false))
 }
 
 /// Reverts every applied migration, leaving no trace of the schema. Destroys all jobs.

@@ -146,7 +146,7 @@ impl Rescuer {
             match self.run_once(&ctx).await {
                 Ok(ids) if ids.is_empty() => {}
                 Ok(ids) => {
-                    metrics::counter!("jobs_rescued_total").increment(ids.len() as u64);
+                    ::metrics::counter!(crate::metrics::RESCUED).increment(ids.len() as u64);
                     tracing::warn!(count = ids.len(), ids = ?ids, "rescued abandoned jobs");
                 }
                 Err(e) => tracing::warn!(error = %e, "rescuer pass failed"),

@@ -113,7 +113,7 @@ async fn write_retrying(
                         "outcomes ignored: their jobs were rescued or cancelled meanwhile"
                     );
                 }
-                metrics::counter!("jobs_completion_batches_total").increment(1);
+                ::metrics::counter!(crate::metrics::COMPLETION_BATCHES).increment(1);
                 return Ok(applied);
             }
             Err(e) if !e.is_connection_error() => return Err(e),

@@ -224,7 +224,8 @@ pub(crate) async fn execute(
     running: &RunningJob,
 ) -> Completion {
     let latency = (job.attempted_at - job.scheduled_at).to_std().unwrap_or_default();
-    metrics::histogram!("jobs_queue_latency_seconds", "queue" => queue.label).record(latency.as_secs_f64());
+    ::metrics::histogram!(crate::metrics::QUEUE_LATENCY, "queue" => queue.label)
+        .record(latency.as_secs_f64());
     // One registry lookup per job, shared by the run, the backoff and the labels.
     let descriptor = shared.registry.get(&job.kind).copied();
     let started = Instant::now();
@@ -235,7 +236,7 @@ pub(crate) async fn execute(
         queue.run_time.record(started.elapsed());
     }
     let kind_label: &'static str = descriptor.map_or("unknown", |d| d.kind);
-    metrics::histogram!("jobs_duration_seconds", "queue" => queue.label, "kind" => kind_label)
+    ::metrics::histogram!(crate::metrics::DURATION, "queue" => queue.label, "kind" => kind_label)
         .record(started.elapsed().as_secs_f64());
     // Every attempt whose handler started counts for its kind (a cancelled one too).
     let ran = matches!(
@@ -254,13 +255,13 @@ pub(crate) async fn execute(
         });
     }
     let counter = match completion.state {
-        JobState::Completed => "jobs_completed_total",
-        JobState::Discarded => "jobs_discarded_total",
-        JobState::Cancelled => "jobs_cancelled_total",
-        JobState::Scheduled => "jobs_snoozed_total",
-        _ => "jobs_failed_total",
+        JobState::Completed => crate::metrics::COMPLETED,
+        JobState::Discarded => crate::metrics::DISCARDED,
+        JobState::Cancelled => crate::metrics::CANCELLED,
+        JobState::Scheduled => crate::metrics::SNOOZED,
+        _ => crate::metrics::FAILED,
     };
-    metrics::counter!(counter, "queue" => queue.label, "kind" => kind_label).increment(1);
+    ::metrics::counter!(counter, "queue" => queue.label, "kind" => kind_label).increment(1);
     match completion.state {
         // Said as what it is, not as "ended state=scheduled" every few seconds.
         JobState::Scheduled if descriptor.is_none() => tracing::warn!(

@@ -98,7 +98,7 @@ pub(crate) async fn run(shared: Arc<Shared>, ctx: ServiceContext, stop: Cancella
                 match release_orphans(&shared).await {
                     Ok(ids) if ids.is_empty() => {}
                     Ok(ids) => {
-                        metrics::counter!("jobs_rescued_total").increment(ids.len() as u64);
+                        ::metrics::counter!(crate::metrics::RESCUED).increment(ids.len() as u64);
                         tracing::warn!(count = ids.len(), ids = ?ids, "released claims whose reply was lost");
                     }
                     Err(e) => tracing::warn!(error = %e, "checking for orphaned claims failed"),

@@ -204,7 +204,7 @@ async fn hand_back(shared: &Shared, jobs: Vec<Buffered>, why: &str) {
         return;
     }
     tracing::debug!(count = jobs.len(), why, "handing buffered jobs back");
-    metrics::counter!("jobs_buffer_handed_back_total").increment(jobs.len() as u64);
+    ::metrics::counter!(crate::metrics::HANDED_BACK).increment(jobs.len() as u64);
     for b in jobs {
         executor::give_back(shared, b).await;
     }
@@ -298,8 +298,9 @@ fn start(shared: &Arc<Shared>, queue: &Arc<QueueRuntime>, claimed: Claimed, plan
             plan.error_pause.succeeded();
             plan.claim_returned(wanted, jobs.len(), wakes_before);
             if !jobs.is_empty() {
-                metrics::counter!("jobs_claimed_total", "queue" => queue.label).increment(jobs.len() as u64);
-                metrics::counter!("jobs_fetches_total", "queue" => queue.label).increment(1);
+                ::metrics::counter!(crate::metrics::CLAIMED, "queue" => queue.label)
+                    .increment(jobs.len() as u64);
+                ::metrics::counter!(crate::metrics::FETCHES, "queue" => queue.label).increment(1);
             }
             // A buffered job of higher priority than this claim's goes first: then every
             // job queues up in the buffer. Otherwise the reserved slots start the claim's
