@@ -29,9 +29,9 @@ where
         .next())
 }
 
-/// Makes job `id` available to run now (from any state but running), in the caller's
-/// transaction, granting one more attempt if it had used them all. Returns whether it was
-/// found and not running; [`Error::UniqueKeyHeld`](crate::Error::UniqueKeyHeld) when
+/// Makes job `id` available to run now (from any state but running and pending: a pending
+/// job waits for its dependencies), in the caller's transaction, granting one more attempt
+/// if it had used them all. Returns whether it was found and changed; [`Error::UniqueKeyHeld`](crate::Error::UniqueKeyHeld) when
 /// another job holds its uniqueness key (the job is left as it is).
 pub async fn retry_job<C>(conn: &mut C, id: i64) -> Result<bool>
 where

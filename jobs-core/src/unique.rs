@@ -38,10 +38,10 @@ pub struct UniqueOptions {
 }
 
 impl UniqueOptions {
-    /// Unique by `by` among unfinished jobs (pending, available, scheduled, running,
-    /// retryable: [`JobState::UNFINISHED`]), for all time, across queues.
+    /// Unique by `by` among waiting and running jobs (available, scheduled, running,
+    /// retryable: [`JobState::DEFAULT_UNIQUE`]), for all time, across queues.
     pub fn new(by: UniqueBy) -> Self {
-        UniqueOptions { by, period: None, states: JobState::UNFINISHED.to_vec(), by_queue: false }
+        UniqueOptions { by, period: None, states: JobState::DEFAULT_UNIQUE.to_vec(), by_queue: false }
     }
 
     /// Limits uniqueness to a time bucket of this length.

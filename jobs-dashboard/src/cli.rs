@@ -228,7 +228,8 @@ async fn act(url: &str, action: Action, selection: Selection, out: &mut impl Wri
         };
         writeln!(
             out,
-            "{label} jobs match; pass --yes to {verb} them (running jobs are never retried or deleted)"
+            "{label} jobs match; pass --yes to {verb} them (running jobs are never retried or deleted, \
+             pending ones never retried)"
         )?;
         return Ok(());
     }

@@ -147,7 +147,7 @@ async fn retry_cancel_delete_by_filter_or_id_after_a_dry_run() {
     assert!(ok);
     assert_eq!(
         out.trim(),
-        "2 jobs match; pass --yes to retry them (running jobs are never retried or deleted)"
+        "2 jobs match; pass --yes to retry them (running jobs are never retried or deleted, pending ones never retried)"
     );
     assert_eq!(state_of(&pool, ids[0]).await, Some(JobState::Discarded), "a dry run changes nothing");
     let (ok, out, _) = cli(url, &["retry", "--state", "discarded", "--queue", "mailers", "--yes"]);

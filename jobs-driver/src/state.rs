@@ -82,9 +82,16 @@ impl JobState {
     ];
 
     /// The states in which a job is not finished: waiting (for its dependencies, its time
-    /// or a worker) or running. The default states of a uniqueness key.
+    /// or a worker) or running.
     pub const UNFINISHED: [JobState; 5] =
         [JobState::Pending, JobState::Available, JobState::Scheduled, JobState::Running, JobState::Retryable];
+
+    /// The default states of a uniqueness key: the unfinished states but `pending`. A job
+    /// with dependencies may not carry a key (`docs/design/workflows.md`), and rows whose
+    /// `unique_states` do not name the new state stay readable by nodes that predate it
+    /// (a rolling upgrade).
+    pub const DEFAULT_UNIQUE: [JobState; 4] =
+        [JobState::Available, JobState::Scheduled, JobState::Running, JobState::Retryable];
 
     /// The states a job never leaves on its own.
     pub const FINAL: [JobState; 3] = [JobState::Completed, JobState::Discarded, JobState::Cancelled];

@@ -34,6 +34,36 @@ pub async fn actions_apply_to_one_job_many_jobs_and_every_job_matching_a_filter(
     assert_eq!(Action::Retry.apply(driver, &[by_state(JobState::Running)]).await.expect("retry").changed, 0);
     assert_eq!(Action::Retry.apply(driver, &[by_state(JobState::Pending)]).await.expect("retry").changed, 0);
     assert_eq!(state_of(&db, by_state(JobState::Pending)).await, Some(JobState::Pending));
+    // A pending job is no candidate for a retry, so its key never blocks one: here an
+    // available job holds the key, and a discarded one with the same key comes after the
+    // pending one in the call. Neither pending job is reported as held, nor blocks the
+    // discarded one: the available job and the discarded one are retried.
+    let now = Utc::now();
+    let keyed = insert_all(
+        driver,
+        vec![
+            JobFactory::new("k")
+                .queue("keys")
+                .unique("k1", &JobState::DEFAULT_UNIQUE)
+                .state(JobState::Pending, now),
+            JobFactory::new("k")
+                .queue("keys")
+                .unique("k2", &JobState::DEFAULT_UNIQUE)
+                .state(JobState::Pending, now),
+            JobFactory::new("k").queue("keys").unique("k1", &JobState::DEFAULT_UNIQUE),
+            JobFactory::new("k")
+                .queue("keys")
+                .attempts(1, 1)
+                .unique("k2", &JobState::DEFAULT_UNIQUE)
+                .state(JobState::Discarded, now),
+        ],
+    )
+    .await;
+    let applied = Action::Retry.apply(driver, &keyed).await.expect("retry");
+    assert_eq!((applied.changed, applied.key_held.clone()), (2, Vec::new()), "{applied:?}");
+    assert_eq!(state_of(&db, keyed[3]).await, Some(JobState::Available), "k2 was free: pending holds no key");
+    assert_eq!(state_of(&db, keyed[0]).await, Some(JobState::Pending));
+    Action::Delete.apply(driver, &keyed).await.expect("clean up");
     assert_eq!(
         Action::Retry.apply(driver, &[by_state(JobState::Discarded)]).await.expect("retry").changed,
         1

@@ -104,6 +104,8 @@ pub(crate) async fn page(
     let runnable_on = if waiting { Some(runnable_on(&d, &job).await?) } else { None };
     let cookies = c.take_cookies();
     let running = job.state == jobs_core::JobState::Running;
+    // A pending job waits for its dependencies: a retry does not skip them.
+    let pending = job.state == jobs_core::JobState::Pending;
     let page = JobPage {
         args: pretty(&job.args),
         meta: pretty(&job.meta),
@@ -111,7 +113,7 @@ pub(crate) async fn page(
         errors,
         timeline: super::timeline::events(&job, Utc::now()),
         nodes: nodes(&job.attempted_by),
-        retryable: !running,
+        retryable: !running && !pending,
         cancellable: !job.state.is_final(),
         deletable: !running,
         runnable_on,

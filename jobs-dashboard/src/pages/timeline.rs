@@ -54,7 +54,11 @@ pub(crate) fn events(job: &JobRow, now: DateTime<Utc>) -> Vec<Event> {
     push(job.created_at, "created".into(), format!("in queue {}, priority {}", job.queue, job.priority), "");
     let entries = job.errors.as_array().map(Vec::as_slice).unwrap_or_default();
     // A job that was due later than its creation, and has not run since: when it is due.
-    if job.scheduled_at > job.created_at + chrono::TimeDelta::milliseconds(1) && job.attempted_at.is_none() {
+    if job.state == JobState::Pending {
+        push(job.scheduled_at, "due".into(), "runs once the jobs it depends on are done".into(), "due");
+    } else if job.scheduled_at > job.created_at + chrono::TimeDelta::milliseconds(1)
+        && job.attempted_at.is_none()
+    {
         push(job.scheduled_at, "due".into(), "scheduled to run at this time".into(), "due");
     }
     for e in entries {

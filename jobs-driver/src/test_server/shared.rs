@@ -98,8 +98,8 @@ impl SharedDir {
         start: impl FnOnce(&Path) -> Result<T>,
         stop: &Command,
     ) -> Result<T> {
-        let watchdog = self.watchdog_pid();
-        if watchdog.is_some_and(is_watchdog)
+        let watchdog = self.watchdog_pid().filter(|&pid| self.is_watchdog(pid));
+        if watchdog.is_some()
             && let Some(server) = attach(&self.dir)?
         {
             self.register_clients()?;
@@ -121,6 +121,39 @@ impl SharedDir {
         self.spawn_watchdog(stop)?;
         self.register_clients()?;
         Ok(server)
+    }
+
+    /// Whether process `pid` is alive and this directory's watchdog (not another process
+    /// that took its pid, nor another directory's watchdog).
+    ///
+    /// A process caught in the middle of its `exec` (the watchdog a moment after `spawn`
+    /// returned: the parent resumes once the new program's memory is in place, before its
+    /// arguments are) shows an empty command line; it is read again until it has one. One
+    /// that still shows none after a while, and is not a zombie, is taken for the
+    /// watchdog: attaching to a server nobody watches costs less than replacing one that
+    /// tests are using.
+    fn is_watchdog(&self, pid: u32) -> bool {
+        let mut own = Vec::from(WATCHDOG_NAME.as_bytes());
+        own.push(0);
+        own.extend_from_slice(self.dir.as_os_str().as_encoded_bytes());
+        own.push(0);
+        let mut watchdog = true;
+        let _ = wait_until("a process's command line", Duration::from_secs(5), || {
+            let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+                watchdog = false;
+                return Ok(true);
+            };
+            if cmdline.is_empty() {
+                // A zombie has none and never will.
+                let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+                watchdog = !matches!(state, None | Some('Z' | 'X'));
+                return Ok(!watchdog);
+            }
+            watchdog = cmdline.windows(own.len()).any(|w| w == own.as_slice());
+            Ok(true)
+        });
+        watchdog
     }
 
     /// The pid of the directory's watchdog, once it has written it.
@@ -165,28 +198,7 @@ pub fn kill_pid_file(pid_file: &Path) -> Command {
     cmd
 }
 
-/// Whether process `pid` is alive and a watchdog (not another process that took its pid).
-///
-/// A process caught in the middle of its `exec` (the watchdog a moment after `spawn`
-/// returned: the parent resumes once the new program's memory is in place, before its
-/// arguments are) shows an empty command line; it is read again until it has one.
-fn is_watchdog(pid: u32) -> bool {
-    let mut watchdog = false;
-    let read = wait_until("a process's command line", Duration::from_secs(5), || {
-        let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else { return Ok(true) };
-        if cmdline.is_empty() {
-            // A zombie (or a kernel thread) has none and never will.
-            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
-            return Ok(matches!(state, None | Some('Z' | 'X')));
-        }
-        watchdog = cmdline.windows(WATCHDOG_NAME.len()).any(|w| w == WATCHDOG_NAME.as_bytes());
-        Ok(true)
-    });
-    read.is_ok() && watchdog
-}
-
-/// The watchdog's `$0`, by which [`is_watchdog`] knows it.
+/// The watchdog's `$0`, by which [`SharedDir::is_watchdog`] knows it (with its directory).
 const WATCHDOG_NAME: &str = "jobs-test-server-watchdog";
 
 /// `cmd`'s program and arguments, as a new command.
@@ -230,12 +242,12 @@ mod tests {
         // would ever stop it.
         let old_watchdog = shared.watchdog_pid().expect("a watchdog pid");
         run(Command::new("kill").arg("-9").arg(old_watchdog.to_string()), "kill").expect("killed");
-        wait_until("the watchdog to die", Duration::from_secs(10), || Ok(!is_watchdog(old_watchdog)))
+        wait_until("the watchdog to die", Duration::from_secs(10), || Ok(!shared.is_watchdog(old_watchdog)))
             .expect("dead");
         let unwatched = shared.attach_or_start(|_| Ok(Some(4)), |_| Ok(5), &stop).expect("replaced");
         assert_eq!(unwatched, 5);
         assert!(stopped.exists(), "the stop command ran on the unwatched server");
-        assert!(shared.watchdog_pid().is_some_and(is_watchdog), "a new watchdog runs");
+        assert!(shared.watchdog_pid().is_some_and(|pid| shared.is_watchdog(pid)), "a new watchdog runs");
         fs::remove_file(&stopped).expect("reset");
         // This process's clients stay alive, so the watchdog waits; a client list of dead
         // processes only lets it stop the server and remove the directory.

@@ -83,10 +83,11 @@ const RETRY: &str = hot_action!(
     WHERE id IN (SELECT id FROM found) AND id NOT IN (SELECT id FROM blocked) AND state NOT IN ('running', 'pending')
     RETURNING id, queue",
     blocked: concat!(
-        "SELECT j.id FROM jobs j WHERE j.id IN (SELECT id FROM found) AND (",
+        "SELECT j.id FROM jobs j WHERE j.id IN (SELECT id FROM found) AND j.state <> 'pending' AND (",
         key_held_by_another!("j"),
         " OR (j.unique_key IS NOT NULL AND 'available' = ANY (j.unique_states)
              AND EXISTS (SELECT 1 FROM jobs d WHERE d.id IN (SELECT id FROM found) AND d.id < j.id
+                         AND d.state <> 'pending'
                          AND d.unique_key = j.unique_key AND 'available' = ANY (d.unique_states))))"
     ),
     woken: concat!(

@@ -83,14 +83,15 @@ where
     Ok((states, told))
 }
 
-// Of the jobs of $1 a retry would make available, those whose key another job holds, or an
-// earlier job (by id) of the same call takes (both unique when available).
+// Of the jobs of $1 a retry would make available (neither running nor pending), those whose
+// key another job holds, or an earlier job (by id) of the same call takes (both unique when
+// available).
 const BLOCKED: &str = concat!(
     "SELECT j.id FROM jobs j
-WHERE j.id IN (SELECT value FROM json_each($1)) AND j.state <> 'running' AND (",
+WHERE j.id IN (SELECT value FROM json_each($1)) AND j.state NOT IN ('running', 'pending') AND (",
     key_held_by_another!("j"),
     " OR (j.unique_key IS NOT NULL AND instr(j.unique_states, '\"available\"') > 0
-         AND EXISTS (SELECT 1 FROM jobs d WHERE d.id IN (SELECT value FROM json_each($1)) AND d.state <> 'running'
+         AND EXISTS (SELECT 1 FROM jobs d WHERE d.id IN (SELECT value FROM json_each($1)) AND d.state NOT IN ('running', 'pending')
                      AND d.id < j.id AND d.unique_key = j.unique_key
                      AND instr(d.unique_states, '\"available\"') > 0)))
 ORDER BY j.id"

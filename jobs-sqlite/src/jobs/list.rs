@@ -87,7 +87,9 @@ fn states_in(filter: &JobFilter) -> String {
         return format!(" AND +state IN ({})", quoted(states));
     }
     let mut sql = match states {
-        [one @ (JobState::Available | JobState::Running)] => format!(" AND state = '{}'", one.as_str()),
+        [one @ (JobState::Pending | JobState::Available | JobState::Running)] => {
+            format!(" AND state = '{}'", one.as_str())
+        }
         _ => format!(" AND state IN ({})", quoted(states)),
     };
     if states.iter().all(|s| QUEUE_INDEXED.contains(s)) {

@@ -19,8 +19,8 @@ pub(super) const KEYS: usize = 3;
 pub enum Unique {
     /// While it waits: available, scheduled, retryable (a duplicate may come while it runs).
     Waiting,
-    /// While it waits or runs.
-    Pending,
+    /// While it waits or runs (the default: `JobState::DEFAULT_UNIQUE`).
+    Unfinished,
     /// While it waits or runs, and once completed.
     Ever,
     /// While it waits, and once it ends (completed, discarded, cancelled), not while it
@@ -165,7 +165,7 @@ pub enum Op {
 fn unique() -> impl Strategy<Value = Option<(usize, Unique)>> {
     prop_oneof![
         3 => Just(None),
-        1 => (0..KEYS, prop_oneof![Just(Unique::Waiting), Just(Unique::Pending), Just(Unique::Ever), Just(Unique::Ended)]).prop_map(Some),
+        1 => (0..KEYS, prop_oneof![Just(Unique::Waiting), Just(Unique::Unfinished), Just(Unique::Ever), Just(Unique::Ended)]).prop_map(Some),
     ]
 }
 

@@ -102,9 +102,9 @@ impl System {
             Op::Enqueue { queue, priority, delay_s, max_attempts, timeout, unique, batch, rolled_back } => {
                 let states = |u: Unique| match u {
                     Unique::Waiting => vec![JobState::Available, JobState::Scheduled, JobState::Retryable],
-                    Unique::Pending => JobState::UNFINISHED.to_vec(),
+                    Unique::Unfinished => JobState::DEFAULT_UNIQUE.to_vec(),
                     Unique::Ever => {
-                        let mut s = JobState::UNFINISHED.to_vec();
+                        let mut s = JobState::DEFAULT_UNIQUE.to_vec();
                         s.push(JobState::Completed);
                         s
                     }
