@@ -1,6 +1,6 @@
 //! Every metric the engine emits, through the [`metrics`](https://docs.rs/metrics) crate's
 //! facade: names, types, labels and meanings in one list ([`ALL`]), which `docs/guide.md`
-//! prints and a test holds the code and the guide to.
+//! prints; tests hold the guide (here) and the engine's code (`tests/tests/structure/`) to it.
 //!
 //! The engine records into whatever recorder the application installs (nothing, if it
 //! installs none). [`describe`] registers each metric's help text with it, so that an
@@ -144,31 +144,6 @@ mod tests {
                 "{}",
                 metric.name
             );
-        }
-    }
-
-    /// The engine names a metric only through this module's constants: a name written
-    /// inline where it is recorded would escape [`ALL`], the guide and `describe`.
-    #[test]
-    fn the_engine_names_its_metrics_only_here() {
-        fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-            for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    rust_files(&path, out);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    out.push(path);
-                }
-            }
-        }
-        let mut files = Vec::new();
-        rust_files(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
-        assert!(files.len() > 20, "{files:?}");
-        for file in files {
-            let text = std::fs::read_to_string(&file).expect("read");
-            for inline in ["counter!(\"", "histogram!(\"", "gauge!(\""] {
-                assert!(!text.contains(inline), "{} records a metric named inline: {inline}", file.display());
-            }
         }
     }
 }

@@ -168,3 +168,18 @@ fn every_driver_runs_the_conformance_suite() {
         );
     }
 }
+
+/// The engine names a metric only through `jobs_core::metrics`' constants: a name written
+/// inline where it is recorded would escape `metrics::ALL`, the guide and `describe`.
+#[test]
+fn the_engine_names_its_metrics_only_in_its_metrics_module() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("jobs-core/src"), &mut files);
+    assert!(files.len() > 20, "{files:?}");
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("read");
+        for inline in ["counter!(\"", "histogram!(\"", "gauge!(\""] {
+            assert!(!text.contains(inline), "{} records a metric named inline: {inline}", file.display());
+        }
+    }
+}
