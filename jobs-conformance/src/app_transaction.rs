@@ -10,7 +10,9 @@
 use async_trait::async_trait;
 use diesel::connection::{LoadConnection, TransactionManager as SyncTransactionManager};
 use diesel_async::{AsyncConnection, TransactionManager};
-use jobs_core::driver::{ConnectionDriver, Inserted, JobRow, JobState, NewJob, Retried};
+use jobs_core::driver::{
+    ConnectionDriver, Inserted, InsertedWorkflow, JobRow, JobState, NewJob, NewWorkflow, Retried,
+};
 use jobs_core::{Error, JobsBackend};
 
 /// The driver of diesel backend `B`.
@@ -22,6 +24,8 @@ type DriverOf<B> = <B as JobsBackend>::Driver;
 pub trait AppTransaction: Send {
     /// Enqueues `jobs` inside the transaction.
     async fn insert(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>, Error>;
+    /// Inserts a workflow inside the transaction.
+    async fn insert_workflow(&mut self, workflow: &NewWorkflow) -> Result<InsertedWorkflow, Error>;
     /// Cancels `ids` inside the transaction; the state each changed job is now in.
     async fn cancel(&mut self, ids: &[i64]) -> Result<Vec<JobState>, Error>;
     /// Retries `ids` inside the transaction.
@@ -67,6 +71,10 @@ where
 {
     async fn insert(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>, Error> {
         Ok(<DriverOf<C::Backend> as ConnectionDriver>::insert(&mut self.0, jobs).await?)
+    }
+
+    async fn insert_workflow(&mut self, workflow: &NewWorkflow) -> Result<InsertedWorkflow, Error> {
+        Ok(<DriverOf<C::Backend> as ConnectionDriver>::insert_workflow(&mut self.0, workflow).await?)
     }
 
     async fn cancel(&mut self, ids: &[i64]) -> Result<Vec<JobState>, Error> {

@@ -35,7 +35,7 @@ where
 /// another job holds its uniqueness key (the job is left as it is).
 pub async fn retry_job<C>(conn: &mut C, id: i64) -> Result<bool>
 where
-    C: AsyncConnectionCore + Send,
+    C: diesel_async::AsyncConnection + Send,
     C::Backend: JobsBackend,
 {
     let retried = <<C::Backend as JobsBackend>::Driver as ConnectionDriver>::retry(conn, &[id]).await?;

@@ -18,6 +18,7 @@ use crate::driver::Driver;
 use crate::error::Result;
 use crate::job::{Inserted, JobRow, NewJob, Retried};
 use crate::state::JobState;
+use crate::workflow::{InsertedWorkflow, NewWorkflow};
 
 /// A driver's operations on a connection of the application's own, and its URL schemes.
 /// Each driver crate implements it on its driver type, beside [`Driver`].
@@ -56,6 +57,15 @@ pub trait ConnectionDriver: Driver + Sized + 'static {
     where
         C: LoadConnection<Backend = Self::Backend>;
 
+    /// Inserts `workflow` (see [`insert_workflow`](crate::workflow::insert_workflow)) in
+    /// whatever transaction `conn` is in, or in one of its own.
+    fn insert_workflow<C>(
+        conn: &mut C,
+        workflow: &NewWorkflow,
+    ) -> impl Future<Output = Result<InsertedWorkflow>> + Send
+    where
+        C: AsyncConnection<Backend = Self::Backend>;
+
     /// Cancels the jobs of `ids` that are not finished and returns the state each changed
     /// job is now in: `Cancelled`, or `Running` for one told to stop (see
     /// [`JobCancelManyParams`](crate::JobCancelManyParams)).
@@ -64,11 +74,13 @@ pub trait ConnectionDriver: Driver + Sized + 'static {
         C: AsyncConnectionCore<Backend = Self::Backend> + Send;
 
     /// Makes the jobs of `ids` that are neither running nor pending (waiting for their
-    /// dependencies) available now, but those whose uniqueness key another job holds (see
-    /// [`Retried`]).
+    /// dependencies) available now (`pending` for one with dependencies unfinished or
+    /// failed), but those whose uniqueness key another job holds (see [`Retried`]), and
+    /// re-opens their dependents' edges ([`reopen`](crate::workflow::reopen)): in
+    /// whatever transaction `conn` is in, or in one of its own.
     fn retry<C>(conn: &mut C, ids: &[i64]) -> impl Future<Output = Result<Retried>> + Send
     where
-        C: AsyncConnectionCore<Backend = Self::Backend> + Send;
+        C: AsyncConnection<Backend = Self::Backend>;
 
     /// Deletes the jobs of `ids` that are not running; returns how many it deleted.
     fn delete<C>(conn: &mut C, ids: &[i64]) -> impl Future<Output = Result<i64>> + Send
@@ -94,5 +106,47 @@ pub trait ConnectionDriver: Driver + Sized + 'static {
     /// [`open`](Self::open), shared as the engine takes it.
     fn open_shared(url: &str, max_connections: usize) -> Result<Arc<dyn Driver>> {
         Ok(Arc::new(Self::open(url, max_connections)?))
+    }
+}
+
+/// Opens a transaction on `conn` unless it is in one; returns whether it did (hand that
+/// to [`end_own_transaction`] with the outcome of what ran in it). Opened and closed by
+/// hand, not with `AsyncConnection::transaction`: its callback's future, nested in another
+/// transaction's, would have to be `Send` for every lifetime, which the compiler cannot
+/// prove.
+pub async fn begin_own_transaction<C: AsyncConnection>(conn: &mut C) -> Result<bool> {
+    use diesel_async::TransactionManager;
+    let own = C::TransactionManager::transaction_manager_status_mut(conn).transaction_depth()?.is_none();
+    if own {
+        C::TransactionManager::begin_transaction(conn).await?;
+    }
+    Ok(own)
+}
+
+/// Ends the transaction [`begin_own_transaction`] opened (`own`): commits it when
+/// `outcome` is a success, rolls it back when not. Leaves the caller's transaction alone.
+pub async fn end_own_transaction<C: AsyncConnection, T>(
+    conn: &mut C,
+    own: bool,
+    outcome: Result<T>,
+) -> Result<T> {
+    use diesel_async::TransactionManager;
+    if !own {
+        return outcome;
+    }
+    match outcome {
+        Ok(done) => {
+            C::TransactionManager::commit_transaction(conn).await?;
+            Ok(done)
+        }
+        // A rollback that fails marks the connection broken (the pool drops it); the
+        // error reported is the one that caused it, which still says what happened (and
+        // whether retrying may help).
+        Err(error) => {
+            if let Err(rollback) = C::TransactionManager::rollback_transaction(conn).await {
+                tracing::debug!(%rollback, %error, "a rollback failed after its transaction's error");
+            }
+            Err(error)
+        }
     }
 }

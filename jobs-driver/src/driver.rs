@@ -16,6 +16,9 @@ use crate::schedule::*;
 use crate::server::*;
 use crate::state::JobState;
 use crate::stats::*;
+use crate::workflow::{
+    Dependency, InsertedWorkflow, JobDependenciesParams, JobInsertWorkflowParams, JobSettleParams, Settled,
+};
 
 /// A database the engine can run on. One implementation per backend owns all of that
 /// backend's SQL; the engine (workers, maintenance services, cron, the dashboard, the CLI,
@@ -74,6 +77,15 @@ pub trait Driver: Send + Sync + std::fmt::Debug + 'static {
     async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<Retried>;
     /// See [`JobDeleteManyParams`].
     async fn job_delete_many(&self, params: JobDeleteManyParams<'_>) -> Result<i64>;
+
+    // --- workflows (docs/design/workflows.md) ---
+
+    /// See [`JobInsertWorkflowParams`]. In a transaction of its own.
+    async fn job_insert_workflow(&self, params: JobInsertWorkflowParams<'_>) -> Result<InsertedWorkflow>;
+    /// See [`JobSettleParams`].
+    async fn job_settle(&self, params: JobSettleParams<'_>) -> Result<Settled>;
+    /// See [`JobDependenciesParams`].
+    async fn job_dependencies(&self, params: JobDependenciesParams) -> Result<Vec<Dependency>>;
 
     // --- jobs: reads ---
 

@@ -43,6 +43,10 @@ pub enum DriverError {
     #[error("throwaway database server: {0}")]
     Server(String),
 
+    /// A workflow that cannot be inserted (nothing was written).
+    #[error("{0}")]
+    Workflow(#[from] crate::workflow::error::WorkflowError),
+
     /// An I/O error from the operating system.
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
@@ -100,6 +104,8 @@ pub fn is_transient(e: &diesel::result::Error) -> bool {
                     "shutdown in progress",
                     "lock wait timeout",
                     "deadlock found",
+                    // Postgres's deadlock victim (its transaction is aborted).
+                    "deadlock detected",
                     // MariaDB 11.6+'s snapshot isolation (REPEATABLE READ) on a row
                     // changed since the transaction's snapshot: its transaction is rolled back.
                     "record has changed since last read",

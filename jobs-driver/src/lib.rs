@@ -55,10 +55,11 @@ pub mod stored_text;
 pub mod test_server;
 pub mod validation;
 pub mod wake_ration;
+pub mod workflow;
 
 pub use async_trait::async_trait;
 pub use capability::{Capabilities, Capability, INDEXED_SEARCH_STATES};
-pub use connection::ConnectionDriver;
+pub use connection::{ConnectionDriver, begin_own_transaction, end_own_transaction};
 pub use driver::{Driver, HasDriver, Listener};
 pub use error::{DriverError, Result, is_transient};
 pub use job::*;
@@ -88,4 +89,8 @@ pub use state::{JobState, ParseStateError};
 pub use stats::{
     BucketSum, MAX_THROUGHPUT_BUCKETS, StatsCompactParams, StatsCount, StatsPruneParams, StatsRecordParams,
     StatsThroughputParams, Throughput,
+};
+pub use workflow::{
+    Dependency, DependsOn, InsertedWorkflow, JobDependenciesParams, JobInsertWorkflowParams, JobSettleParams,
+    Needs, NewStep, NewWorkflow, OnFailure, Settled, WorkflowError,
 };

@@ -178,6 +178,12 @@ pub fn validate_payload(kind: &str, what: &'static str, json: &str) -> Result<()
     Ok(())
 }
 
+/// The most steps one workflow insert takes.
+pub const MAX_WORKFLOW_STEPS: usize = 100_000;
+
+/// The longest workflow name, in characters.
+pub const MAX_WORKFLOW_NAME: usize = 200;
+
 #[cfg(test)]
 mod tests {
     use super::*;

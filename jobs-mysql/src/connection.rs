@@ -8,7 +8,10 @@
 use diesel::connection::LoadConnection;
 use diesel::mysql::Mysql;
 use diesel_async::{AsyncConnection, AsyncConnectionCore};
-use jobs_driver::{ConnectionDriver, Inserted, JobRow, JobState, NewJob, Result, Retried};
+use jobs_driver::{
+    ConnectionDriver, Inserted, InsertedWorkflow, JobRow, JobState, NewJob, NewWorkflow, Result, Retried,
+    begin_own_transaction, end_own_transaction,
+};
 
 use crate::MysqlDriver;
 use crate::jobs::{control, insert, read};
@@ -49,9 +52,21 @@ impl ConnectionDriver for MysqlDriver {
 
     async fn retry<C>(conn: &mut C, ids: &[i64]) -> Result<Retried>
     where
-        C: AsyncConnectionCore<Backend = Mysql> + Send,
+        C: AsyncConnection<Backend = Mysql>,
     {
-        Ok(control::retry_many(conn, ids).await?.0)
+        let own = begin_own_transaction(conn).await?;
+        let outcome = crate::workflows::retry_and_reopen(conn, ids).await.map(|(r, _)| r);
+        end_own_transaction(conn, own, outcome).await
+    }
+
+    async fn insert_workflow<C>(conn: &mut C, workflow: &NewWorkflow) -> Result<InsertedWorkflow>
+    where
+        C: AsyncConnection<Backend = Mysql>,
+    {
+        let own = begin_own_transaction(conn).await?;
+        let mut store = crate::workflows::MysqlStore::new(&mut *conn);
+        let outcome = jobs_driver::workflow::insert_workflow(&mut store, workflow, None).await;
+        end_own_transaction(conn, own, outcome).await
     }
 
     async fn delete<C>(conn: &mut C, ids: &[i64]) -> Result<i64>

@@ -58,6 +58,7 @@ mod stats;
 pub mod testing;
 mod time;
 mod wakeups;
+mod workflows;
 
 pub use driver::{CAPABILITIES, DEFAULT_NOTIFICATION_POLL, MysqlDriver, WAKE_WINDOW};
 pub use migrate::{MIGRATIONS, migrate};

@@ -8,6 +8,7 @@ use diesel_async::AsyncConnection;
 use jobs_driver::*;
 
 use crate::driver::{CAPABILITIES, MysqlDriver};
+
 use crate::jobs::{complete, control, due, insert, insert_full, list, maintenance, read as jobs_read};
 use crate::{
     kind_stats, leader, listener, migrate, nodes, queue_limits, queue_settings, queues, schedules, server,
@@ -23,7 +24,7 @@ macro_rules! in_transaction {
         conn.give_back(&outcome);
         let (result, told) = outcome?;
         $driver.deliver(&told);
-        Ok(result)
+        Ok::<_, DriverError>(result)
     }};
 }
 
@@ -114,16 +115,32 @@ impl Driver for MysqlDriver {
 
     async fn job_cancel_many(&self, params: JobCancelManyParams<'_>) -> Result<Vec<JobState>> {
         let ids = params.ids;
-        in_transaction!(self, |tx| control::cancel_many(tx, ids).await)
+        let states = in_transaction!(self, |tx| control::cancel_many(tx, ids).await)?;
+        self.settle_eagerly(ids).await?;
+        Ok(states)
     }
 
     async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<Retried> {
         let ids = params.ids;
-        in_transaction!(self, |tx| control::retry_many(tx, ids).await)
+        in_transaction!(self, |tx| crate::workflows::retry_and_reopen(tx, ids).await)
     }
 
     async fn job_delete_many(&self, params: JobDeleteManyParams<'_>) -> Result<i64> {
-        on_connection!(self, |c| control::delete_many(c, params.ids).await)
+        let deleted = on_connection!(self, |c| control::delete_many(c, params.ids).await)?;
+        self.settle_eagerly(params.ids).await?;
+        Ok(deleted)
+    }
+
+    async fn job_insert_workflow(&self, params: JobInsertWorkflowParams<'_>) -> Result<InsertedWorkflow> {
+        self.insert_workflow(params).await
+    }
+
+    async fn job_settle(&self, params: JobSettleParams<'_>) -> Result<Settled> {
+        self.settle(params).await
+    }
+
+    async fn job_dependencies(&self, params: JobDependenciesParams) -> Result<Vec<Dependency>> {
+        on_connection!(self, |c| crate::workflows::dependencies(c, params.job_id).await)
     }
 
     async fn job_get(&self, params: JobGetParams) -> Result<Option<JobRow>> {

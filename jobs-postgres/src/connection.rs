@@ -7,7 +7,11 @@
 use diesel::connection::LoadConnection;
 use diesel::pg::Pg;
 use diesel_async::{AsyncConnection, AsyncConnectionCore};
-use jobs_driver::{ConnectionDriver, Inserted, JobRow, JobState, NewJob, Result, Retried};
+use jobs_driver::workflow;
+use jobs_driver::{
+    ConnectionDriver, Inserted, InsertedWorkflow, JobRow, JobState, NewJob, NewWorkflow, Result, Retried,
+    begin_own_transaction, end_own_transaction,
+};
 
 use crate::PgDriver;
 use crate::jobs::{control, insert, read};
@@ -48,9 +52,20 @@ impl ConnectionDriver for PgDriver {
 
     async fn retry<C>(conn: &mut C, ids: &[i64]) -> Result<Retried>
     where
-        C: AsyncConnectionCore<Backend = Pg> + Send,
+        C: AsyncConnection<Backend = Pg>,
     {
-        control::retry_many(conn, ids).await
+        let own = begin_own_transaction(conn).await?;
+        let outcome = crate::workflows::retry_and_reopen(conn, ids).await;
+        end_own_transaction(conn, own, outcome).await
+    }
+
+    async fn insert_workflow<C>(conn: &mut C, workflow: &NewWorkflow) -> Result<InsertedWorkflow>
+    where
+        C: AsyncConnection<Backend = Pg>,
+    {
+        let own = begin_own_transaction(conn).await?;
+        let outcome = workflow::insert_workflow(&mut crate::workflows::PgStore(conn), workflow, None).await;
+        end_own_transaction(conn, own, outcome).await
     }
 
     async fn delete<C>(conn: &mut C, ids: &[i64]) -> Result<i64>

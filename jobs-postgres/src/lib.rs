@@ -58,6 +58,7 @@ mod stats;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod wakeups;
+mod workflows;
 
 pub use driver::PgDriver;
 pub use job_context::PgContext;

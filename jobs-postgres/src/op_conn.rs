@@ -20,6 +20,19 @@ macro_rules! on_conn {
 }
 pub(crate) use on_conn;
 
+/// [`on_conn`] in a transaction of its own, pooler or not: for operations whose
+/// statements must commit together (workflows' settle and insert, a retry that re-opens
+/// its dependents' edges).
+macro_rules! on_tx {
+    ($self:ident, $c:ident => $body:expr) => {{
+        let mut conn = $crate::op_conn::OpConn::begin(&$self.pool, true).await?;
+        let $c: &mut diesel_async::AsyncPgConnection = conn.conn();
+        let result = $body.await;
+        conn.finish(result).await
+    }};
+}
+pub(crate) use on_tx;
+
 /// A connection checked out for one operation.
 pub(crate) struct OpConn {
     /// `None` once finished (or given up).

@@ -7,8 +7,9 @@ use async_trait::async_trait;
 use jobs_driver::*;
 
 use crate::driver::PgDriver;
-use crate::op_conn::on_conn;
+use crate::op_conn::{on_conn, on_tx};
 use crate::pool;
+use crate::workflows;
 use crate::{
     jobs, kind_stats, leader, listener, liveness, migrate, nodes, queue_limits, queue_settings, queues,
     schedules, server, stats, wakeups,
@@ -89,15 +90,31 @@ impl Driver for PgDriver {
     }
 
     async fn job_cancel_many(&self, params: JobCancelManyParams<'_>) -> Result<Vec<JobState>> {
-        on_conn!(self, c => jobs::control::cancel_many(c, params.ids))
+        let states = on_conn!(self, c => jobs::control::cancel_many(c, params.ids))?;
+        self.settle_eagerly(params.ids).await?;
+        Ok(states)
     }
 
     async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<Retried> {
-        on_conn!(self, c => jobs::control::retry_many(c, params.ids))
+        on_tx!(self, c => workflows::retry_and_reopen(c, params.ids))
     }
 
     async fn job_delete_many(&self, params: JobDeleteManyParams<'_>) -> Result<i64> {
-        on_conn!(self, c => jobs::control::delete_many(c, params.ids))
+        let deleted = on_conn!(self, c => jobs::control::delete_many(c, params.ids))?;
+        self.settle_eagerly(params.ids).await?;
+        Ok(deleted)
+    }
+
+    async fn job_insert_workflow(&self, params: JobInsertWorkflowParams<'_>) -> Result<InsertedWorkflow> {
+        self.insert_workflow(params).await
+    }
+
+    async fn job_settle(&self, params: JobSettleParams<'_>) -> Result<Settled> {
+        self.settle(params).await
+    }
+
+    async fn job_dependencies(&self, params: JobDependenciesParams) -> Result<Vec<Dependency>> {
+        on_conn!(self, c => workflows::dependencies(c, params.job_id))
     }
 
     async fn job_get(&self, params: JobGetParams) -> Result<Option<JobRow>> {

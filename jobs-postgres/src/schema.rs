@@ -40,6 +40,9 @@ macro_rules! job_table {
                 cancel_requested_at -> Nullable<Timestamptz>,
                 unique_key -> Nullable<Bytea>,
                 unique_states -> Nullable<Array<JobState>>,
+                workflow_id -> Nullable<Int8>,
+                waiting_on -> Int4,
+                failed_on -> Int4,
             }
         }
     };

@@ -8,7 +8,10 @@
 use diesel::connection::LoadConnection;
 use diesel::sqlite::Sqlite;
 use diesel_async::{AsyncConnection, AsyncConnectionCore};
-use jobs_driver::{ConnectionDriver, Inserted, JobRow, JobState, NewJob, Result, Retried};
+use jobs_driver::{
+    ConnectionDriver, Inserted, InsertedWorkflow, JobRow, JobState, NewJob, NewWorkflow, Result, Retried,
+    begin_own_transaction, end_own_transaction,
+};
 
 use crate::SqliteDriver;
 use crate::jobs::{control, insert, read};
@@ -47,9 +50,21 @@ impl ConnectionDriver for SqliteDriver {
 
     async fn retry<C>(conn: &mut C, ids: &[i64]) -> Result<Retried>
     where
-        C: AsyncConnectionCore<Backend = Sqlite> + Send,
+        C: AsyncConnection<Backend = Sqlite>,
     {
-        Ok(control::retry_many(conn, ids, now_ms(None)).await?.0)
+        let own = begin_own_transaction(conn).await?;
+        let outcome = crate::workflows::retry_and_reopen(conn, ids, now_ms(None)).await.map(|(r, _)| r);
+        end_own_transaction(conn, own, outcome).await
+    }
+
+    async fn insert_workflow<C>(conn: &mut C, workflow: &NewWorkflow) -> Result<InsertedWorkflow>
+    where
+        C: AsyncConnection<Backend = Sqlite>,
+    {
+        let own = begin_own_transaction(conn).await?;
+        let mut store = crate::workflows::SqliteStore::new(&mut *conn, now_ms(None));
+        let outcome = jobs_driver::workflow::insert_workflow(&mut store, workflow, None).await;
+        end_own_transaction(conn, own, outcome).await
     }
 
     async fn delete<C>(conn: &mut C, ids: &[i64]) -> Result<i64>

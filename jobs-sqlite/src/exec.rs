@@ -30,3 +30,18 @@ where
 {
     local.writer().await?.write(op).await
 }
+
+/// Runs `$body` (async, on `$conn`, returning the result and the notifications it added)
+/// in an immediate transaction on a pooled connection, in this process's turn to write;
+/// delivers the notifications once it commits.
+macro_rules! in_transaction {
+    ($driver:expr, |$conn:ident| $body:expr) => {{
+        let (_turn, mut conn) = $driver.write_turn().await?;
+        let ended = conn.immediate_transaction::<_, DriverError, _>(async |$conn| $body).await;
+        conn.finish();
+        let (result, told) = ended?;
+        $driver.deliver(told);
+        Ok::<_, DriverError>(result)
+    }};
+}
+pub(crate) use in_transaction;

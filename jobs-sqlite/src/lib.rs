@@ -60,6 +60,7 @@ mod stats;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod time;
+mod workflows;
 mod writer;
 
 pub use driver::{CAPABILITIES, DEFAULT_NOTIFICATION_POLL, SqliteDriver};

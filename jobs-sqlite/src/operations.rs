@@ -7,27 +7,13 @@ use async_trait::async_trait;
 use jobs_driver::*;
 
 use crate::driver::{CAPABILITIES, SqliteDriver};
-use crate::exec::{read, write};
+use crate::exec::{in_transaction, read, write};
 use crate::jobs::{complete, control, insert, insert_full, list, maintenance, read as jobs_read};
 use crate::time::{millis, now_ms};
 use crate::{
     kind_stats, leader, listener, migrate, nodes, queue_limits, queue_settings, queues, schedules, server,
     stats,
 };
-
-/// Runs `$body` (async, on `$conn`, returning the result and the notifications it added)
-/// in an immediate transaction on a pooled connection, in this process's turn to write;
-/// delivers the notifications once it commits.
-macro_rules! in_transaction {
-    ($driver:expr, |$conn:ident| $body:expr) => {{
-        let (_turn, mut conn) = $driver.write_turn().await?;
-        let ended = conn.immediate_transaction::<_, DriverError, _>(async |$conn| $body).await;
-        conn.finish();
-        let (result, told) = ended?;
-        $driver.deliver(told);
-        Ok(result)
-    }};
-}
 
 #[async_trait]
 impl Driver for SqliteDriver {
@@ -135,16 +121,34 @@ impl Driver for SqliteDriver {
 
     async fn job_cancel_many(&self, params: JobCancelManyParams<'_>) -> Result<Vec<JobState>> {
         let now = now_ms(None);
-        in_transaction!(self, |c| control::cancel_many(c, params.ids, now).await)
+        let states = in_transaction!(self, |c| control::cancel_many(c, params.ids, now).await)?;
+        self.settle_eagerly(params.ids).await?;
+        Ok(states)
     }
 
     async fn job_retry_many(&self, params: JobRetryManyParams<'_>) -> Result<Retried> {
         let now = now_ms(None);
-        in_transaction!(self, |c| control::retry_many(c, params.ids, now).await)
+        in_transaction!(self, |c| crate::workflows::retry_and_reopen(c, params.ids, now).await)
     }
 
     async fn job_delete_many(&self, params: JobDeleteManyParams<'_>) -> Result<i64> {
-        in_transaction!(self, |c| Ok((control::delete_many(c, params.ids).await?, Vec::new())))
+        let deleted: i64 =
+            in_transaction!(self, |c| Ok((control::delete_many(c, params.ids).await?, Vec::new())))?;
+        self.settle_eagerly(params.ids).await?;
+        Ok(deleted)
+    }
+
+    async fn job_insert_workflow(&self, params: JobInsertWorkflowParams<'_>) -> Result<InsertedWorkflow> {
+        self.insert_workflow(params).await
+    }
+
+    async fn job_settle(&self, params: JobSettleParams<'_>) -> Result<Settled> {
+        self.settle(params).await
+    }
+
+    async fn job_dependencies(&self, params: JobDependenciesParams) -> Result<Vec<Dependency>> {
+        let job_id = params.job_id;
+        read(&self.pool, move |c| crate::workflows::dependencies(c, job_id)).await
     }
 
     async fn job_get(&self, params: JobGetParams) -> Result<Option<JobRow>> {

@@ -17,6 +17,7 @@ mod read_model;
 mod rescue;
 mod transactions;
 mod unique;
+mod workflows;
 
 pub use app_values::*;
 pub use archive::*;
@@ -34,3 +35,4 @@ pub use read_model::*;
 pub use rescue::*;
 pub use transactions::*;
 pub use unique::*;
+pub use workflows::*;

@@ -199,6 +199,15 @@ impl Driver for InlineDriver {
     async fn job_delete_many(&self, _: JobDeleteManyParams<'_>) -> Result<i64> {
         self.unsupported("delete jobs")
     }
+    async fn job_insert_workflow(&self, _: JobInsertWorkflowParams<'_>) -> Result<InsertedWorkflow> {
+        self.unsupported("run workflows inline")
+    }
+    async fn job_settle(&self, _: JobSettleParams<'_>) -> Result<Settled> {
+        self.unsupported("settle workflows")
+    }
+    async fn job_dependencies(&self, _: JobDependenciesParams) -> Result<Vec<Dependency>> {
+        self.unsupported("read dependencies")
+    }
     async fn job_get(&self, _: JobGetParams) -> Result<Option<JobRow>> {
         self.unsupported("read jobs")
     }

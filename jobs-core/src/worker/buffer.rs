@@ -163,6 +163,7 @@ mod tests {
                 created_at: at,
                 scheduled_at: at,
                 attempted_at: at,
+                workflow_id: None,
             },
             running: RunningJob::new(),
             since,

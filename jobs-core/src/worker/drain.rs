@@ -130,6 +130,7 @@ impl Worker {
             created_at: now,
             scheduled_at: now,
             attempted_at: now,
+            workflow_id: None,
         };
         let completion = executor::execute(&self.shared, queue, &job, &RunningJob::new()).await;
         Some(Drained::from_run(job, &completion))

@@ -33,6 +33,8 @@ pub struct ClaimedJob {
     pub scheduled_at: DateTime<Utc>,
     /// This claim's time.
     pub attempted_at: DateTime<Utc>,
+    /// The workflow it is a step of: its finish is settled at once for its dependents.
+    pub workflow_id: Option<i64>,
 }
 
 /// What happened to one claimed job, to be written back by `job_complete_many`.

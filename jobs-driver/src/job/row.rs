@@ -53,6 +53,8 @@ pub struct JobRow {
     pub unique_key: Option<Vec<u8>>,
     /// The states in which the key is unique.
     pub unique_states: Option<Vec<JobState>>,
+    /// The workflow it is a step of.
+    pub workflow_id: Option<i64>,
 }
 
 /// The most `errors` entries a job keeps from attempts it gave back (snoozes, a kind no

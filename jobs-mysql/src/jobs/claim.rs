@@ -41,7 +41,7 @@ SET j.state = 'running',
 
 pub(crate) const READ_BACK: &str = "\
 SELECT id, kind, queue, args, meta, tags, priority, attempt, max_attempts, timeout_ms, created_at,
-       scheduled_at, attempted_at
+       scheduled_at, attempted_at, workflow_id
 FROM jobs WHERE queue = $1 AND state = 'running' AND running_token = $2
 ORDER BY priority, scheduled_at, id";
 
@@ -59,6 +59,7 @@ type ClaimedColumns = (
     Datetime,
     Datetime,
     Nullable<Datetime>,
+    Nullable<BigInt>,
 );
 
 #[derive(diesel::Queryable)]
@@ -76,6 +77,7 @@ struct ClaimedRow(
     NaiveDateTime,
     NaiveDateTime,
     Option<NaiveDateTime>,
+    Option<i64>,
 );
 
 impl ClaimedRow {
@@ -94,6 +96,7 @@ impl ClaimedRow {
             created_at: utc(self.10),
             scheduled_at: utc(self.11),
             attempted_at: utc(self.12.unwrap_or(self.10)),
+            workflow_id: self.13,
         })
     }
 }

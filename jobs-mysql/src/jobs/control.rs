@@ -71,7 +71,7 @@ fn blocked(keyed: Vec<Keyed>) -> Vec<i64> {
 const RETRY: &str = concat!(
     "UPDATE ",
     by_ids!(),
-    " SET j.state = 'available', j.scheduled_at = UTC_TIMESTAMP(6), j.finalized_at = NULL,
+    " SET j.state = IF(j.waiting_on > 0 OR j.failed_on > 0, 'pending', 'available'), j.scheduled_at = UTC_TIMESTAMP(6), j.finalized_at = NULL,
      j.cancel_requested_at = NULL, j.max_attempts = GREATEST(j.max_attempts, j.attempt + 1), j.lock_token = $2
  WHERE j.state NOT IN ('running', 'pending')"
 );

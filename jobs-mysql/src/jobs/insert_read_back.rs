@@ -169,10 +169,6 @@ fn rolled_back(error: DriverError, rollback: diesel::QueryResult<()>) -> DriverE
 /// Inserts `prepared` (built without `RETURNING`) on `conn` and reads its rows back, in
 /// the connection's transaction or one of its own; with `wake_ups`, writes their rows too.
 /// Returns each input's result and the wake-ups.
-///
-/// A transaction of its own is opened and closed by hand, as `AsyncConnection::transaction`
-/// does: its callback's future, nested in another transaction's (the scheduler's, the
-/// driver's), would have to be `Send` for every lifetime, which the compiler cannot prove.
 pub(crate) async fn insert<C>(
     conn: &mut C,
     prepared: &Prepared<'_>,
@@ -181,26 +177,13 @@ pub(crate) async fn insert<C>(
 where
     C: AsyncConnection<Backend = Mysql>,
 {
-    use diesel_async::TransactionManager;
-    let own = C::TransactionManager::transaction_manager_status_mut(conn).transaction_depth()?.is_none();
-    if own {
-        C::TransactionManager::begin_transaction(conn).await?;
-    }
+    let own = jobs_driver::begin_own_transaction(conn).await?;
     let outcome: Result<(Vec<Inserted>, Vec<Notification>)> = async {
         let tx = &mut *conn;
         insert_and_read_back!(tx, prepared, wake_ups, diesel_async, notifications::add; .await)
     }
     .await;
-    if !own {
-        return outcome;
-    }
-    match outcome {
-        Ok(done) => {
-            C::TransactionManager::commit_transaction(conn).await?;
-            Ok(done)
-        }
-        Err(error) => Err(rolled_back(error, C::TransactionManager::rollback_transaction(conn).await)),
-    }
+    jobs_driver::end_own_transaction(conn, own, outcome).await
 }
 
 /// [`insert`] on a synchronous diesel connection (`MysqlConnection`, pooled or not), the

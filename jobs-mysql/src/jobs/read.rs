@@ -17,7 +17,7 @@ macro_rules! job_columns {
     () => {
         "id, state, queue, kind, args, meta, tags, priority, attempt, max_attempts, timeout_ms, created_at, \
          scheduled_at, attempted_at, finalized_at, attempted_by, errors, result, cancel_requested_at, unique_key, \
-         unique_states"
+         unique_states, workflow_id"
     };
 }
 
@@ -68,6 +68,8 @@ pub(crate) struct StoredJob {
     unique_key: Option<Vec<u8>>,
     #[diesel(sql_type = Nullable<Text>)]
     unique_states: Option<String>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    workflow_id: Option<i64>,
 }
 
 /// A state name as stored.
@@ -108,6 +110,7 @@ impl StoredJob {
                 .unique_states
                 .map(|s| s.split(',').filter(|s| !s.is_empty()).map(state).collect::<Result<Vec<_>>>())
                 .transpose()?,
+            workflow_id: self.workflow_id,
         })
     }
 }

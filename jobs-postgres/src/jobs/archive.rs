@@ -19,7 +19,7 @@ macro_rules! job_columns {
     () => {
         "id, state, queue, kind, args, meta, tags, priority, attempt, max_attempts, timeout_ms, \
          created_at, scheduled_at, attempted_at, finalized_at, attempted_by, errors, result, \
-         cancel_requested_at, unique_key, unique_states"
+         cancel_requested_at, unique_key, unique_states, workflow_id, waiting_on, failed_on"
     };
 }
 pub(crate) use job_columns;

@@ -23,6 +23,7 @@ type ClaimedColumns = (
     Timestamptz,
     Timestamptz,
     Timestamptz,
+    Nullable<BigInt>,
 );
 
 /// A claimed row as decoded (by position); [`ClaimedJob`] is the driver-neutral copy.
@@ -41,6 +42,7 @@ struct ClaimedRow(
     DateTime<Utc>,
     DateTime<Utc>,
     DateTime<Utc>,
+    Option<i64>,
 );
 
 impl From<ClaimedRow> for ClaimedJob {
@@ -59,6 +61,7 @@ impl From<ClaimedRow> for ClaimedJob {
             created_at: r.10,
             scheduled_at: r.11,
             attempted_at: r.12,
+            workflow_id: r.13,
         }
     }
 }
@@ -84,7 +87,7 @@ WHERE jobs.id = ANY (ARRAY(
 ))
 RETURNING jobs.id, jobs.kind, jobs.queue, jobs.args::text AS args, jobs.meta::text AS meta, jobs.tags,
           jobs.priority, jobs.attempt, jobs.max_attempts, jobs.timeout_ms, jobs.created_at,
-          jobs.scheduled_at, jobs.attempted_at";
+          jobs.scheduled_at, jobs.attempted_at, jobs.workflow_id";
 
 /// See [`JobClaimParams`]: the claim of a recurring size runs [`fetch_batch`], any other
 /// [`fetch_available`].

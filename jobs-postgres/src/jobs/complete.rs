@@ -96,7 +96,8 @@ INSERT INTO jobs_archive (",
     ")
 SELECT id, 'completed', queue, kind, args, meta, tags, priority, attempt, max_attempts, timeout_ms,
        created_at, scheduled_at, attempted_at, COALESCE($4::timestamptz, now()), attempted_by, errors,
-       COALESCE(outcome::jsonb, result), cancel_requested_at, unique_key, unique_states
+       COALESCE(outcome::jsonb, result), cancel_requested_at, unique_key, unique_states, workflow_id,
+       waiting_on, failed_on
 FROM moved
 RETURNING id"
 );

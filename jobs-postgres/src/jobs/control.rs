@@ -78,7 +78,8 @@ FROM seen LEFT JOIN found USING (id) LEFT JOIN target USING (id) LEFT JOIN block
 const RETRY: &str = hot_action!(
     "
     UPDATE jobs
-    SET state = 'available', scheduled_at = now(), finalized_at = NULL, cancel_requested_at = NULL,
+    SET state = CASE WHEN waiting_on > 0 OR failed_on > 0 THEN 'pending'::job_state ELSE 'available' END,
+        scheduled_at = now(), finalized_at = NULL, cancel_requested_at = NULL,
         max_attempts = GREATEST(max_attempts, attempt + 1)
     WHERE id IN (SELECT id FROM found) AND id NOT IN (SELECT id FROM blocked) AND state NOT IN ('running', 'pending')
     RETURNING id, queue",
@@ -123,9 +124,10 @@ WITH candidates AS (
     INSERT INTO jobs (",
     super::archive::job_columns!(),
     ")
-    SELECT id, 'available', queue, kind, args, meta, tags, priority, attempt,
+    SELECT id, CASE WHEN waiting_on > 0 OR failed_on > 0 THEN 'pending'::job_state ELSE 'available' END,
+           queue, kind, args, meta, tags, priority, attempt,
            GREATEST(max_attempts, attempt + 1), timeout_ms, created_at, now(), attempted_at, NULL, attempted_by, errors, result, NULL,
-           unique_key, unique_states
+           unique_key, unique_states, workflow_id, waiting_on, failed_on
     FROM back
     RETURNING queue
 ), woken AS (SELECT pg_notify('",

@@ -36,6 +36,7 @@ pub(crate) struct StoredJob {
     cancel_requested_at: Option<DateTime<Utc>>,
     unique_key: Option<Vec<u8>>,
     unique_states: Option<Vec<JobState>>,
+    workflow_id: Option<i64>,
 }
 
 impl From<StoredJob> for JobRow {
@@ -62,6 +63,7 @@ impl From<StoredJob> for JobRow {
             cancel_requested_at: s.cancel_requested_at,
             unique_key: s.unique_key,
             unique_states: s.unique_states,
+            workflow_id: s.workflow_id,
         }
     }
 }

@@ -26,7 +26,7 @@ WHERE id IN (
     LIMIT $2
 )
 RETURNING id, kind, queue, args, meta, tags, priority, attempt, max_attempts, timeout_ms,
-          created_at, scheduled_at, attempted_at";
+          created_at, scheduled_at, attempted_at, workflow_id";
 
 #[derive(QueryableByName)]
 struct ClaimedRow {
@@ -56,6 +56,8 @@ struct ClaimedRow {
     scheduled_at: i64,
     #[diesel(sql_type = BigInt)]
     attempted_at: i64,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    workflow_id: Option<i64>,
 }
 
 /// Claims up to `limit` available jobs of `queue` for `node` at `now_ms`: the highest
@@ -91,6 +93,7 @@ pub(crate) fn claim(
                 created_at: from_ms(r.created_at),
                 scheduled_at: from_ms(r.scheduled_at),
                 attempted_at: from_ms(r.attempted_at),
+                workflow_id: r.workflow_id,
             })
         })
         .collect::<Result<Vec<_>>>()?;

@@ -35,7 +35,7 @@ RETURNING id, state, queue";
 
 const RETRY: &str = "\
 UPDATE jobs
-SET state = 'available', scheduled_at = $2, finalized_at = NULL, cancel_requested_at = NULL,
+SET state = CASE WHEN waiting_on > 0 OR failed_on > 0 THEN 'pending' ELSE 'available' END, scheduled_at = $2, finalized_at = NULL, cancel_requested_at = NULL,
     max_attempts = max(max_attempts, attempt + 1)
 WHERE id IN (SELECT value FROM json_each($1)) AND state NOT IN ('running', 'pending')
 RETURNING id, state, queue";

@@ -16,7 +16,7 @@ macro_rules! job_columns {
     () => {
         "id, state, queue, kind, args, meta, tags, priority, attempt, max_attempts, timeout_ms, created_at, \
          scheduled_at, attempted_at, finalized_at, attempted_by, errors, result, cancel_requested_at, unique_key, \
-         unique_states"
+         unique_states, workflow_id"
     };
 }
 
@@ -70,6 +70,8 @@ pub(crate) struct StoredJob {
     unique_key: Option<Vec<u8>>,
     #[diesel(sql_type = Nullable<Text>)]
     unique_states: Option<String>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    workflow_id: Option<i64>,
 }
 
 impl StoredJob {
@@ -100,6 +102,7 @@ impl StoredJob {
             cancel_requested_at: from_ms_opt(self.cancel_requested_at),
             unique_key: self.unique_key,
             unique_states: self.unique_states.as_deref().map(|s| json("unique_states", s)).transpose()?,
+            workflow_id: self.workflow_id,
         })
     }
 }

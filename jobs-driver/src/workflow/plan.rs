@@ -1,0 +1,152 @@
+//! Inserting a workflow: the rules of `docs/design/workflows.md`, "Inserting".
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+
+use super::definition::{DependsOn, InsertedWorkflow, Needs, NewWorkflow, OnFailure};
+use super::error::WorkflowError;
+use super::store::{DependencyState, Edge, JobUpdate, Transition, WorkflowStore};
+use crate::error::{DriverError, Result};
+use crate::state::JobState;
+
+/// Inserts `workflow` through `store`, in the store's transaction: the workflow's row,
+/// the steps through the ordinary insert, an edge per dependency (settled at once for a
+/// dependency already finished), and each new step's counters, state and workflow.
+///
+/// A step with unfinished dependencies is `pending`; one whose dependency already failed
+/// it is `pending` too (`Hold`) or `cancelled` (`Cancel`, and its dependents in the
+/// workflow in turn). An existing job named as a dependency must exist
+/// ([`WorkflowError::UnknownDependency`]); it is not locked (a lock would make its
+/// completion wait for the caller's transaction): one that finishes before this commits
+/// leaves an unsettled edge the settler's sweep settles.
+pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
+    store: &mut S,
+    workflow: &NewWorkflow,
+    now: Option<DateTime<Utc>>,
+) -> Result<InsertedWorkflow> {
+    workflow.validate()?;
+    let mut external: Vec<i64> = workflow
+        .steps
+        .iter()
+        .flat_map(|s| &s.after)
+        .filter_map(|d| match d {
+            DependsOn::Job(id) => Some(*id),
+            DependsOn::Step(_) => None,
+        })
+        .collect();
+    external.sort_unstable();
+    external.dedup();
+    let mut known = states_by_id(store.dependency_states(&external).await?);
+    if let Some(missing) = external.iter().find(|id| !known.contains_key(id)) {
+        return Err(WorkflowError::UnknownDependency(*missing).into());
+    }
+
+    let workflow_id = store.insert_workflow_row(&workflow.name, workflow.on_failure).await?;
+    let jobs: Vec<_> = workflow.steps.iter().map(|s| s.job.clone()).collect();
+    let inserted = store.insert_jobs(&jobs).await?;
+    if inserted.len() != jobs.len() {
+        return Err(DriverError::unexpected(format!("{} jobs inserted of {}", inserted.len(), jobs.len())));
+    }
+    let deduplicated: Vec<i64> = inserted.iter().filter(|i| i.existing).map(|i| i.id).collect();
+    known.extend(states_by_id(store.dependency_states(&deduplicated).await?));
+
+    // Each step's fate, in step order (a step names only earlier ones).
+    let mut cancelled_here: HashMap<i64, (i64, JobState)> = HashMap::new();
+    let mut edges = Vec::new();
+    let mut updates: BTreeMap<(i32, i32, Transition), Vec<i64>> = BTreeMap::new();
+    for (step, row) in workflow.steps.iter().zip(&inserted) {
+        if row.existing {
+            continue;
+        }
+        let mut on: Vec<i64> = step
+            .after
+            .iter()
+            .map(|d| match *d {
+                DependsOn::Step(i) => inserted[i].id,
+                DependsOn::Job(id) => id,
+            })
+            .collect();
+        on.sort_unstable();
+        on.dedup();
+        let (mut waiting, mut failed, mut first_failure) = (0, 0, None);
+        for dep in on {
+            let outcome = match cancelled_here.get(&dep) {
+                Some(_) => Some(JobState::Cancelled),
+                None => known.get(&dep).map(|s| s.state).filter(|s| s.is_final()),
+            };
+            let result = match outcome {
+                Some(JobState::Completed) if step.needs == Needs::Completed => {
+                    known.get(&dep).and_then(|s| s.result.clone())
+                }
+                _ => None,
+            };
+            match outcome {
+                None => waiting += 1,
+                Some(o) if !step.needs.met_by(o) => {
+                    failed += 1;
+                    first_failure.get_or_insert((dep, o));
+                }
+                Some(_) => {}
+            }
+            edges.push(Edge { depends_on: dep, job_id: row.id, needs: step.needs, outcome, result });
+        }
+        let transition = match first_failure {
+            Some((dependency, outcome)) if workflow.on_failure == OnFailure::Cancel => {
+                cancelled_here.insert(row.id, (dependency, outcome));
+                Transition::Cancel { dependency, outcome }
+            }
+            _ if waiting > 0 || failed > 0 => Transition::Pend,
+            _ => Transition::Keep,
+        };
+        updates.entry((waiting, failed, transition)).or_default().push(row.id);
+    }
+
+    for chunk in edges.chunks(EDGES_PER_STATEMENT) {
+        store.insert_edges(chunk).await?;
+    }
+    for ((waiting_on, failed_on, transition), ids) in updates {
+        for chunk in ids.chunks(IDS_PER_STATEMENT) {
+            let update = JobUpdate {
+                ids: chunk.to_vec(),
+                waiting_on,
+                failed_on,
+                workflow_id: Some(workflow_id),
+                transition,
+                now,
+            };
+            store.update_jobs(&update).await?;
+        }
+    }
+    Ok(InsertedWorkflow { id: workflow_id, jobs: inserted })
+}
+
+/// The most edges one `insert_edges` call takes (five values each: within every
+/// backend's limit on bound parameters).
+pub(crate) const EDGES_PER_STATEMENT: usize = 1_000;
+
+/// The most ids one statement takes.
+pub(crate) const IDS_PER_STATEMENT: usize = 5_000;
+
+fn states_by_id(states: Vec<DependencyState>) -> HashMap<i64, DependencyState> {
+    states.into_iter().map(|s| (s.id, s)).collect()
+}
+
+impl PartialOrd for Transition {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Transition {
+    /// Any fixed order: updates are grouped by transition.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let key = |t: &Transition| match *t {
+            Transition::Keep => (0, 0, 0),
+            Transition::Pend => (1, 0, 0),
+            Transition::Release => (2, 0, 0),
+            Transition::Cancel { dependency, outcome } => (3, dependency, outcome as i64),
+        };
+        key(self).cmp(&key(other))
+    }
+}

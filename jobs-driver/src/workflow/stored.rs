@@ -1,0 +1,101 @@
+//! Workflow rows as backends without JSON or enum column types store them (SQLite,
+//! MySQL): states and needs as names, results as JSON text, and a batch of edges as one
+//! JSON array that the insert statement unpacks.
+
+use serde_json::Value;
+
+use super::definition::{Dependency, Needs};
+use super::store::{DependencyState, Edge};
+use crate::error::{DriverError, Result};
+use crate::state::JobState;
+
+fn state(name: &str) -> Result<JobState> {
+    name.parse::<JobState>().map_err(|e| DriverError::unexpected(e.to_string()))
+}
+
+fn result(text: Option<&str>) -> Result<Option<Value>> {
+    text.map(|t| {
+        serde_json::from_str(t)
+            .map_err(|e| DriverError::unexpected(format!("a stored result is not JSON: {e}")))
+    })
+    .transpose()
+}
+
+/// `edges` as one JSON array of `[depends_on, job_id, needs, outcome, result]`, the result
+/// as JSON text (or null), for an insert statement that reads it with `json_each` or
+/// `JSON_TABLE`.
+pub fn edges_json(edges: &[Edge]) -> String {
+    let rows: Vec<Value> = edges
+        .iter()
+        .map(|e| {
+            serde_json::json!([
+                e.depends_on,
+                e.job_id,
+                e.needs.as_str(),
+                e.outcome.map(JobState::as_str),
+                e.result.as_ref().map(Value::to_string),
+            ])
+        })
+        .collect();
+    Value::Array(rows).to_string()
+}
+
+impl Edge {
+    /// An edge from its stored columns.
+    pub fn from_stored(
+        depends_on: i64,
+        job_id: i64,
+        needs: &str,
+        outcome: Option<&str>,
+        result_text: Option<&str>,
+    ) -> Result<Edge> {
+        Ok(Edge {
+            depends_on,
+            job_id,
+            needs: Needs::from_stored(needs),
+            outcome: outcome.map(state).transpose()?,
+            result: result(result_text)?,
+        })
+    }
+}
+
+impl DependencyState {
+    /// A job's state and result from their stored columns.
+    pub fn from_stored(id: i64, state_name: &str, result_text: Option<&str>) -> Result<DependencyState> {
+        Ok(DependencyState { id, state: state(state_name)?, result: result(result_text)? })
+    }
+}
+
+impl From<Edge> for Dependency {
+    fn from(e: Edge) -> Dependency {
+        Dependency { depends_on: e.depends_on, needs: e.needs, outcome: e.outcome, result: e.result }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edges_round_trip_through_their_stored_form() {
+        let edge = Edge {
+            depends_on: 1,
+            job_id: 2,
+            needs: Needs::Finished,
+            outcome: Some(JobState::Completed),
+            result: Some(serde_json::json!({"n": "x"})),
+        };
+        let json: Value = serde_json::from_str(&edges_json(std::slice::from_ref(&edge))).expect("json");
+        let row = &json[0];
+        let back = Edge::from_stored(
+            row[0].as_i64().expect("id"),
+            row[1].as_i64().expect("id"),
+            row[2].as_str().expect("needs"),
+            row[3].as_str(),
+            row[4].as_str(),
+        )
+        .expect("decodes");
+        assert_eq!(back, edge);
+        assert!(DependencyState::from_stored(1, "done", None).is_err());
+    }
+}

@@ -1,0 +1,301 @@
+//! Workflows on MySQL and MariaDB (migration `workflows`): the statements of
+//! [`WorkflowStore`], on which `jobs_driver::workflow` writes the rules once, and the read
+//! of a job's dependencies.
+//!
+//! The reads the rules make after their locks (the dependents, their edges) are locking
+//! reads, which see the latest rows whatever the transaction's isolation; the driver's own
+//! settles also run in `READ COMMITTED` (`settle_transaction`), so that their plain reads
+//! of dependencies' states are current too. The wake-ups of released jobs are rows of
+//! `job_notifications`, collected to be delivered in this process once the transaction
+//! commits.
+
+use async_trait::async_trait;
+use chrono::Utc;
+use diesel::QueryableByName;
+use diesel::mysql::Mysql;
+use diesel::sql_types::{BigInt, Integer, Nullable, Text};
+use diesel_async::{AsyncConnection, AsyncConnectionCore, RunQueryDsl};
+use jobs_driver::workflow::{
+    self, DependencyState, Edge, JobUpdate, Locked, Transition, WorkflowStore, dependency_failed_entry,
+};
+use jobs_driver::{Dependency, Inserted, JobState, NewJob, Notification, OnFailure, Result};
+use serde_json::Value;
+
+use crate::cached::CachedQuery;
+use crate::jobs::read::{ids_json, state};
+use crate::notifications;
+use crate::rows::Id;
+use crate::time::naive_opt;
+
+mod operations;
+mod statements;
+
+use statements::*;
+
+/// [`WorkflowStore`] on a connection in a transaction, collecting the notifications it adds.
+pub(crate) struct MysqlStore<'c, C> {
+    conn: &'c mut C,
+    /// The wake-ups added (deliver them once the transaction commits).
+    pub(crate) told: Vec<Notification>,
+}
+
+impl<'c, C> MysqlStore<'c, C> {
+    pub(crate) fn new(conn: &'c mut C) -> Self {
+        MysqlStore { conn, told: Vec::new() }
+    }
+}
+
+#[derive(QueryableByName)]
+struct StateRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Text)]
+    state: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    result: Option<String>,
+}
+
+#[derive(QueryableByName)]
+struct LockedRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Text)]
+    state: String,
+    #[diesel(sql_type = Integer)]
+    waiting_on: i32,
+    #[diesel(sql_type = Integer)]
+    failed_on: i32,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    workflow_id: Option<i64>,
+}
+
+#[derive(QueryableByName)]
+struct Setting {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Text)]
+    on_failure: String,
+}
+
+#[derive(QueryableByName)]
+struct EdgeRow {
+    #[diesel(sql_type = BigInt)]
+    depends_on: i64,
+    #[diesel(sql_type = BigInt)]
+    job_id: i64,
+    #[diesel(sql_type = Text)]
+    needs: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    outcome: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    result: Option<String>,
+}
+
+#[derive(QueryableByName)]
+struct QueueRow {
+    #[diesel(sql_type = Text)]
+    queue: String,
+}
+
+impl EdgeRow {
+    fn into_edge(self) -> Result<Edge> {
+        Edge::from_stored(
+            self.depends_on,
+            self.job_id,
+            &self.needs,
+            self.outcome.as_deref(),
+            self.result.as_deref(),
+        )
+    }
+}
+
+fn limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl<C> WorkflowStore for MysqlStore<'_, C>
+where
+    C: AsyncConnection<Backend = Mysql> + Send,
+{
+    async fn dependency_states(&mut self, ids: &[i64]) -> Result<Vec<DependencyState>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<StateRow> =
+            CachedQuery::new(DEPENDENCY_STATES).bind::<Text, _>(ids_json(ids)).load(self.conn).await?;
+        rows.into_iter().map(|r| DependencyState::from_stored(r.id, &r.state, r.result.as_deref())).collect()
+    }
+
+    async fn insert_workflow_row(&mut self, name: &str, on_failure: OnFailure) -> Result<i64> {
+        CachedQuery::new(INSERT_WORKFLOW)
+            .bind::<Text, _>(name)
+            .bind::<Text, _>(on_failure.as_str())
+            .execute(self.conn)
+            .await?;
+        let row: Id = CachedQuery::new("SELECT LAST_INSERT_ID() AS id").get_result(self.conn).await?;
+        Ok(row.id)
+    }
+
+    async fn insert_jobs(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
+        let (inserted, told) = crate::jobs::insert::insert_many(self.conn, jobs, None).await?;
+        self.told.extend(told);
+        Ok(inserted)
+    }
+
+    async fn insert_edges(&mut self, edges: &[Edge]) -> Result<()> {
+        CachedQuery::new(INSERT_EDGES)
+            .bind::<Text, _>(workflow::edges_json(edges))
+            .execute(self.conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn dependents(&mut self, depends_on: &[i64], settled: bool, n: usize) -> Result<Vec<i64>> {
+        let sql = if settled { DEPENDENTS_SETTLED } else { DEPENDENTS_UNSETTLED };
+        let rows: Vec<Id> = CachedQuery::new(sql)
+            .bind::<Text, _>(ids_json(depends_on))
+            .bind::<BigInt, _>(limit(n))
+            .load(self.conn)
+            .await?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    async fn lock_jobs(&mut self, ids: &[i64]) -> Result<Vec<Locked>> {
+        let rows: Vec<LockedRow> =
+            CachedQuery::new(LOCK).bind::<Text, _>(ids_json(ids)).load(self.conn).await?;
+        let workflows: Vec<i64> = rows.iter().filter_map(|r| r.workflow_id).collect();
+        let settings: Vec<Setting> = if workflows.is_empty() {
+            Vec::new()
+        } else {
+            CachedQuery::new(SETTINGS).bind::<Text, _>(ids_json(&workflows)).load(self.conn).await?
+        };
+        let on_failure = |w: Option<i64>| {
+            settings
+                .iter()
+                .find(|s| Some(s.id) == w)
+                .map_or(OnFailure::Cancel, |s| OnFailure::from_stored(&s.on_failure))
+        };
+        rows.iter()
+            .map(|r| {
+                Ok(Locked {
+                    id: r.id,
+                    state: state(&r.state)?,
+                    waiting_on: r.waiting_on,
+                    failed_on: r.failed_on,
+                    on_failure: on_failure(r.workflow_id),
+                })
+            })
+            .collect()
+    }
+
+    async fn edges(&mut self, depends_on: &[i64], job_ids: &[i64], settled: bool) -> Result<Vec<Edge>> {
+        let sql = if settled { EDGES_SETTLED } else { EDGES_UNSETTLED };
+        let rows: Vec<EdgeRow> = CachedQuery::new(sql)
+            .bind::<Text, _>(ids_json(depends_on))
+            .bind::<Text, _>(ids_json(job_ids))
+            .load(self.conn)
+            .await?;
+        rows.into_iter().map(EdgeRow::into_edge).collect()
+    }
+
+    async fn set_outcome(
+        &mut self,
+        depends_on: i64,
+        job_ids: &[i64],
+        outcome: Option<JobState>,
+        result: Option<&Value>,
+    ) -> Result<()> {
+        CachedQuery::new(SET_OUTCOME)
+            .bind::<BigInt, _>(depends_on)
+            .bind::<Text, _>(ids_json(job_ids))
+            .bind::<Nullable<Text>, _>(outcome.map(JobState::as_str))
+            .bind::<Nullable<Text>, _>(result.map(Value::to_string))
+            .execute(self.conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_edges_into(&mut self, job_ids: &[i64]) -> Result<()> {
+        CachedQuery::new(DELETE_EDGES_INTO).bind::<Text, _>(ids_json(job_ids)).execute(self.conn).await?;
+        Ok(())
+    }
+
+    async fn update_jobs(&mut self, u: &JobUpdate) -> Result<()> {
+        let ids = ids_json(&u.ids);
+        let now = naive_opt(u.now);
+        macro_rules! run {
+            ($sql:expr) => {
+                CachedQuery::new($sql)
+                    .bind::<Text, _>(ids.as_str())
+                    .bind::<Integer, _>(u.waiting_on)
+                    .bind::<Integer, _>(u.failed_on)
+                    .bind::<Nullable<BigInt>, _>(u.workflow_id)
+            };
+        }
+        match u.transition {
+            Transition::Keep => {
+                run!(SET_COUNTERS).execute(self.conn).await?;
+            }
+            Transition::Pend => {
+                run!(PEND).execute(self.conn).await?;
+            }
+            Transition::Release => {
+                let queues: Vec<QueueRow> = CachedQuery::new(RELEASED_QUEUES)
+                    .bind::<Text, _>(ids.as_str())
+                    .bind::<Nullable<diesel::sql_types::Datetime>, _>(now)
+                    .load(self.conn)
+                    .await?;
+                run!(RELEASE)
+                    .bind::<Nullable<diesel::sql_types::Datetime>, _>(now)
+                    .execute(self.conn)
+                    .await?;
+                for q in queues {
+                    let woken = Notification::JobsAvailable { queue: q.queue };
+                    notifications::add(self.conn, &woken).await?;
+                    self.told.push(woken);
+                }
+            }
+            Transition::Cancel { dependency, outcome } => {
+                let entry = dependency_failed_entry(dependency, outcome, u.now.unwrap_or_else(Utc::now));
+                run!(CANCEL)
+                    .bind::<Nullable<diesel::sql_types::Datetime>, _>(now)
+                    .bind::<Text, _>(entry)
+                    .execute(self.conn)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn finished_with_unsettled(&mut self, n: usize) -> Result<Vec<i64>> {
+        let rows: Vec<Id> =
+            CachedQuery::new(FINISHED_WITH_UNSETTLED).bind::<BigInt, _>(limit(n)).load(self.conn).await?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+}
+
+/// Retries `ids` (see `control::retry_many`), then re-opens their dependents' edges, in
+/// the connection's transaction. Returns what changed and the notifications added.
+pub(crate) async fn retry_and_reopen<C>(
+    conn: &mut C,
+    ids: &[i64],
+) -> Result<(jobs_driver::Retried, Vec<Notification>)>
+where
+    C: AsyncConnection<Backend = Mysql> + Send,
+{
+    let (retried, mut told) = crate::jobs::control::retry_many(conn, ids).await?;
+    let mut store = MysqlStore::new(conn);
+    jobs_driver::workflow::reopen(&mut store, ids, None).await?;
+    told.append(&mut store.told);
+    Ok((retried, told))
+}
+
+/// The dependencies of `job_id` (see `JobDependenciesParams`).
+pub(crate) async fn dependencies<C>(conn: &mut C, job_id: i64) -> Result<Vec<Dependency>>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    let rows: Vec<EdgeRow> = CachedQuery::new(DEPENDENCIES).bind::<BigInt, _>(job_id).load(conn).await?;
+    rows.into_iter().map(|r| r.into_edge().map(Dependency::from)).collect()
+}

@@ -1,0 +1,259 @@
+//! Workflows on Postgres (migration `workflows`): the statements of
+//! [`WorkflowStore`], on which `jobs_driver::workflow` writes the rules once, and the read
+//! of a job's dependencies. Finished jobs may be in the archive: dependencies are read
+//! through `jobs_all`, counters are kept in both tables, and a cancelled dependent brought
+//! back (`Transition::Pend`) moves back to `jobs`.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use diesel::QueryableByName;
+use diesel::pg::Pg;
+use diesel::sql_types::{Array, BigInt, Int4, Jsonb, Nullable, Text, Timestamptz};
+use diesel_async::{AsyncConnectionCore, RunQueryDsl};
+use jobs_driver::workflow::{
+    DependencyState, Edge, JobUpdate, Locked, Transition, WorkflowStore, dependency_failed_entry,
+};
+use jobs_driver::{Dependency, Inserted, JobState, Needs, NewJob, OnFailure, Result};
+use serde_json::Value;
+
+use crate::rows::Id;
+
+mod operations;
+mod statements;
+
+use statements::*;
+
+/// [`WorkflowStore`] on a connection in a transaction.
+pub(crate) struct PgStore<'c, C>(pub(crate) &'c mut C);
+
+#[derive(QueryableByName)]
+struct StateRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = crate::schema::sql_types::JobState)]
+    state: JobState,
+    #[diesel(sql_type = Nullable<Jsonb>)]
+    result: Option<Value>,
+}
+
+#[derive(QueryableByName)]
+struct LockedRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = crate::schema::sql_types::JobState)]
+    state: JobState,
+    #[diesel(sql_type = Int4)]
+    waiting_on: i32,
+    #[diesel(sql_type = Int4)]
+    failed_on: i32,
+    #[diesel(sql_type = Text)]
+    on_failure: String,
+}
+
+#[derive(QueryableByName)]
+struct EdgeRow {
+    #[diesel(sql_type = BigInt)]
+    depends_on: i64,
+    #[diesel(sql_type = BigInt)]
+    job_id: i64,
+    #[diesel(sql_type = Text)]
+    needs: String,
+    #[diesel(sql_type = Nullable<crate::schema::sql_types::JobState>)]
+    outcome: Option<JobState>,
+    #[diesel(sql_type = Nullable<Jsonb>)]
+    result: Option<Value>,
+}
+
+impl From<EdgeRow> for Edge {
+    fn from(r: EdgeRow) -> Edge {
+        Edge {
+            depends_on: r.depends_on,
+            job_id: r.job_id,
+            needs: Needs::from_stored(&r.needs),
+            outcome: r.outcome,
+            result: r.result,
+        }
+    }
+}
+
+fn limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl<C> WorkflowStore for PgStore<'_, C>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    async fn dependency_states(&mut self, ids: &[i64]) -> Result<Vec<DependencyState>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<StateRow> =
+            diesel::sql_query(DEPENDENCY_STATES).bind::<Array<BigInt>, _>(ids).load(self.0).await?;
+        Ok(rows.into_iter().map(|r| DependencyState { id: r.id, state: r.state, result: r.result }).collect())
+    }
+
+    async fn insert_workflow_row(&mut self, name: &str, on_failure: OnFailure) -> Result<i64> {
+        let row: Id = diesel::sql_query(INSERT_WORKFLOW)
+            .bind::<Text, _>(name)
+            .bind::<Text, _>(on_failure.as_str())
+            .get_result(self.0)
+            .await?;
+        Ok(row.id)
+    }
+
+    async fn insert_jobs(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
+        crate::jobs::insert::insert_many(self.0, jobs, None).await
+    }
+
+    async fn insert_edges(&mut self, edges: &[Edge]) -> Result<()> {
+        let depends_on: Vec<i64> = edges.iter().map(|e| e.depends_on).collect();
+        let job_ids: Vec<i64> = edges.iter().map(|e| e.job_id).collect();
+        let needs: Vec<&str> = edges.iter().map(|e| e.needs.as_str()).collect();
+        let outcomes: Vec<Option<&str>> = edges.iter().map(|e| e.outcome.map(JobState::as_str)).collect();
+        let results: Vec<Option<&Value>> = edges.iter().map(|e| e.result.as_ref()).collect();
+        diesel::sql_query(INSERT_EDGES)
+            .bind::<Array<BigInt>, _>(&depends_on)
+            .bind::<Array<BigInt>, _>(&job_ids)
+            .bind::<Array<Text>, _>(&needs)
+            .bind::<Array<Nullable<Text>>, _>(&outcomes)
+            .bind::<Array<Nullable<Jsonb>>, _>(&results)
+            .execute(self.0)
+            .await?;
+        Ok(())
+    }
+
+    async fn dependents(&mut self, depends_on: &[i64], settled: bool, n: usize) -> Result<Vec<i64>> {
+        let sql = if settled { DEPENDENTS_SETTLED } else { DEPENDENTS_UNSETTLED };
+        let rows: Vec<Id> = diesel::sql_query(sql)
+            .bind::<Array<BigInt>, _>(depends_on)
+            .bind::<BigInt, _>(limit(n))
+            .load(self.0)
+            .await?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    async fn lock_jobs(&mut self, ids: &[i64]) -> Result<Vec<Locked>> {
+        for sql in [LOCK_HOT, LOCK_ARCHIVED] {
+            diesel::sql_query(sql).bind::<Array<BigInt>, _>(ids).execute(self.0).await?;
+        }
+        let rows: Vec<LockedRow> =
+            diesel::sql_query(READ_LOCKED).bind::<Array<BigInt>, _>(ids).load(self.0).await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Locked {
+                id: r.id,
+                state: r.state,
+                waiting_on: r.waiting_on,
+                failed_on: r.failed_on,
+                on_failure: OnFailure::from_stored(&r.on_failure),
+            })
+            .collect())
+    }
+
+    async fn edges(&mut self, depends_on: &[i64], job_ids: &[i64], settled: bool) -> Result<Vec<Edge>> {
+        let sql = if settled { EDGES_SETTLED } else { EDGES_UNSETTLED };
+        let rows: Vec<EdgeRow> = diesel::sql_query(sql)
+            .bind::<Array<BigInt>, _>(depends_on)
+            .bind::<Array<BigInt>, _>(job_ids)
+            .load(self.0)
+            .await?;
+        Ok(rows.into_iter().map(Edge::from).collect())
+    }
+
+    async fn set_outcome(
+        &mut self,
+        depends_on: i64,
+        job_ids: &[i64],
+        outcome: Option<JobState>,
+        result: Option<&Value>,
+    ) -> Result<()> {
+        diesel::sql_query(SET_OUTCOME)
+            .bind::<BigInt, _>(depends_on)
+            .bind::<Array<BigInt>, _>(job_ids)
+            .bind::<Nullable<Text>, _>(outcome.map(JobState::as_str))
+            .bind::<Nullable<Jsonb>, _>(result)
+            .execute(self.0)
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_edges_into(&mut self, job_ids: &[i64]) -> Result<()> {
+        diesel::sql_query(DELETE_EDGES_INTO).bind::<Array<BigInt>, _>(job_ids).execute(self.0).await?;
+        Ok(())
+    }
+
+    async fn update_jobs(&mut self, u: &JobUpdate) -> Result<()> {
+        macro_rules! run {
+            ($sql:expr) => {
+                diesel::sql_query($sql)
+                    .bind::<Array<BigInt>, _>(&u.ids)
+                    .bind::<Int4, _>(u.waiting_on)
+                    .bind::<Int4, _>(u.failed_on)
+                    .bind::<Nullable<BigInt>, _>(u.workflow_id)
+            };
+        }
+        match u.transition {
+            Transition::Keep => {
+                run!(SET_COUNTERS_HOT).execute(self.0).await?;
+                run!(SET_COUNTERS_ARCHIVED).execute(self.0).await?;
+            }
+            Transition::Pend => {
+                run!(PEND_HOT).execute(self.0).await?;
+                run!(PEND_ARCHIVED).execute(self.0).await?;
+            }
+            Transition::Release => {
+                run!(RELEASE).bind::<Nullable<Timestamptz>, _>(u.now).execute(self.0).await?;
+            }
+            Transition::Cancel { dependency, outcome } => {
+                let entry = format!("[{}]", dependency_failed_entry(dependency, outcome, at(u.now)));
+                run!(CANCEL)
+                    .bind::<Nullable<Timestamptz>, _>(u.now)
+                    .bind::<Text, _>(entry)
+                    .execute(self.0)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn finished_with_unsettled(&mut self, n: usize) -> Result<Vec<i64>> {
+        let rows: Vec<Id> =
+            diesel::sql_query(FINISHED_WITH_UNSETTLED).bind::<BigInt, _>(limit(n)).load(self.0).await?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+}
+
+/// The time of an error entry: the injected clock's, or this machine's.
+fn at(now: Option<DateTime<Utc>>) -> DateTime<Utc> {
+    now.unwrap_or_else(Utc::now)
+}
+
+/// Retries `ids` (see `control::retry_many`), then re-opens their dependents' edges, in the
+/// connection's transaction.
+pub(crate) async fn retry_and_reopen<C>(conn: &mut C, ids: &[i64]) -> Result<jobs_driver::Retried>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let retried = crate::jobs::control::retry_many(conn, ids).await?;
+    jobs_driver::workflow::reopen(&mut PgStore(conn), ids, None).await?;
+    Ok(retried)
+}
+
+/// The dependencies of `job_id` (see `JobDependenciesParams`).
+pub(crate) async fn dependencies<C>(conn: &mut C, job_id: i64) -> Result<Vec<Dependency>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let rows: Vec<EdgeRow> = diesel::sql_query(DEPENDENCIES).bind::<BigInt, _>(job_id).load(conn).await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Dependency {
+            depends_on: r.depends_on,
+            needs: Needs::from_stored(&r.needs),
+            outcome: r.outcome,
+            result: r.result,
+        })
+        .collect())
+}
