@@ -87,6 +87,7 @@ macro_rules! with_cases {
             a_diamond_workflow_runs_in_dependency_order: [],
             a_failed_dependency_cancels_or_holds_and_a_retry_resumes: [],
             workflow_steps_may_depend_on_existing_jobs: [],
+            workers_run_a_workflow_in_order_and_hand_results_on: [],
             ]
         }
     };

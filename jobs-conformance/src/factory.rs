@@ -169,6 +169,7 @@ pub fn succeeded(id: i64, queue: &str, attempt: i32) -> jobs_core::driver::Compl
     jobs_core::driver::Completion {
         id,
         queue: queue.into(),
+        workflow_id: None,
         attempt,
         state: JobState::Completed,
         result: None,

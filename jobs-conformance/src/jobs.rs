@@ -111,6 +111,15 @@ pub async fn record(ctx: JobContext, args: Record) -> Result<i64, std::io::Error
     Ok(args.n)
 }
 
+/// Records its run in the ledger with `n` the sum of its completed [`record`]
+/// dependencies' results (a workflow's fan-in), and returns that sum.
+#[job(kind = "conformance.sum_dependencies", queue = "work")]
+pub async fn sum_dependencies(ctx: JobContext, args: Record) -> Result<i64, jobs_core::Error> {
+    let sum = ctx.dependency_results::<record>().await?.iter().map(|(_, n)| n).sum();
+    note(&ctx, args.ledger, sum);
+    Ok(sum)
+}
+
 /// The arguments of [`nap`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Nap {
@@ -313,5 +322,6 @@ pub fn registry() -> Registry {
         .and_then(|r| r.with::<gated>())
         .and_then(|r| r.with::<once>())
         .and_then(|r| r.with::<greet>())
+        .and_then(|r| r.with::<sum_dependencies>())
         .expect("the suite's kinds are distinct")
 }

@@ -76,6 +76,14 @@ macro_rules! drivers {
                 ) -> Result<Vec<jobs_driver::Inserted>> {
                     Ok(self.job_insert_many(jobs_driver::JobInsertManyParams { jobs, now: None }).await?)
                 }
+
+                async fn insert_workflow(
+                    self,
+                    workflow: &jobs_driver::NewWorkflow,
+                ) -> Result<jobs_driver::InsertedWorkflow> {
+                    let params = jobs_driver::JobInsertWorkflowParams { workflow, now: None };
+                    Ok(self.job_insert_workflow(params).await?)
+                }
             }
         )*
 
@@ -134,7 +142,7 @@ pub fn driver_for_url(url: &str, max_connections: usize) -> Result<Arc<dyn Drive
 mod postgres_pool {
     use std::sync::Arc;
 
-    use jobs_driver::{Driver, Inserted, NewJob};
+    use jobs_driver::{Driver, Inserted, InsertedWorkflow, JobInsertWorkflowParams, NewJob, NewWorkflow};
 
     use crate::enqueue::Enqueuer;
     use crate::error::Result;
@@ -161,6 +169,11 @@ mod postgres_pool {
     impl Enqueuer for &jobs_postgres::Pool {
         async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
             Ok(jobs_postgres::wakeups::insert_through_pool(self, jobs, None).await?)
+        }
+
+        async fn insert_workflow(self, workflow: &NewWorkflow) -> Result<InsertedWorkflow> {
+            let driver = jobs_postgres::PgDriver::new(self.clone());
+            Ok(driver.job_insert_workflow(JobInsertWorkflowParams { workflow, now: None }).await?)
         }
     }
 }

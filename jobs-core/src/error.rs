@@ -179,6 +179,20 @@ pub enum Error {
         operation: &'static str,
     },
 
+    /// A workflow that cannot be inserted (nothing was written): see
+    /// [`WorkflowError`](jobs_driver::WorkflowError).
+    #[error("{0}")]
+    Workflow(#[from] jobs_driver::WorkflowError),
+
+    /// A dependency's result a job asked for is not there, or does not decode as asked.
+    #[error("dependency result of `{kind}`: {reason}")]
+    DependencyResult {
+        /// The dependency's kind.
+        kind: String,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// An I/O error from the operating system.
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
@@ -213,6 +227,7 @@ impl From<DriverError> for Error {
             DriverError::Runtime(e) => Error::Runtime(e),
             DriverError::Server(e) => Error::Cluster(e),
             DriverError::Io(e) => Error::Io(e),
+            DriverError::Workflow(e) => Error::Workflow(e),
             other => Error::Runtime(other.to_string()),
         }
     }

@@ -83,6 +83,7 @@ pub mod settings;
 pub mod testing;
 mod unique;
 mod worker;
+mod workflow;
 
 pub use backend::JobsBackend;
 pub use backoff::Backoff;
@@ -103,6 +104,7 @@ pub use job_context::{ContextParts, JobContext};
 pub use jobs_driver as driver;
 pub use jobs_driver::validation::MAX_PAYLOAD_BYTES;
 pub use jobs_driver::{Count, Inserted, JobFilter, JobRow, JobState, NewJob, ParseStateError, stored_text};
+pub use jobs_driver::{DependsOn, OnFailure};
 pub use jobs_macros::job;
 pub use migrate::migrate;
 pub use options::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobOptions};
@@ -112,6 +114,7 @@ pub use unique::{UniqueBy, UniqueOptions};
 pub use worker::{
     Drained, QueueConfig, ShutdownReport, UnknownKindPolicy, Worker, WorkerBuilder, WorkerHandle,
 };
+pub use workflow::{EnqueuedWorkflow, Step, Workflow};
 
 /// Loads job `id` on a connection of the application's own (in its transaction, if any).
 pub async fn get_job<C>(conn: &mut C, id: i64) -> Result<Option<JobRow>>

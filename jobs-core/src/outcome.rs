@@ -79,17 +79,25 @@ fn encode_result<T: Serialize>(value: &T) -> RunOutcome {
 /// Turns a handler's `Ok` value into a [`RunOutcome`]: any `Serialize` value completes
 /// the job, an [`Outcome`] says explicitly what happens.
 pub trait IntoOutcome {
+    /// The type of the result stored on success (a dependent reads it back as this:
+    /// `JobContext::dependency_result`).
+    type Value;
+
     /// The outcome.
     fn into_outcome(self) -> RunOutcome;
 }
 
 impl<T: Serialize> IntoOutcome for T {
+    type Value = T;
+
     fn into_outcome(self) -> RunOutcome {
         encode_result(&self)
     }
 }
 
 impl<T: Serialize> IntoOutcome for Outcome<T> {
+    type Value = T;
+
     fn into_outcome(self) -> RunOutcome {
         match self {
             Outcome::Complete(value) => encode_result(&value),

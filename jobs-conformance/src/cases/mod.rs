@@ -17,6 +17,7 @@ mod read_model;
 mod rescue;
 mod transactions;
 mod unique;
+mod workflow_runs;
 mod workflows;
 
 pub use app_values::*;
@@ -35,4 +36,5 @@ pub use read_model::*;
 pub use rescue::*;
 pub use transactions::*;
 pub use unique::*;
+pub use workflow_runs::*;
 pub use workflows::*;

@@ -6,7 +6,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 use diesel_async::AsyncConnection;
-use jobs_driver::{Driver, Inserted, JobInsertManyParams, NewJob};
+use jobs_driver::{
+    Driver, Inserted, InsertedWorkflow, JobInsertManyParams, JobInsertWorkflowParams, NewJob, NewWorkflow,
+};
 
 use crate::backend::JobsBackend;
 use crate::error::Result;
@@ -19,6 +21,11 @@ use crate::error::Result;
 pub trait Enqueuer: Send {
     /// Inserts the jobs in one statement.
     fn insert(self, jobs: &[NewJob]) -> impl Future<Output = Result<Vec<Inserted>>> + Send;
+
+    /// Inserts a workflow: its steps and their dependencies, in one transaction (the
+    /// caller's, for a connection inside one).
+    fn insert_workflow(self, workflow: &NewWorkflow)
+    -> impl Future<Output = Result<InsertedWorkflow>> + Send;
 }
 
 /// In the caller's transaction, if the connection is in one: roll back, and the jobs
@@ -31,6 +38,10 @@ where
     async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
         Ok(<<C::Backend as JobsBackend>::Driver as ConnectionDriver>::insert(self, jobs).await?)
     }
+
+    async fn insert_workflow(self, workflow: &NewWorkflow) -> Result<InsertedWorkflow> {
+        Ok(<<C::Backend as JobsBackend>::Driver as ConnectionDriver>::insert_workflow(self, workflow).await?)
+    }
 }
 
 /// Through the driver: the insert commits by itself, and the driver wakes the workers.
@@ -39,5 +50,9 @@ where
 impl<'d> Enqueuer for &Arc<dyn Driver + 'd> {
     async fn insert(self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
         Ok(self.job_insert_many(JobInsertManyParams { jobs, now: None }).await?)
+    }
+
+    async fn insert_workflow(self, workflow: &NewWorkflow) -> Result<InsertedWorkflow> {
+        Ok(self.job_insert_workflow(JobInsertWorkflowParams { workflow, now: None }).await?)
     }
 }

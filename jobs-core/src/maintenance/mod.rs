@@ -1,5 +1,5 @@
 //! The leader's background services: the [`LeaderElector`], the [`Scheduler`], the
-//! [`Rescuer`], the [`Archiver`], the [`Pruner`] and the [`CronEnqueuer`].
+//! [`Rescuer`], the [`Archiver`], the [`Pruner`], the [`Settler`] and the [`CronEnqueuer`].
 //!
 //! Every service has the same shape: a `*Config` with defaults and a `validate()` (called
 //! by `WorkerBuilder::build`), a `run_once()` that does one pass (tests call it directly),
@@ -14,6 +14,7 @@ mod pruner;
 mod rescuer;
 mod scheduler;
 mod service_context;
+mod settler;
 
 pub use archiver::{Archiver, ArchiverConfig};
 pub use cron_enqueuer::{CronConfig, CronEnqueuer, Fired};
@@ -22,3 +23,4 @@ pub use pruner::{Pruner, PrunerConfig};
 pub use rescuer::{Rescuer, RescuerConfig};
 pub use scheduler::{Scheduler, SchedulerConfig};
 pub use service_context::ServiceContext;
+pub use settler::{Settler, SettlerConfig};

@@ -44,6 +44,7 @@ impl Buffered {
         Completion {
             id: self.job.id,
             queue: self.job.queue.as_str().into(),
+            workflow_id: self.job.workflow_id,
             attempt: self.job.attempt,
             state: JobState::Available,
             result: None,

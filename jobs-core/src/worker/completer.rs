@@ -13,8 +13,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use jobs_driver::{
-    Completion, DURATION_BUCKETS, JobCompleteManyParams, JobState, KindMetric, KindStatsCount, StatsCount,
-    StatsRecordParams, Timing, duration_bucket,
+    Completion, DURATION_BUCKETS, JobCompleteManyParams, JobSettleParams, JobState, KindMetric,
+    KindStatsCount, StatsCount, StatsRecordParams, Timing, duration_bucket,
 };
 
 use super::completion_channel::CompleterConfig;
@@ -48,8 +48,31 @@ async fn write(shared: &Shared, batch: &[Completion], give_up: &CancellationToke
         }
     };
     forget(shared, batch);
+    settle(shared, batch, &applied).await;
     applied
 }
+
+/// Settles, for their dependents, the finishes of the workflow steps whose outcome
+/// applied: a dependent whose last dependency just completed becomes due now, not at the
+/// settler's next pass. (A step that did not finish is skipped by the settle.) Should it
+/// fail, the settler's sweep settles them.
+async fn settle(shared: &Shared, batch: &[Completion], applied: &[i64]) {
+    let steps: Vec<i64> = batch
+        .iter()
+        .filter(|c| c.workflow_id.is_some() && !c.give_back_attempt && applied.contains(&c.id))
+        .map(|c| c.id)
+        .collect();
+    if steps.is_empty() {
+        return;
+    }
+    let params = JobSettleParams { finished: Some(&steps), limit: SETTLE_LIMIT, now: shared.clock.db_now() };
+    if let Err(e) = shared.driver.job_settle(params).await {
+        tracing::warn!(error = %e, steps = steps.len(), "settling finished workflow steps failed; the settler will");
+    }
+}
+
+/// The most dependents one settle transaction takes.
+const SETTLE_LIMIT: usize = 1_000;
 
 async fn write_alone(shared: &Shared, completion: &Completion, give_up: &CancellationToken) -> Vec<i64> {
     let e = match write_retrying(shared, std::slice::from_ref(completion), give_up).await {

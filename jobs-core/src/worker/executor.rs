@@ -61,6 +61,7 @@ fn completion(
     let mut c = Completion {
         id: job.id,
         queue: queue.name.clone(),
+        workflow_id: job.workflow_id,
         attempt: job.attempt,
         state: JobState::Completed,
         result: None,

@@ -16,7 +16,7 @@ use super::{completer, heartbeat, listener, liveness, panic_capture, producer};
 use crate::error::Result;
 use crate::maintenance::{
     Archiver, ArchiverConfig, CronEnqueuer, LeaderConfig, LeaderElector, Pruner, PrunerConfig, Rescuer,
-    RescuerConfig, Scheduler, SchedulerConfig, ServiceContext,
+    RescuerConfig, Scheduler, SchedulerConfig, ServiceContext, Settler, SettlerConfig,
 };
 use crate::retry_pause::RetryPause;
 
@@ -26,6 +26,7 @@ pub(super) struct Maintenance {
     pub(super) scheduler: SchedulerConfig,
     pub(super) rescuer: RescuerConfig,
     pub(super) archiver: ArchiverConfig,
+    pub(super) settler: SettlerConfig,
     pub(super) pruner: PrunerConfig,
     pub(super) cron: CronEnqueuer,
 }
@@ -197,7 +198,9 @@ impl Worker {
         for queue in shared.queues.values() {
             producers.push(tokio::spawn(producer::run(shared.clone(), queue.clone(), stop_fetch.clone())));
         }
-        if let Some(Maintenance { leader, scheduler, rescuer, archiver, pruner, cron }) = self.maintenance {
+        if let Some(Maintenance { leader, scheduler, rescuer, archiver, settler, pruner, cron }) =
+            self.maintenance
+        {
             let elector = LeaderElector::new(leader);
             // Try once now so a single node starts its services without waiting a tick.
             if let Err(e) = elector.run_once(&service_ctx).await {
@@ -212,6 +215,8 @@ impl Worker {
             services
                 .push(tokio::spawn(Archiver::new(archiver).run(service_ctx.clone(), stop_services.clone())));
             services.push(tokio::spawn(Pruner::new(pruner).run(service_ctx.clone(), stop_services.clone())));
+            services
+                .push(tokio::spawn(Settler::new(settler).run(service_ctx.clone(), stop_services.clone())));
             if !cron.is_empty() {
                 services.push(tokio::spawn(cron.run(service_ctx.clone(), stop_services.clone())));
             }

@@ -44,6 +44,9 @@ pub struct Completion {
     pub id: i64,
     /// Its queue (for the per-minute counters).
     pub queue: std::sync::Arc<str>,
+    /// The workflow it is a step of ([`ClaimedJob::workflow_id`]): the completer settles
+    /// its finish for its dependents at once.
+    pub workflow_id: Option<i64>,
     /// The attempt it was claimed with: the write applies only if the row is still
     /// `running` at this attempt.
     pub attempt: i32,

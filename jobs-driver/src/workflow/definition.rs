@@ -149,6 +149,8 @@ pub struct InsertedWorkflow {
 pub struct Dependency {
     /// The job depended on.
     pub depends_on: i64,
+    /// Its kind (the type its result decodes as).
+    pub kind: String,
     /// What the dependent needs of it.
     pub needs: Needs,
     /// Its final state once settled (`cancelled` if it was deleted); `None` while it has

@@ -59,18 +59,18 @@ pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
         if row.existing {
             continue;
         }
-        let mut on: Vec<i64> = step
+        let mut on: Vec<(i64, &str)> = step
             .after
             .iter()
             .map(|d| match *d {
-                DependsOn::Step(i) => inserted[i].id,
-                DependsOn::Job(id) => id,
+                DependsOn::Step(i) => (inserted[i].id, workflow.steps[i].job.kind.as_ref()),
+                DependsOn::Job(id) => (id, known.get(&id).map_or("", |s| s.kind.as_str())),
             })
             .collect();
         on.sort_unstable();
-        on.dedup();
+        on.dedup_by_key(|(id, _)| *id);
         let (mut waiting, mut failed, mut first_failure) = (0, 0, None);
-        for dep in on {
+        for (dep, kind) in on {
             let outcome = match cancelled_here.get(&dep) {
                 Some(_) => Some(JobState::Cancelled),
                 None => known.get(&dep).map(|s| s.state).filter(|s| s.is_final()),
@@ -89,7 +89,14 @@ pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
                 }
                 Some(_) => {}
             }
-            edges.push(Edge { depends_on: dep, job_id: row.id, needs: step.needs, outcome, result });
+            edges.push(Edge {
+                depends_on: dep,
+                job_id: row.id,
+                kind: kind.to_owned(),
+                needs: step.needs,
+                outcome,
+                result,
+            });
         }
         let transition = match first_failure {
             Some((dependency, outcome)) if workflow.on_failure == OnFailure::Cancel => {

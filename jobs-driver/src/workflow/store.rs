@@ -14,6 +14,8 @@ use crate::state::JobState;
 pub struct DependencyState {
     /// The job.
     pub id: i64,
+    /// Its kind.
+    pub kind: String,
     /// Its state.
     pub state: JobState,
     /// Its result (completed jobs).
@@ -27,6 +29,8 @@ pub struct Edge {
     pub depends_on: i64,
     /// The dependent.
     pub job_id: i64,
+    /// The dependency's kind.
+    pub kind: String,
     /// What the dependent needs of it.
     pub needs: Needs,
     /// Its final state once settled.

@@ -21,7 +21,7 @@ fn result(text: Option<&str>) -> Result<Option<Value>> {
     .transpose()
 }
 
-/// `edges` as one JSON array of `[depends_on, job_id, needs, outcome, result]`, the result
+/// `edges` as one JSON array of `[depends_on, job_id, kind, needs, outcome, result]`, the result
 /// as JSON text (or null), for an insert statement that reads it with `json_each` or
 /// `JSON_TABLE`.
 pub fn edges_json(edges: &[Edge]) -> String {
@@ -31,6 +31,7 @@ pub fn edges_json(edges: &[Edge]) -> String {
             serde_json::json!([
                 e.depends_on,
                 e.job_id,
+                e.kind,
                 e.needs.as_str(),
                 e.outcome.map(JobState::as_str),
                 e.result.as_ref().map(Value::to_string),
@@ -45,6 +46,7 @@ impl Edge {
     pub fn from_stored(
         depends_on: i64,
         job_id: i64,
+        kind: String,
         needs: &str,
         outcome: Option<&str>,
         result_text: Option<&str>,
@@ -52,6 +54,7 @@ impl Edge {
         Ok(Edge {
             depends_on,
             job_id,
+            kind,
             needs: Needs::from_stored(needs),
             outcome: outcome.map(state).transpose()?,
             result: result(result_text)?,
@@ -61,14 +64,25 @@ impl Edge {
 
 impl DependencyState {
     /// A job's state and result from their stored columns.
-    pub fn from_stored(id: i64, state_name: &str, result_text: Option<&str>) -> Result<DependencyState> {
-        Ok(DependencyState { id, state: state(state_name)?, result: result(result_text)? })
+    pub fn from_stored(
+        id: i64,
+        kind: String,
+        state_name: &str,
+        result_text: Option<&str>,
+    ) -> Result<DependencyState> {
+        Ok(DependencyState { id, kind, state: state(state_name)?, result: result(result_text)? })
     }
 }
 
 impl From<Edge> for Dependency {
     fn from(e: Edge) -> Dependency {
-        Dependency { depends_on: e.depends_on, needs: e.needs, outcome: e.outcome, result: e.result }
+        Dependency {
+            depends_on: e.depends_on,
+            kind: e.kind,
+            needs: e.needs,
+            outcome: e.outcome,
+            result: e.result,
+        }
     }
 }
 
@@ -81,6 +95,7 @@ mod tests {
         let edge = Edge {
             depends_on: 1,
             job_id: 2,
+            kind: "k".into(),
             needs: Needs::Finished,
             outcome: Some(JobState::Completed),
             result: Some(serde_json::json!({"n": "x"})),
@@ -90,12 +105,13 @@ mod tests {
         let back = Edge::from_stored(
             row[0].as_i64().expect("id"),
             row[1].as_i64().expect("id"),
-            row[2].as_str().expect("needs"),
-            row[3].as_str(),
+            row[2].as_str().expect("kind").to_owned(),
+            row[3].as_str().expect("needs"),
             row[4].as_str(),
+            row[5].as_str(),
         )
         .expect("decodes");
         assert_eq!(back, edge);
-        assert!(DependencyState::from_stored(1, "done", None).is_err());
+        assert!(DependencyState::from_stored(1, "k".into(), "done", None).is_err());
     }
 }

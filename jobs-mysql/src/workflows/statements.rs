@@ -7,19 +7,22 @@ macro_rules! ids {
     };
 }
 
-pub(super) const DEPENDENCY_STATES: &str =
-    concat!("SELECT j.id, j.state, j.result FROM ", ids!("$1", "t"), " STRAIGHT_JOIN jobs j ON j.id = t.id");
+pub(super) const DEPENDENCY_STATES: &str = concat!(
+    "SELECT j.id, j.kind, j.state, j.result FROM ",
+    ids!("$1", "t"),
+    " STRAIGHT_JOIN jobs j ON j.id = t.id"
+);
 
 pub(super) const INSERT_WORKFLOW: &str =
     "INSERT INTO job_workflows (name, on_failure, created_at) VALUES ($1, $2, UTC_TIMESTAMP(6))";
 
-// One JSON array per edge: [depends_on, job_id, needs, outcome, result as JSON text].
+// One JSON array per edge (`jobs_driver::workflow::edges_json`).
 pub(super) const INSERT_EDGES: &str = "\
-INSERT INTO job_dependencies (depends_on, job_id, needs, outcome, result)
-SELECT e.depends_on, e.job_id, e.needs, e.outcome, e.result
+INSERT INTO job_dependencies (depends_on, job_id, kind, needs, outcome, result)
+SELECT e.depends_on, e.job_id, e.kind, e.needs, e.outcome, e.result
 FROM JSON_TABLE($1, '$[*]' COLUMNS (depends_on BIGINT PATH '$[0]', job_id BIGINT PATH '$[1]',
-                                   needs VARCHAR(16) PATH '$[2]', outcome VARCHAR(16) PATH '$[3]',
-                                   result LONGTEXT PATH '$[4]')) AS e";
+                                   kind VARCHAR(255) PATH '$[2]', needs VARCHAR(16) PATH '$[3]',
+                                   outcome VARCHAR(16) PATH '$[4]', result LONGTEXT PATH '$[5]')) AS e";
 
 pub(super) const DEPENDENTS_UNSETTLED: &str = concat!(
     "SELECT DISTINCT d.job_id AS id FROM ",
@@ -44,12 +47,12 @@ pub(super) const SETTINGS: &str = concat!(
 );
 
 pub(super) const EDGES_UNSETTLED: &str = "\
-SELECT d.depends_on, d.job_id, d.needs, d.outcome, d.result FROM job_dependencies d
+SELECT d.depends_on, d.job_id, d.kind, d.needs, d.outcome, d.result FROM job_dependencies d
 WHERE d.depends_on IN (SELECT t.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t)
   AND d.job_id IN (SELECT u.id FROM JSON_TABLE($2, '$[*]' COLUMNS (id BIGINT PATH '$')) AS u)
   AND d.outcome IS NULL FOR UPDATE";
 pub(super) const EDGES_SETTLED: &str = "\
-SELECT d.depends_on, d.job_id, d.needs, d.outcome, d.result FROM job_dependencies d
+SELECT d.depends_on, d.job_id, d.kind, d.needs, d.outcome, d.result FROM job_dependencies d
 WHERE d.depends_on IN (SELECT t.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t)
   AND d.job_id IN (SELECT u.id FROM JSON_TABLE($2, '$[*]' COLUMNS (id BIGINT PATH '$')) AS u)
   AND d.outcome IS NOT NULL FOR UPDATE";
@@ -107,5 +110,5 @@ WHERE j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled')
 ORDER BY d.depends_on LIMIT $1";
 
 pub(super) const DEPENDENCIES: &str = "\
-SELECT depends_on, job_id, needs, outcome, result FROM job_dependencies
+SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE job_id = $1 ORDER BY depends_on";

@@ -30,6 +30,8 @@ pub(crate) struct PgStore<'c, C>(pub(crate) &'c mut C);
 struct StateRow {
     #[diesel(sql_type = BigInt)]
     id: i64,
+    #[diesel(sql_type = Text)]
+    kind: String,
     #[diesel(sql_type = crate::schema::sql_types::JobState)]
     state: JobState,
     #[diesel(sql_type = Nullable<Jsonb>)]
@@ -57,6 +59,8 @@ struct EdgeRow {
     #[diesel(sql_type = BigInt)]
     job_id: i64,
     #[diesel(sql_type = Text)]
+    kind: String,
+    #[diesel(sql_type = Text)]
     needs: String,
     #[diesel(sql_type = Nullable<crate::schema::sql_types::JobState>)]
     outcome: Option<JobState>,
@@ -69,6 +73,7 @@ impl From<EdgeRow> for Edge {
         Edge {
             depends_on: r.depends_on,
             job_id: r.job_id,
+            kind: r.kind,
             needs: Needs::from_stored(&r.needs),
             outcome: r.outcome,
             result: r.result,
@@ -91,7 +96,10 @@ where
         }
         let rows: Vec<StateRow> =
             diesel::sql_query(DEPENDENCY_STATES).bind::<Array<BigInt>, _>(ids).load(self.0).await?;
-        Ok(rows.into_iter().map(|r| DependencyState { id: r.id, state: r.state, result: r.result }).collect())
+        Ok(rows
+            .into_iter()
+            .map(|r| DependencyState { id: r.id, kind: r.kind, state: r.state, result: r.result })
+            .collect())
     }
 
     async fn insert_workflow_row(&mut self, name: &str, on_failure: OnFailure) -> Result<i64> {
@@ -110,12 +118,14 @@ where
     async fn insert_edges(&mut self, edges: &[Edge]) -> Result<()> {
         let depends_on: Vec<i64> = edges.iter().map(|e| e.depends_on).collect();
         let job_ids: Vec<i64> = edges.iter().map(|e| e.job_id).collect();
+        let kinds: Vec<&str> = edges.iter().map(|e| e.kind.as_str()).collect();
         let needs: Vec<&str> = edges.iter().map(|e| e.needs.as_str()).collect();
         let outcomes: Vec<Option<&str>> = edges.iter().map(|e| e.outcome.map(JobState::as_str)).collect();
         let results: Vec<Option<&Value>> = edges.iter().map(|e| e.result.as_ref()).collect();
         diesel::sql_query(INSERT_EDGES)
             .bind::<Array<BigInt>, _>(&depends_on)
             .bind::<Array<BigInt>, _>(&job_ids)
+            .bind::<Array<Text>, _>(&kinds)
             .bind::<Array<Text>, _>(&needs)
             .bind::<Array<Nullable<Text>>, _>(&outcomes)
             .bind::<Array<Nullable<Jsonb>>, _>(&results)
@@ -247,13 +257,5 @@ where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
     let rows: Vec<EdgeRow> = diesel::sql_query(DEPENDENCIES).bind::<BigInt, _>(job_id).load(conn).await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| Dependency {
-            depends_on: r.depends_on,
-            needs: Needs::from_stored(&r.needs),
-            outcome: r.outcome,
-            result: r.result,
-        })
-        .collect())
+    Ok(rows.into_iter().map(|r| Dependency::from(Edge::from(r))).collect())
 }

@@ -2,16 +2,16 @@
 
 use crate::notifications::available_channel;
 
-pub(super) const DEPENDENCY_STATES: &str = "SELECT id, state, result FROM jobs_all WHERE id = ANY ($1)";
+pub(super) const DEPENDENCY_STATES: &str = "SELECT id, kind, state, result FROM jobs_all WHERE id = ANY ($1)";
 
 pub(super) const INSERT_WORKFLOW: &str =
     "INSERT INTO job_workflows (name, on_failure) VALUES ($1, $2) RETURNING id";
 
 pub(super) const INSERT_EDGES: &str = "\
-INSERT INTO job_dependencies (depends_on, job_id, needs, outcome, result)
-SELECT u.depends_on, u.job_id, u.needs, u.outcome::job_state, u.result
-FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::jsonb[])
-     AS u(depends_on, job_id, needs, outcome, result)";
+INSERT INTO job_dependencies (depends_on, job_id, kind, needs, outcome, result)
+SELECT u.depends_on, u.job_id, u.kind, u.needs, u.outcome::job_state, u.result
+FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
+     AS u(depends_on, job_id, kind, needs, outcome, result)";
 
 // Two statements, so that the unsettled one reads `job_dependencies_unsettled_idx`.
 pub(super) const DEPENDENTS_UNSETTLED: &str = "\
@@ -32,10 +32,10 @@ FROM jobs_all j LEFT JOIN job_workflows w ON w.id = j.workflow_id
 WHERE j.id = ANY ($1) ORDER BY j.id";
 
 pub(super) const EDGES_UNSETTLED: &str = "\
-SELECT depends_on, job_id, needs, outcome, result FROM job_dependencies
+SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE depends_on = ANY ($1) AND job_id = ANY ($2) AND outcome IS NULL";
 pub(super) const EDGES_SETTLED: &str = "\
-SELECT depends_on, job_id, needs, outcome, result FROM job_dependencies
+SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE depends_on = ANY ($1) AND job_id = ANY ($2) AND outcome IS NOT NULL";
 
 pub(super) const SET_OUTCOME: &str = "\
@@ -110,5 +110,5 @@ WHERE j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled')
 ORDER BY d.depends_on LIMIT $1";
 
 pub(super) const DEPENDENCIES: &str = "\
-SELECT depends_on, job_id, needs, outcome, result FROM job_dependencies
+SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE job_id = $1 ORDER BY depends_on";

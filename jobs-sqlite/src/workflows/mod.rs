@@ -46,6 +46,8 @@ struct StateRow {
     #[diesel(sql_type = BigInt)]
     id: i64,
     #[diesel(sql_type = Text)]
+    kind: String,
+    #[diesel(sql_type = Text)]
     state: String,
     #[diesel(sql_type = Nullable<Text>)]
     result: Option<String>,
@@ -72,6 +74,8 @@ struct EdgeRow {
     #[diesel(sql_type = BigInt)]
     job_id: i64,
     #[diesel(sql_type = Text)]
+    kind: String,
+    #[diesel(sql_type = Text)]
     needs: String,
     #[diesel(sql_type = Nullable<Text>)]
     outcome: Option<String>,
@@ -96,6 +100,7 @@ impl EdgeRow {
         Edge::from_stored(
             self.depends_on,
             self.job_id,
+            self.kind,
             &self.needs,
             self.outcome.as_deref(),
             self.result.as_deref(),
@@ -118,7 +123,9 @@ where
         }
         let rows: Vec<StateRow> =
             CachedQuery::new(DEPENDENCY_STATES).bind::<Text, _>(ids_json(ids)).load(self.conn).await?;
-        rows.into_iter().map(|r| DependencyState::from_stored(r.id, &r.state, r.result.as_deref())).collect()
+        rows.into_iter()
+            .map(|r| DependencyState::from_stored(r.id, r.kind, &r.state, r.result.as_deref()))
+            .collect()
     }
 
     async fn insert_workflow_row(&mut self, name: &str, on_failure: OnFailure) -> Result<i64> {

@@ -1,16 +1,16 @@
 //! The statements of the workflow store (see the parent module), one per step of the rules.
 
 pub(super) const DEPENDENCY_STATES: &str =
-    "SELECT id, state, result FROM jobs WHERE id IN (SELECT value FROM json_each($1))";
+    "SELECT id, kind, state, result FROM jobs WHERE id IN (SELECT value FROM json_each($1))";
 
 pub(super) const INSERT_WORKFLOW: &str =
     "INSERT INTO job_workflows (name, on_failure, created_at) VALUES ($1, $2, $3) RETURNING id";
 
-// One JSON array per edge: [depends_on, job_id, needs, outcome, result as JSON text].
+// One JSON array per edge (`jobs_driver::workflow::edges_json`).
 pub(super) const INSERT_EDGES: &str = "\
-INSERT INTO job_dependencies (depends_on, job_id, needs, outcome, result)
+INSERT INTO job_dependencies (depends_on, job_id, kind, needs, outcome, result)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
-       json_extract(value, '$[3]'), json_extract(value, '$[4]')
+       json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]')
 FROM json_each($1)";
 
 pub(super) const DEPENDENTS_UNSETTLED: &str = "\
@@ -26,11 +26,11 @@ FROM jobs j LEFT JOIN job_workflows w ON w.id = j.workflow_id
 WHERE j.id IN (SELECT value FROM json_each($1)) ORDER BY j.id";
 
 pub(super) const EDGES_UNSETTLED: &str = "\
-SELECT depends_on, job_id, needs, outcome, result FROM job_dependencies
+SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE depends_on IN (SELECT value FROM json_each($1)) AND job_id IN (SELECT value FROM json_each($2))
   AND outcome IS NULL";
 pub(super) const EDGES_SETTLED: &str = "\
-SELECT depends_on, job_id, needs, outcome, result FROM job_dependencies
+SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE depends_on IN (SELECT value FROM json_each($1)) AND job_id IN (SELECT value FROM json_each($2))
   AND outcome IS NOT NULL";
 
@@ -69,5 +69,5 @@ WHERE j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled')
 ORDER BY d.depends_on LIMIT $1";
 
 pub(super) const DEPENDENCIES: &str = "\
-SELECT depends_on, job_id, needs, outcome, result FROM job_dependencies
+SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE job_id = $1 ORDER BY depends_on";

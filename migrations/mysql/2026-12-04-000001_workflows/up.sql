@@ -14,6 +14,8 @@ CREATE TABLE job_workflows (
 CREATE TABLE job_dependencies (
     depends_on BIGINT      NOT NULL,
     job_id     BIGINT      NOT NULL,
+    -- the dependency's kind, for the dependent's typed read of its result
+    kind       VARCHAR(255) NOT NULL,
     -- 'completed' or 'finished'
     needs      VARCHAR(16) NOT NULL,
     outcome    VARCHAR(16) NULL,

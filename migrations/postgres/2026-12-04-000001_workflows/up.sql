@@ -20,6 +20,8 @@ CREATE TABLE job_workflows (
 CREATE TABLE job_dependencies (
     depends_on bigint    NOT NULL,
     job_id     bigint    NOT NULL,
+    -- the dependency's kind, for the dependent's typed read of its result
+    kind       text      NOT NULL,
     -- 'completed': the dependency must complete (a workflow's step); 'finished': any final
     -- state will do (a batch's callback)
     needs      text      NOT NULL CHECK (needs IN ('completed', 'finished')),

@@ -13,6 +13,7 @@ CREATE TABLE job_workflows (
 CREATE TABLE job_dependencies (
     depends_on INTEGER NOT NULL,
     job_id     INTEGER NOT NULL,
+    kind       TEXT    NOT NULL,
     needs      TEXT    NOT NULL CHECK (needs IN ('completed', 'finished')),
     outcome    TEXT,
     result     TEXT,

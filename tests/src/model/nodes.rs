@@ -25,6 +25,7 @@ pub(super) fn completion(run: &Run, ending: Ending) -> Completion {
     let mut c = Completion {
         id: run.job,
         queue: run.queue.as_str().into(),
+        workflow_id: None,
         attempt: run.attempt,
         state: JobState::Completed,
         result: None,

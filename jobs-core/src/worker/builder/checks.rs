@@ -59,6 +59,7 @@ impl WorkerBuilder {
             self.scheduler.validate()?;
             self.rescuer.validate()?;
             self.archiver.validate()?;
+            self.settler.validate()?;
             self.pruner.validate()?;
             self.cron.validate()?;
             // A node is rescued when its heartbeat is older than this: shorter than the

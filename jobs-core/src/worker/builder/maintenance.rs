@@ -3,7 +3,7 @@
 use super::WorkerBuilder;
 use crate::cron::Periodic;
 use crate::maintenance::{
-    ArchiverConfig, CronConfig, LeaderConfig, PrunerConfig, RescuerConfig, SchedulerConfig,
+    ArchiverConfig, CronConfig, LeaderConfig, PrunerConfig, RescuerConfig, SchedulerConfig, SettlerConfig,
 };
 
 impl WorkerBuilder {
@@ -34,6 +34,12 @@ impl WorkerBuilder {
     /// Archiver settings (drivers with an archive table: Postgres).
     pub fn archiver(mut self, config: ArchiverConfig) -> Self {
         self.archiver = config;
+        self
+    }
+
+    /// Settler settings (workflows' safety net).
+    pub fn settler(mut self, config: SettlerConfig) -> Self {
+        self.settler = config;
         self
     }
 

@@ -24,6 +24,7 @@ use crate::error::Result;
 use crate::into_driver::IntoDriver;
 use crate::maintenance::{
     ArchiverConfig, CronConfig, CronEnqueuer, LeaderConfig, PrunerConfig, RescuerConfig, SchedulerConfig,
+    SettlerConfig,
 };
 use crate::registry::Registry;
 mod checks;
@@ -67,6 +68,7 @@ pub struct WorkerBuilder {
     scheduler: SchedulerConfig,
     rescuer: RescuerConfig,
     archiver: ArchiverConfig,
+    settler: SettlerConfig,
     pruner: PrunerConfig,
     cron: CronConfig,
     schedules: Vec<Periodic>,
@@ -110,6 +112,7 @@ impl WorkerBuilder {
             scheduler: SchedulerConfig::default(),
             rescuer: RescuerConfig::default(),
             archiver: ArchiverConfig::default(),
+            settler: SettlerConfig::default(),
             pruner: PrunerConfig::default(),
             cron: CronConfig::default(),
             schedules: Vec::new(),
@@ -348,6 +351,7 @@ impl WorkerBuilder {
             scheduler: self.scheduler,
             rescuer: self.rescuer,
             archiver: self.archiver,
+            settler: self.settler,
             pruner: self.pruner,
             cron,
         });
