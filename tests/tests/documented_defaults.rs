@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use jobs_core::maintenance::{
-    ArchiverConfig, CronConfig, LeaderConfig, PrunerConfig, RescuerConfig, SchedulerConfig,
+    ArchiverConfig, CronConfig, LeaderConfig, PrunerConfig, RescuerConfig, SchedulerConfig, SettlerConfig,
 };
 
 /// The table's rows: setting (without backticks) → default, as written.
@@ -101,6 +101,14 @@ fn the_guides_settings_table_says_what_the_code_does() {
         (
             "ArchiverConfig::interval / batch",
             format!("{} / {} rows", human(archiver.interval), count(archiver.batch)),
+        ),
+        (
+            "SettlerConfig::interval / batch",
+            format!(
+                "{} / {} jobs",
+                human(SettlerConfig::default().interval),
+                count(SettlerConfig::default().batch)
+            ),
         ),
         ("CronConfig::interval / grace", format!("{} / {}", human(cron.interval), human(cron.grace))),
     ];

@@ -3,9 +3,9 @@
 //! of a job's dependencies.
 //!
 //! The reads the rules make after their locks (the dependents, their edges) are locking
-//! reads, which see the latest rows whatever the transaction's isolation; the driver's own
-//! settles also run in `READ COMMITTED` (`settle_transaction`), so that their plain reads
-//! of dependencies' states are current too. The wake-ups of released jobs are rows of
+//! reads, which see the latest rows whatever the transaction's isolation (an
+//! application's transaction may run `REPEATABLE READ`); the driver's own sessions run
+//! `READ COMMITTED`, so that their plain reads of dependencies' states are current too. The wake-ups of released jobs are rows of
 //! `job_notifications`, collected to be delivered in this process once the transaction
 //! commits.
 

@@ -1,7 +1,7 @@
 //! The driver's workflow operations (`Driver::job_insert_workflow`, `job_settle`, and the
 //! eager settle after a cancel or a delete), each in transactions of its own.
 
-use diesel_async::{AsyncConnection, RunQueryDsl};
+use diesel_async::AsyncConnection;
 use jobs_driver::workflow::{self, WorkflowStore};
 use jobs_driver::{DriverError, InsertedWorkflow, JobInsertWorkflowParams, JobSettleParams, Result, Settled};
 
@@ -31,9 +31,9 @@ impl MysqlDriver {
         Ok(inserted)
     }
 
-    /// See `JobSettleParams`: the sweep's read, then a transaction per round, in `READ
-    /// COMMITTED`, so that the rules' plain reads of the dependencies' states, after their
-    /// locks, see what committed meanwhile (see the parent module).
+    /// See `JobSettleParams`: the sweep's read, then a transaction per round. The driver's
+    /// sessions run `READ COMMITTED` (`pool`), so the rules' plain reads of the
+    /// dependencies' states, after their locks, see what committed meanwhile.
     pub(crate) async fn settle(&self, params: JobSettleParams<'_>) -> Result<Settled> {
         let JobSettleParams { finished, limit, now } = params;
         let first = match finished {
@@ -47,21 +47,13 @@ impl MysqlDriver {
         };
         workflow::settle_cascade(first, |ids| async move {
             let mut conn = self.conn().await?;
-            let isolated = diesel::sql_query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-                .execute(&mut *conn)
-                .await
-                .map_err(DriverError::from);
-            let outcome = match isolated {
-                Ok(_) => {
-                    conn.transaction::<_, DriverError, _>(async |tx| {
-                        let mut store = MysqlStore::new(tx);
-                        let round = workflow::settle_round(&mut store, &ids, limit, now).await?;
-                        Ok((round, store.told))
-                    })
-                    .await
-                }
-                Err(e) => Err(e),
-            };
+            let outcome = conn
+                .transaction::<_, DriverError, _>(async |tx| {
+                    let mut store = MysqlStore::new(tx);
+                    let round = workflow::settle_round(&mut store, &ids, limit, now).await?;
+                    Ok((round, store.told))
+                })
+                .await;
             conn.give_back(&outcome);
             let (round, told) = outcome?;
             self.deliver(&told);
