@@ -3,13 +3,15 @@
 //! one fails, come back when it is retried, read their dependencies' results; the
 //! settler's sweep settles what no completion did.
 
+use std::time::Duration;
+
 use chrono::Utc;
 use jobs_core::driver::Capability;
 use jobs_core::driver::{
     ClaimedJob, Completion, DependsOn, DriverError, InsertedWorkflow, JobCancelManyParams, JobClaimParams,
     JobCompleteManyParams, JobDeleteManyParams, JobDependenciesParams, JobInsertWorkflowParams,
-    JobRetryManyParams, JobSettleParams, JobState, Needs, NewJob, NewStep, NewWorkflow, OnFailure,
-    WorkflowError,
+    JobPruneParams, JobRetryManyParams, JobSettleParams, JobState, Needs, NewJob, NewStep, NewWorkflow,
+    OnFailure, WorkflowError,
 };
 use serde_json::json;
 
@@ -116,6 +118,20 @@ pub async fn a_diamond_workflow_runs_in_dependency_order(db: TestDb) {
     let deps = db.driver.job_dependencies(JobDependenciesParams { job_id: ids[1] }).await.expect("deps");
     assert_eq!(deps[0].result, Some(json!({"rows": 3})));
     assert_eq!(settle(&db, None).await.settled, 0, "nothing is left to settle");
+    // Pruned, a job's own dependencies go with it.
+    let pruned = db
+        .driver
+        .job_prune(JobPruneParams { state: Completed, retention: Duration::ZERO, limit: 100, now: None })
+        .await
+        .expect("prune");
+    assert_eq!(pruned, 2, "B and C (A was deleted, D has not run)");
+    for id in &ids[1..3] {
+        let left = db.driver.job_dependencies(JobDependenciesParams { job_id: *id }).await.expect("deps");
+        assert!(left.is_empty(), "job {id}'s edges went with it: {left:?}");
+    }
+    let kept = db.driver.job_dependencies(JobDependenciesParams { job_id: ids[3] }).await.expect("deps");
+    assert_eq!(kept.len(), 2, "D keeps its edges on B and C, and B's result: {kept:?}");
+    assert_eq!(kept[0].result, Some(json!("b done")));
 }
 
 /// A → B → C, A discarded: with `Cancel`, B and C are cancelled (each naming the

@@ -302,14 +302,34 @@ pub(crate) async fn release_orphans(
 
 /// See [`JobPruneParams`].
 pub(crate) async fn prune(conn: &mut AsyncMysqlConnection, params: JobPruneParams) -> Result<i64> {
-    let n = CachedQuery::new(
-        "DELETE FROM jobs WHERE state = $1 AND state_at < COALESCE($2, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND
+    let doomed: Vec<crate::rows::Id> = CachedQuery::new(
+        "SELECT id FROM jobs WHERE state = $1 AND state_at < COALESCE($2, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND
          ORDER BY state_at LIMIT $4",
     )
     .bind::<Text, _>(params.state.as_str())
     .bind::<Nullable<Datetime>, _>(naive_opt(params.now))
     .bind::<BigInt, _>(micros(params.retention))
     .bind::<BigInt, _>(params.limit)
+    .load(conn)
+    .await?;
+    if doomed.is_empty() {
+        return Ok(0);
+    }
+    let ids = super::read::ids_json(&doomed.iter().map(|r| r.id).collect::<Vec<_>>());
+    let n = CachedQuery::new(concat!("DELETE j FROM ", by_ids!(), " WHERE j.state = $2"))
+        .bind::<Text, _>(ids.as_str())
+        .bind::<Text, _>(params.state.as_str())
+        .execute(conn)
+        .await?;
+    // A pruned job's own dependencies go with it (their copied results were its to read);
+    // its dependents keep theirs on it, settled, until they go. (A job retried meanwhile
+    // was not deleted, and keeps them.)
+    CachedQuery::new(concat!(
+        "DELETE d FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t ",
+        "STRAIGHT_JOIN job_dependencies d ON d.job_id = t.id ",
+        "WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = t.id)"
+    ))
+    .bind::<Text, _>(ids.as_str())
     .execute(conn)
     .await?;
     Ok(n as i64)

@@ -272,7 +272,9 @@ macro_rules! prune_from {
             $table,
             " AS d WHERE ",
             $table,
-            ".id = d.id RETURNING 1
+            ".id = d.id RETURNING ",
+            $table,
+            ".id
 )"
         )
     };
@@ -283,7 +285,13 @@ const PRUNE: &str = concat!(
     prune_from!("jobs_archive"),
     ",\n",
     prune_from!("jobs"),
-    "
+    // A pruned job's own dependencies go with it (their copied results were its to read);
+    // its dependents keep theirs on it, settled, until they go.
+    ",
+edges AS (
+    DELETE FROM job_dependencies
+    WHERE job_id IN (SELECT id FROM gone_jobs_archive UNION ALL SELECT id FROM gone_jobs)
+)
 SELECT (SELECT count(*) FROM gone_jobs_archive) + (SELECT count(*) FROM gone_jobs) AS n"
 );
 

@@ -278,15 +278,24 @@ DELETE FROM jobs WHERE id IN (
     WHERE state = $1 AND finalized_at IS NOT NULL AND finalized_at < $2
     ORDER BY finalized_at
     LIMIT $3
-)";
+)
+RETURNING id";
+
+/// A pruned job's own dependencies go with it (their copied results were its to read);
+/// its dependents keep theirs on it, settled, until they go.
+const PRUNE_EDGES: &str = "DELETE FROM job_dependencies WHERE job_id IN (SELECT value FROM json_each($1))";
 
 /// See [`JobPruneParams`].
 pub(crate) fn prune(conn: &mut SqliteConnection, params: &JobPruneParams) -> Result<i64> {
     let cutoff = now_ms(params.now).saturating_sub(millis(params.retention));
-    let n = CachedQuery::new(PRUNE)
+    let gone: Vec<crate::rows::Id> = CachedQuery::new(PRUNE)
         .bind::<Text, _>(params.state.as_str())
         .bind::<BigInt, _>(cutoff)
         .bind::<BigInt, _>(params.limit)
-        .execute(conn)?;
-    Ok(n as i64)
+        .load(conn)?;
+    let ids: Vec<i64> = gone.iter().map(|r| r.id).collect();
+    if !ids.is_empty() {
+        CachedQuery::new(PRUNE_EDGES).bind::<Text, _>(super::read::ids_json(&ids)).execute(conn)?;
+    }
+    Ok(ids.len() as i64)
 }
