@@ -92,3 +92,64 @@ async fn the_claim_reads_its_queue_in_claim_order_and_reads_back_only_its_rows()
     let read: Vec<crate::rows::Id> = diesel::sql_query(sql).load(&mut conn).await.expect("read back");
     assert_eq!(read.len(), 100, "one claim's rows");
 }
+
+/// The tables `plan` reads whole (`"access_type": "ALL"`), by name or alias.
+fn full_scans(plan: &str) -> Vec<String> {
+    fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                if map.get("access_type").and_then(|a| a.as_str()) == Some("ALL")
+                    && let Some(name) = map.get("table_name").and_then(|n| n.as_str())
+                {
+                    out.push(name.to_owned());
+                }
+                map.values().for_each(|v| walk(v, out));
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(&serde_json::from_str(plan).unwrap_or_default(), &mut out);
+    out
+}
+
+/// The workflow statements find their rows by key: a settle reads the rows of the jobs it
+/// settles, and the settler's sweep reads the unsettled edges' index and looks each
+/// dependency up by its key, never reading the finished jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workflow_statements_read_by_key() {
+    use crate::workflows::statements::{
+        DEPENDENCY_STATES, DEPENDENTS_UNSETTLED, EDGES_UNSETTLED, FINISHED_WITH_UNSETTLED, LOCK, SET_OUTCOME,
+    };
+    let db = TestDatabase::new().await.expect("database");
+    let (mut conn, _) = claimed_queue(&db).await;
+    conn.batch_execute(
+        "INSERT INTO job_dependencies (depends_on, job_id, kind, needs, outcome)
+         SELECT id, id + 1, 'plan.job', 'completed', IF(id % 4 = 0, NULL, 'completed') FROM jobs;
+         ANALYZE TABLE jobs, job_dependencies",
+    )
+    .await
+    .expect("edges");
+    let scan = explain(&mut conn, "SELECT id FROM jobs WHERE args = 'x'", &[]).await;
+    assert_eq!(full_scans(&scan), ["jobs"], "the check sees a scan:\n{scan}");
+    for (name, sql, values) in [
+        ("sweep", FINISHED_WITH_UNSETTLED, vec!["1000"]),
+        ("dependents", DEPENDENTS_UNSETTLED, vec!["'[4, 8]'", "1000"]),
+        ("states", DEPENDENCY_STATES, vec!["'[4, 8]'"]),
+        ("locked", LOCK, vec!["'[5, 9]'"]),
+        ("edges", EDGES_UNSETTLED, vec!["'[4, 8]'", "'[5, 9]'"]),
+        ("outcome", SET_OUTCOME, vec!["4", "'[5]'", "'completed'", "NULL"]),
+    ] {
+        let plan = explain(&mut conn, sql, &values).await;
+        // In the sweep, `d` is the derived list of dependencies (read whole, as it should).
+        let watched: &[&str] = if name == "sweep" {
+            &["jobs", "j", "job_dependencies"]
+        } else {
+            &["jobs", "j", "job_dependencies", "d"]
+        };
+        let scanned: Vec<String> =
+            full_scans(&plan).into_iter().filter(|t| watched.contains(&t.as_str())).collect();
+        assert!(scanned.is_empty(), "{name} reads {scanned:?} whole:\n{plan}");
+    }
+}

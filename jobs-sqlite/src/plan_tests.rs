@@ -105,3 +105,38 @@ async fn pages_of_completed_jobs_read_the_table_in_id_order() {
         assert!(!plan.contains("jobs_finalized_idx"), "{states:?} {kind:?}:\n{plan}");
     }
 }
+
+/// The workflow statements find their rows by key: a settle reads the rows of the jobs it
+/// settles, and the settler's sweep reads the unsettled edges' index and looks each
+/// dependency up by its key, never reading the finished jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workflow_statements_read_by_key() {
+    use crate::workflows::statements::{
+        DEPENDENCY_STATES, DEPENDENTS_UNSETTLED, EDGES_UNSETTLED, FINISHED_WITH_UNSETTLED, READ_LOCKED,
+        SET_OUTCOME,
+    };
+    let (_db, mut conn) = busy_queue().await;
+    diesel::sql_query(
+        "INSERT INTO job_dependencies (depends_on, job_id, kind, needs, outcome)
+         SELECT value, value + 1, 'plan.job', 'completed', CASE WHEN value % 4 = 0 THEN NULL ELSE 'completed' END
+         FROM json_each((SELECT json_group_array(id) FROM jobs))",
+    )
+    .execute(&mut conn)
+    .expect("edges");
+    diesel::sql_query("ANALYZE").execute(&mut conn).expect("analyze");
+    for (name, sql) in [
+        ("sweep", FINISHED_WITH_UNSETTLED),
+        ("dependents", DEPENDENTS_UNSETTLED),
+        ("states", DEPENDENCY_STATES),
+        ("locked", READ_LOCKED),
+        ("edges", EDGES_UNSETTLED),
+        ("outcome", SET_OUTCOME),
+    ] {
+        let plan = explain(&mut conn, sql);
+        let scans = |table: &str| {
+            plan.lines().any(|l| l.starts_with(&format!("SCAN {table}")) && !l.contains("INDEX"))
+        };
+        assert!(!scans("jobs") && !scans("j"), "{name} scans jobs:\n{plan}");
+        assert!(!scans("job_dependencies"), "{name} scans the edges:\n{plan}");
+    }
+}

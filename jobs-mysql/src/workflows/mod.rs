@@ -28,7 +28,7 @@ use crate::rows::Id;
 use crate::time::naive_opt;
 
 mod operations;
-mod statements;
+pub(crate) mod statements;
 
 use statements::*;
 

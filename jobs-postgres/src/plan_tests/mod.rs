@@ -15,6 +15,7 @@ use crate::testing::TestDatabase;
 use crate::testing::explain::explain_execute;
 
 mod filters;
+mod workflows;
 
 async fn plan(conn: &mut AsyncPgConnection, mode: &str, execute: &str) -> String {
     diesel::sql_query(format!("SET plan_cache_mode = {mode}")).execute(conn).await.expect("set mode");

@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::rows::Id;
 
 mod operations;
-mod statements;
+pub(crate) mod statements;
 
 use statements::*;
 

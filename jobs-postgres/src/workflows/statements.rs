@@ -2,47 +2,48 @@
 
 use crate::notifications::available_channel;
 
-pub(super) const DEPENDENCY_STATES: &str = "SELECT id, kind, state, result FROM jobs_all WHERE id = ANY ($1)";
+pub(crate) const DEPENDENCY_STATES: &str = "SELECT id, kind, state, result FROM jobs_all WHERE id = ANY ($1)";
 
-pub(super) const INSERT_WORKFLOW: &str =
+pub(crate) const INSERT_WORKFLOW: &str =
     "INSERT INTO job_workflows (name, on_failure) VALUES ($1, $2) RETURNING id";
 
-pub(super) const INSERT_EDGES: &str = "\
+pub(crate) const INSERT_EDGES: &str = "\
 INSERT INTO job_dependencies (depends_on, job_id, kind, needs, outcome, result)
 SELECT u.depends_on, u.job_id, u.kind, u.needs, u.outcome::job_state, u.result
 FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
      AS u(depends_on, job_id, kind, needs, outcome, result)";
 
 // Two statements, so that the unsettled one reads `job_dependencies_unsettled_idx`.
-pub(super) const DEPENDENTS_UNSETTLED: &str = "\
+pub(crate) const DEPENDENTS_UNSETTLED: &str = "\
 SELECT DISTINCT job_id AS id FROM job_dependencies
 WHERE depends_on = ANY ($1) AND outcome IS NULL ORDER BY job_id LIMIT $2";
-pub(super) const DEPENDENTS_SETTLED: &str = "\
+pub(crate) const DEPENDENTS_SETTLED: &str = "\
 SELECT DISTINCT job_id AS id FROM job_dependencies
 WHERE depends_on = ANY ($1) AND outcome IS NOT NULL ORDER BY job_id LIMIT $2";
 
 // The lock, then the read in a statement of its own: in the same statement, the read's
 // snapshot would predate a lock it waited for, and show counters from before it.
-pub(super) const LOCK_HOT: &str = "SELECT id FROM jobs WHERE id = ANY ($1) ORDER BY id FOR UPDATE";
-pub(super) const LOCK_ARCHIVED: &str =
+pub(crate) const LOCK_HOT: &str = "SELECT id FROM jobs WHERE id = ANY ($1) ORDER BY id FOR UPDATE";
+pub(crate) const LOCK_ARCHIVED: &str =
     "SELECT id FROM jobs_archive WHERE id = ANY ($1) ORDER BY id FOR UPDATE";
-pub(super) const READ_LOCKED: &str = "\
-SELECT j.id, j.state, j.waiting_on, j.failed_on, COALESCE(w.on_failure, 'cancel') AS on_failure
-FROM jobs_all j LEFT JOIN job_workflows w ON w.id = j.workflow_id
+pub(crate) const READ_LOCKED: &str = "\
+SELECT j.id, j.state, j.waiting_on, j.failed_on,
+       COALESCE((SELECT w.on_failure FROM job_workflows w WHERE w.id = j.workflow_id), 'cancel') AS on_failure
+FROM jobs_all j
 WHERE j.id = ANY ($1) ORDER BY j.id";
 
-pub(super) const EDGES_UNSETTLED: &str = "\
+pub(crate) const EDGES_UNSETTLED: &str = "\
 SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE depends_on = ANY ($1) AND job_id = ANY ($2) AND outcome IS NULL";
-pub(super) const EDGES_SETTLED: &str = "\
+pub(crate) const EDGES_SETTLED: &str = "\
 SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE depends_on = ANY ($1) AND job_id = ANY ($2) AND outcome IS NOT NULL";
 
-pub(super) const SET_OUTCOME: &str = "\
+pub(crate) const SET_OUTCOME: &str = "\
 UPDATE job_dependencies SET outcome = $3::text::job_state, result = $4
 WHERE depends_on = $1 AND job_id = ANY ($2)";
 
-pub(super) const DELETE_EDGES_INTO: &str = "DELETE FROM job_dependencies WHERE job_id = ANY ($1)";
+pub(crate) const DELETE_EDGES_INTO: &str = "DELETE FROM job_dependencies WHERE job_id = ANY ($1)";
 
 /// The counters (`$2`, `$3`) and workflow (`$4` when not null) of the jobs `$1`, in one
 /// table or the other.
@@ -56,15 +57,15 @@ macro_rules! set_counters {
     };
 }
 
-pub(super) const SET_COUNTERS_HOT: &str = set_counters!("jobs");
-pub(super) const SET_COUNTERS_ARCHIVED: &str = set_counters!("jobs_archive");
+pub(crate) const SET_COUNTERS_HOT: &str = set_counters!("jobs");
+pub(crate) const SET_COUNTERS_ARCHIVED: &str = set_counters!("jobs_archive");
 
-pub(super) const PEND_HOT: &str = "\
+pub(crate) const PEND_HOT: &str = "\
 UPDATE jobs SET state = 'pending', finalized_at = NULL, cancel_requested_at = NULL,
                 waiting_on = $2, failed_on = $3, workflow_id = COALESCE($4, workflow_id)
 WHERE id = ANY ($1) AND state <> 'running'";
 
-pub(super) const PEND_ARCHIVED: &str = concat!(
+pub(crate) const PEND_ARCHIVED: &str = concat!(
     "\
 WITH back AS (DELETE FROM jobs_archive WHERE id = ANY ($1) RETURNING *)
 INSERT INTO jobs (",
@@ -76,7 +77,7 @@ SELECT id, 'pending', queue, kind, args, meta, tags, priority, attempt, max_atte
 FROM back"
 );
 
-pub(super) const RELEASE: &str = concat!(
+pub(crate) const RELEASE: &str = concat!(
     "\
 WITH released AS (
     UPDATE jobs
@@ -93,22 +94,24 @@ WITH released AS (
 SELECT count(*) AS n FROM woken"
 );
 
-pub(super) const CANCEL: &str = "\
+pub(crate) const CANCEL: &str = "\
 UPDATE jobs
 SET state = 'cancelled', finalized_at = COALESCE($5::timestamptz, now()), errors = errors || $6::jsonb,
     waiting_on = $2, failed_on = $3, workflow_id = COALESCE($4, workflow_id)
 WHERE id = ANY ($1) AND state IN ('pending', 'available', 'scheduled')";
 
-// The unsettled edges (their index), each dependency once, joined by primary key to
-// `jobs`: one that is there unfinished is skipped; one finished there, or not there (in
-// the archive, or gone), is a candidate, which the settle reads again through `jobs_all`.
-pub(super) const FINISHED_WITH_UNSETTLED: &str = "\
+// The unsettled edges (their index), each dependency once, looked up by primary key in
+// `jobs` (a subquery per dependency: as a join, the planner, which cannot know how few
+// dependencies there are, may hash the whole of `jobs`): one that is there unfinished is
+// skipped; one finished there, or not there (in the archive, or gone), is a candidate,
+// which the settle reads again through `jobs_all`.
+pub(crate) const FINISHED_WITH_UNSETTLED: &str = "\
 SELECT d.depends_on AS id
 FROM (SELECT DISTINCT depends_on FROM job_dependencies WHERE outcome IS NULL) AS d
-LEFT JOIN jobs j ON j.id = d.depends_on
-WHERE j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled')
+WHERE COALESCE((SELECT j.state IN ('completed', 'discarded', 'cancelled') FROM jobs j WHERE j.id = d.depends_on),
+               true)
 ORDER BY d.depends_on LIMIT $1";
 
-pub(super) const DEPENDENCIES: &str = "\
+pub(crate) const DEPENDENCIES: &str = "\
 SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE job_id = $1 ORDER BY depends_on";

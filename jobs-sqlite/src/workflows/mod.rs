@@ -22,7 +22,7 @@ use crate::rows::Id;
 use crate::time::from_ms;
 
 mod operations;
-mod statements;
+pub(crate) mod statements;
 
 use statements::*;
 

@@ -1,73 +1,74 @@
 //! The statements of the workflow store (see the parent module), one per step of the rules.
 
-pub(super) const DEPENDENCY_STATES: &str =
+pub(crate) const DEPENDENCY_STATES: &str =
     "SELECT id, kind, state, result FROM jobs WHERE id IN (SELECT value FROM json_each($1))";
 
-pub(super) const INSERT_WORKFLOW: &str =
+pub(crate) const INSERT_WORKFLOW: &str =
     "INSERT INTO job_workflows (name, on_failure, created_at) VALUES ($1, $2, $3) RETURNING id";
 
 // One JSON array per edge (`jobs_driver::workflow::edges_json`).
-pub(super) const INSERT_EDGES: &str = "\
+pub(crate) const INSERT_EDGES: &str = "\
 INSERT INTO job_dependencies (depends_on, job_id, kind, needs, outcome, result)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
        json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]')
 FROM json_each($1)";
 
-pub(super) const DEPENDENTS_UNSETTLED: &str = "\
+pub(crate) const DEPENDENTS_UNSETTLED: &str = "\
 SELECT DISTINCT job_id AS id FROM job_dependencies
 WHERE depends_on IN (SELECT value FROM json_each($1)) AND outcome IS NULL ORDER BY job_id LIMIT $2";
-pub(super) const DEPENDENTS_SETTLED: &str = "\
+pub(crate) const DEPENDENTS_SETTLED: &str = "\
 SELECT DISTINCT job_id AS id FROM job_dependencies
 WHERE depends_on IN (SELECT value FROM json_each($1)) AND outcome IS NOT NULL ORDER BY job_id LIMIT $2";
 
-pub(super) const READ_LOCKED: &str = "\
-SELECT j.id, j.state, j.waiting_on, j.failed_on, COALESCE(w.on_failure, 'cancel') AS on_failure
-FROM jobs j LEFT JOIN job_workflows w ON w.id = j.workflow_id
+pub(crate) const READ_LOCKED: &str = "\
+SELECT j.id, j.state, j.waiting_on, j.failed_on,
+       COALESCE((SELECT w.on_failure FROM job_workflows w WHERE w.id = j.workflow_id), 'cancel') AS on_failure
+FROM jobs j
 WHERE j.id IN (SELECT value FROM json_each($1)) ORDER BY j.id";
 
-pub(super) const EDGES_UNSETTLED: &str = "\
+pub(crate) const EDGES_UNSETTLED: &str = "\
 SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE depends_on IN (SELECT value FROM json_each($1)) AND job_id IN (SELECT value FROM json_each($2))
   AND outcome IS NULL";
-pub(super) const EDGES_SETTLED: &str = "\
+pub(crate) const EDGES_SETTLED: &str = "\
 SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE depends_on IN (SELECT value FROM json_each($1)) AND job_id IN (SELECT value FROM json_each($2))
   AND outcome IS NOT NULL";
 
-pub(super) const SET_OUTCOME: &str = "\
+pub(crate) const SET_OUTCOME: &str = "\
 UPDATE job_dependencies SET outcome = $3, result = $4
 WHERE depends_on = $1 AND job_id IN (SELECT value FROM json_each($2))";
 
-pub(super) const DELETE_EDGES_INTO: &str =
+pub(crate) const DELETE_EDGES_INTO: &str =
     "DELETE FROM job_dependencies WHERE job_id IN (SELECT value FROM json_each($1))";
 
-pub(super) const SET_COUNTERS: &str = "\
+pub(crate) const SET_COUNTERS: &str = "\
 UPDATE jobs SET waiting_on = $2, failed_on = $3, workflow_id = COALESCE($4, workflow_id)
 WHERE id IN (SELECT value FROM json_each($1))";
 
-pub(super) const PEND: &str = "\
+pub(crate) const PEND: &str = "\
 UPDATE jobs SET state = 'pending', finalized_at = NULL, cancel_requested_at = NULL,
                 waiting_on = $2, failed_on = $3, workflow_id = COALESCE($4, workflow_id)
 WHERE id IN (SELECT value FROM json_each($1)) AND state <> 'running'";
 
-pub(super) const RELEASE: &str = "\
+pub(crate) const RELEASE: &str = "\
 UPDATE jobs SET state = CASE WHEN scheduled_at > $5 THEN 'scheduled' ELSE 'available' END,
                 waiting_on = $2, failed_on = $3, workflow_id = COALESCE($4, workflow_id)
 WHERE id IN (SELECT value FROM json_each($1)) AND state = 'pending'
 RETURNING queue, state";
 
-pub(super) const CANCEL: &str = "\
+pub(crate) const CANCEL: &str = "\
 UPDATE jobs SET state = 'cancelled', finalized_at = $5, errors = json_insert(errors, '$[#]', json($6)),
                 waiting_on = $2, failed_on = $3, workflow_id = COALESCE($4, workflow_id)
 WHERE id IN (SELECT value FROM json_each($1)) AND state IN ('pending', 'available', 'scheduled')";
 
-pub(super) const FINISHED_WITH_UNSETTLED: &str = "\
+pub(crate) const FINISHED_WITH_UNSETTLED: &str = "\
 SELECT d.depends_on AS id
 FROM (SELECT DISTINCT depends_on FROM job_dependencies WHERE outcome IS NULL) AS d
-LEFT JOIN jobs j ON j.id = d.depends_on
-WHERE j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled')
+WHERE COALESCE((SELECT j.state IN ('completed', 'discarded', 'cancelled') FROM jobs j WHERE j.id = d.depends_on),
+               true)
 ORDER BY d.depends_on LIMIT $1";
 
-pub(super) const DEPENDENCIES: &str = "\
+pub(crate) const DEPENDENCIES: &str = "\
 SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE job_id = $1 ORDER BY depends_on";
