@@ -13,8 +13,14 @@ use jobs_tests::model::{self, Target};
 /// Steps per backend in a test run (CI).
 const CI_STEPS: u64 = 10_000;
 
-const WIPE_COMMON: [&str; 4] =
-    ["DELETE FROM jobs", "DELETE FROM job_nodes", "DELETE FROM job_queues", "DELETE FROM job_leaders"];
+const WIPE_COMMON: [&str; 6] = [
+    "DELETE FROM jobs",
+    "DELETE FROM job_nodes",
+    "DELETE FROM job_queues",
+    "DELETE FROM job_leaders",
+    "DELETE FROM job_dependencies",
+    "DELETE FROM job_workflows",
+];
 
 #[test]
 fn the_model_holds_on_postgres() {

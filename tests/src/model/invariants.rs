@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use jobs_core::driver::workflow::DEPENDENCY_FAILED;
 use jobs_core::driver::{JobRow, JobState, NODE_LOST, TIMED_OUT};
 
 use super::allowed::Allowed;
@@ -153,6 +154,11 @@ impl System {
             let losses = entries(row).iter().filter(|e| uncertain(e)).count() as i32;
             let cause = match row.state {
                 JobState::Cancelled if before.cancel_requested_at.is_some() => Some("a cancel was requested"),
+                JobState::Cancelled
+                    if error_type(&last) == DEPENDENCY_FAILED && before.state == JobState::Pending =>
+                {
+                    Some("a dependency failed it")
+                }
                 JobState::Discarded if error_type(&last) == "unique_conflict" => Some("its key is held"),
                 JobState::Discarded
                     if last["message"]
@@ -182,6 +188,7 @@ impl System {
                 assert!(held, "job {id} was discarded for a key nobody holds");
             }
         }
+        self.check_workflows(op, &now);
         self.rows = now;
     }
 }

@@ -27,6 +27,7 @@ mod invariants;
 mod nodes;
 mod ops;
 mod system;
+mod workflows;
 
 use std::sync::Arc;
 use std::time::Instant;

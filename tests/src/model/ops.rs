@@ -160,6 +160,20 @@ pub enum Op {
     Prune,
     /// The archiver moves finished jobs.
     Archive,
+    /// Someone enqueues a workflow: a chain of `steps` steps, the first waiting for the
+    /// jobs `after` picks (none: it is due at once).
+    Workflow {
+        /// Queue index.
+        queue: usize,
+        /// Picks of existing jobs the first step waits for.
+        after: Vec<usize>,
+        /// How many steps, each waiting for the one before.
+        steps: u8,
+        /// Its dependents are held, not cancelled, when a dependency fails.
+        hold: bool,
+    },
+    /// The leader's settler settles the finishes nothing settled yet.
+    Settle,
 }
 
 fn unique() -> impl Strategy<Value = Option<(usize, Unique)>> {
@@ -239,6 +253,9 @@ impl ReferenceStateMachine for Generator {
             2 => Just(Op::ScheduleDue),
             1 => Just(Op::Prune),
             1 => Just(Op::Archive),
+            3 => (0..QUEUES.len(), prop::collection::vec(any::<usize>(), 0..3), 1u8..4, any::<bool>())
+                .prop_map(|(queue, after, steps, hold)| Op::Workflow { queue, after, steps, hold }),
+            2 => Just(Op::Settle),
         ]
         .boxed()
     }

@@ -50,6 +50,11 @@ pub struct System {
     pub(super) rows: HashMap<i64, JobRow>,
     pub(super) limits: [Option<u8>; 2],
     pub(super) paused: [bool; 2],
+    /// The workflows enqueued, and whether each holds its dependents on a failure.
+    pub(super) workflows: HashMap<i64, bool>,
+    /// The jobs someone retried: one that a failed dependency cancelled waits, `pending`,
+    /// for that dependency to be retried too, whatever its workflow's setting.
+    pub(super) retried: HashSet<i64>,
 }
 
 pub(super) fn node_name(i: usize) -> String {
@@ -73,6 +78,8 @@ impl System {
             rows: HashMap::new(),
             limits: [None; 2],
             paused: [false; 2],
+            workflows: HashMap::new(),
+            retried: HashSet::new(),
         };
         for node in 0..NODES {
             system.heartbeat(node, true);
@@ -89,7 +96,7 @@ impl System {
     }
 
     /// The known job `pick` maps onto (the rows as last read).
-    fn pick_job(&self, pick: usize) -> Option<i64> {
+    pub(super) fn pick_job(&self, pick: usize) -> Option<i64> {
         let mut ids: Vec<i64> = self.rows.keys().copied().collect();
         ids.sort_unstable();
         (!ids.is_empty()).then(|| ids[pick % ids.len()])
@@ -220,6 +227,10 @@ impl System {
                 if run.started {
                     allowed.finish.insert(run.job);
                 }
+                // The completer settles a workflow step's finish for its dependents.
+                if !applied.is_empty() && self.rows.get(&run.job).is_some_and(|r| r.workflow_id.is_some()) {
+                    self.settle(Some(run.job));
+                }
             }
             Op::Cancel { pick } => {
                 if let Some(id) = self.pick_job(pick) {
@@ -232,6 +243,7 @@ impl System {
                 if let Some(id) = self.pick_job(pick) {
                     self.block(self.driver().job_retry_many(JobRetryManyParams { ids: &[id] }))
                         .expect("retry");
+                    self.retried.insert(id);
                 }
             }
             Op::Delete { pick } => {
@@ -338,6 +350,11 @@ impl System {
             Op::Archive => {
                 self.block(self.driver().job_archive(JobArchiveParams { limit: 1_000 })).expect("archive");
             }
+            Op::Workflow { queue, ref after, steps, hold } => {
+                let after: Vec<i64> = after.iter().filter_map(|pick| self.pick_job(*pick)).collect();
+                allowed.new.extend(self.enqueue_workflow(queue, &after, steps, hold));
+            }
+            Op::Settle => self.settle(None),
         }
         self.check(op, allowed)
     }
