@@ -88,6 +88,10 @@ macro_rules! with_cases {
             a_failed_dependency_cancels_or_holds_and_a_retry_resumes: [],
             workflow_steps_may_depend_on_existing_jobs: [],
             workers_run_a_workflow_in_order_and_hand_results_on: [],
+            a_retry_brings_back_what_a_failure_cancelled_and_only_that: [],
+            a_step_waiting_to_rerun_waits_for_its_retried_dependency: [],
+            deleted_steps_leave_no_edges_and_wide_fan_outs_take_large_results: [],
+            an_eager_settle_never_waits_for_an_application_transaction: [SkipLocked],
             ]
         }
     };

@@ -73,7 +73,7 @@ impl ConnectionDriver for MysqlDriver {
     where
         C: AsyncConnectionCore<Backend = Mysql> + Send,
     {
-        control::delete_many(conn, ids).await
+        crate::workflows::delete_and_forget(conn, ids).await
     }
 
     async fn set_paused<C>(conn: &mut C, queue: &str, paused: bool) -> Result<()>

@@ -116,7 +116,7 @@ impl Driver for MysqlDriver {
     async fn job_cancel_many(&self, params: JobCancelManyParams<'_>) -> Result<Vec<JobState>> {
         let ids = params.ids;
         let states = in_transaction!(self, |tx| control::cancel_many(tx, ids).await)?;
-        self.settle_eagerly(ids).await?;
+        self.settle_eagerly(ids).await;
         Ok(states)
     }
 
@@ -126,8 +126,12 @@ impl Driver for MysqlDriver {
     }
 
     async fn job_delete_many(&self, params: JobDeleteManyParams<'_>) -> Result<i64> {
-        let deleted = on_connection!(self, |c| control::delete_many(c, params.ids).await)?;
-        self.settle_eagerly(params.ids).await?;
+        let ids = params.ids;
+        let deleted = in_transaction!(self, |tx| Ok((
+            crate::workflows::delete_and_forget(tx, ids).await?,
+            Vec::new()
+        )))?;
+        self.settle_eagerly(ids).await;
         Ok(deleted)
     }
 

@@ -120,7 +120,8 @@ fn full_scans(plan: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_workflow_statements_read_by_key() {
     use crate::workflows::statements::{
-        DEPENDENCY_STATES, DEPENDENTS_UNSETTLED, EDGES_UNSETTLED, FINISHED_WITH_UNSETTLED, LOCK, SET_OUTCOME,
+        DEPENDENCY_STATES, DEPENDENTS_SETTLED, DEPENDENTS_UNSETTLED, EDGES_UNSETTLED,
+        FINISHED_WITH_UNSETTLED, LOCK, LOCK_DEPENDENCIES, SET_OUTCOME, SETTLED_EDGES_INTO,
     };
     let db = TestDatabase::new().await.expect("database");
     let (mut conn, _) = claimed_queue(&db).await;
@@ -134,10 +135,14 @@ async fn the_workflow_statements_read_by_key() {
     let scan = explain(&mut conn, "SELECT id FROM jobs WHERE args = 'x'", &[]).await;
     assert_eq!(full_scans(&scan), ["jobs"], "the check sees a scan:\n{scan}");
     for (name, sql, values) in [
-        ("sweep", FINISHED_WITH_UNSETTLED, vec!["1000"]),
+        ("sweep", FINISHED_WITH_UNSETTLED, vec!["0", "1000"]),
         ("dependents", DEPENDENTS_UNSETTLED, vec!["'[4, 8]'", "1000"]),
+        ("settled dependents", DEPENDENTS_SETTLED, vec!["'[5, 9]'", "1000"]),
         ("states", DEPENDENCY_STATES, vec!["'[4, 8]'"]),
-        ("locked", LOCK, vec!["'[5, 9]'"]),
+        ("dependencies locked", LOCK_DEPENDENCIES[0], vec!["'[4, 8]'"]),
+        ("locked", LOCK[0], vec!["'[5, 9]'"]),
+        ("locked, skipping", LOCK[1], vec!["'[5, 9]'"]),
+        ("settled edges into", SETTLED_EDGES_INTO, vec!["'[5, 9]'"]),
         ("edges", EDGES_UNSETTLED, vec!["'[4, 8]'", "'[5, 9]'"]),
         ("outcome", SET_OUTCOME, vec!["4", "'[5]'", "'completed'", "NULL"]),
     ] {

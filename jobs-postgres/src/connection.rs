@@ -72,7 +72,7 @@ impl ConnectionDriver for PgDriver {
     where
         C: AsyncConnectionCore<Backend = Pg> + Send,
     {
-        control::delete_many(conn, ids).await
+        crate::workflows::delete_and_forget(conn, ids).await
     }
 
     async fn set_paused<C>(conn: &mut C, queue: &str, paused: bool) -> Result<()>

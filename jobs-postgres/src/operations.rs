@@ -91,7 +91,7 @@ impl Driver for PgDriver {
 
     async fn job_cancel_many(&self, params: JobCancelManyParams<'_>) -> Result<Vec<JobState>> {
         let states = on_conn!(self, c => jobs::control::cancel_many(c, params.ids))?;
-        self.settle_eagerly(params.ids).await?;
+        self.settle_eagerly(params.ids).await;
         Ok(states)
     }
 
@@ -100,8 +100,8 @@ impl Driver for PgDriver {
     }
 
     async fn job_delete_many(&self, params: JobDeleteManyParams<'_>) -> Result<i64> {
-        let deleted = on_conn!(self, c => jobs::control::delete_many(c, params.ids))?;
-        self.settle_eagerly(params.ids).await?;
+        let deleted = on_tx!(self, c => workflows::delete_and_forget(c, params.ids))?;
+        self.settle_eagerly(params.ids).await;
         Ok(deleted)
     }
 

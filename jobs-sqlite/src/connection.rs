@@ -71,7 +71,7 @@ impl ConnectionDriver for SqliteDriver {
     where
         C: AsyncConnectionCore<Backend = Sqlite> + Send,
     {
-        control::delete_many(conn, ids).await
+        crate::workflows::delete_and_forget(conn, ids).await
     }
 
     async fn set_paused<C>(conn: &mut C, queue: &str, paused: bool) -> Result<()>

@@ -122,7 +122,7 @@ impl Driver for SqliteDriver {
     async fn job_cancel_many(&self, params: JobCancelManyParams<'_>) -> Result<Vec<JobState>> {
         let now = now_ms(None);
         let states = in_transaction!(self, |c| control::cancel_many(c, params.ids, now).await)?;
-        self.settle_eagerly(params.ids).await?;
+        self.settle_eagerly(params.ids).await;
         Ok(states)
     }
 
@@ -132,9 +132,10 @@ impl Driver for SqliteDriver {
     }
 
     async fn job_delete_many(&self, params: JobDeleteManyParams<'_>) -> Result<i64> {
-        let deleted: i64 =
-            in_transaction!(self, |c| Ok((control::delete_many(c, params.ids).await?, Vec::new())))?;
-        self.settle_eagerly(params.ids).await?;
+        let deleted: i64 = in_transaction!(self, |c| {
+            Ok((crate::workflows::delete_and_forget(c, params.ids).await?, Vec::new()))
+        })?;
+        self.settle_eagerly(params.ids).await;
         Ok(deleted)
     }
 

@@ -112,8 +112,8 @@ async fn pages_of_completed_jobs_read_the_table_in_id_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_workflow_statements_read_by_key() {
     use crate::workflows::statements::{
-        DEPENDENCY_STATES, DEPENDENTS_UNSETTLED, EDGES_UNSETTLED, FINISHED_WITH_UNSETTLED, READ_LOCKED,
-        SET_OUTCOME,
+        DEPENDENCY_STATES, DEPENDENTS_SETTLED, DEPENDENTS_UNSETTLED, EDGES_UNSETTLED,
+        FINISHED_WITH_UNSETTLED, READ_LOCKED, SET_OUTCOME, SETTLED_EDGES_INTO,
     };
     let (_db, mut conn) = busy_queue().await;
     diesel::sql_query(
@@ -127,6 +127,8 @@ async fn the_workflow_statements_read_by_key() {
     for (name, sql) in [
         ("sweep", FINISHED_WITH_UNSETTLED),
         ("dependents", DEPENDENTS_UNSETTLED),
+        ("settled dependents", DEPENDENTS_SETTLED),
+        ("settled edges into", SETTLED_EDGES_INTO),
         ("states", DEPENDENCY_STATES),
         ("locked", READ_LOCKED),
         ("edges", EDGES_UNSETTLED),

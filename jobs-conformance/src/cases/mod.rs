@@ -17,6 +17,7 @@ mod read_model;
 mod rescue;
 mod transactions;
 mod unique;
+mod workflow_retries;
 mod workflow_runs;
 mod workflows;
 
@@ -36,5 +37,6 @@ pub use read_model::*;
 pub use rescue::*;
 pub use transactions::*;
 pub use unique::*;
+pub use workflow_retries::*;
 pub use workflow_runs::*;
 pub use workflows::*;

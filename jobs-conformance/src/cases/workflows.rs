@@ -19,15 +19,15 @@ use crate::TestDb;
 use crate::factory::{JobFactory, insert_all, succeeded};
 
 /// A step of kind `step` on queue `queue`, after `after`.
-fn step(queue: &str, after: &[DependsOn]) -> NewStep {
+pub(super) fn step(queue: &str, after: &[DependsOn]) -> NewStep {
     NewStep { job: NewJob::new("step", queue, "{}"), after: after.to_vec(), needs: Needs::Completed }
 }
 
-fn workflow(on_failure: OnFailure, steps: Vec<NewStep>) -> NewWorkflow {
+pub(super) fn workflow(on_failure: OnFailure, steps: Vec<NewStep>) -> NewWorkflow {
     NewWorkflow { name: "flow".into(), on_failure, steps }
 }
 
-async fn insert(db: &TestDb, flow: &NewWorkflow) -> Vec<i64> {
+pub(super) async fn insert(db: &TestDb, flow: &NewWorkflow) -> Vec<i64> {
     let inserted: InsertedWorkflow = db
         .driver
         .job_insert_workflow(JobInsertWorkflowParams { workflow: flow, now: None })
@@ -37,7 +37,7 @@ async fn insert(db: &TestDb, flow: &NewWorkflow) -> Vec<i64> {
 }
 
 /// Claims the one job of `queue` (it must be `id`: nothing else is available there).
-async fn claim(db: &TestDb, queue: &str, id: i64) -> ClaimedJob {
+pub(super) async fn claim(db: &TestDb, queue: &str, id: i64) -> ClaimedJob {
     let params = JobClaimParams {
         queue,
         limit: 10,
@@ -53,7 +53,13 @@ async fn claim(db: &TestDb, queue: &str, id: i64) -> ClaimedJob {
 
 /// Runs job `id` of `queue` to `state` (with `result` when it completes), then settles it
 /// as the completer does.
-async fn finish(db: &TestDb, queue: &str, id: i64, state: JobState, result: Option<serde_json::Value>) {
+pub(super) async fn finish(
+    db: &TestDb,
+    queue: &str,
+    id: i64,
+    state: JobState,
+    result: Option<serde_json::Value>,
+) {
     let job = claim(db, queue, id).await;
     assert!(job.workflow_id.is_some(), "a step's claim names its workflow");
     let completion =
@@ -67,11 +73,25 @@ async fn finish(db: &TestDb, queue: &str, id: i64, state: JobState, result: Opti
     settle(db, Some(&[id])).await;
 }
 
-async fn settle(db: &TestDb, finished: Option<&[i64]>) -> jobs_core::driver::Settled {
-    db.driver.job_settle(JobSettleParams { finished, limit: 100, now: None }).await.expect("settle")
+/// Settles `finished` (the completer's settle), or (`None`) sweeps every page of the
+/// unsettled edges (the settler's passes, until one reaches the end).
+pub(super) async fn settle(db: &TestDb, finished: Option<&[i64]>) -> jobs_core::driver::Settled {
+    let mut done = jobs_core::driver::Settled::default();
+    let mut after = 0;
+    loop {
+        let params = JobSettleParams { finished, after, limit: 100, now: None };
+        let page = db.driver.job_settle(params).await.expect("settle");
+        done.settled += page.settled;
+        done.released += page.released;
+        done.cancelled += page.cancelled;
+        match page.next {
+            Some(next) if finished.is_none() => after = next,
+            _ => return done,
+        }
+    }
 }
 
-async fn states(db: &TestDb, ids: &[i64]) -> Vec<JobState> {
+pub(super) async fn states(db: &TestDb, ids: &[i64]) -> Vec<JobState> {
     let mut states = Vec::new();
     for id in ids {
         states.push(db.job(*id).await.state);

@@ -6,6 +6,8 @@
 //! any workflow, a cascade longer than a call's rounds — and settles it. It reads only
 //! the unsettled edges (an index of them), never the finished jobs.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -40,24 +42,48 @@ impl SettlerConfig {
     }
 }
 
+/// How many pages of the unsettled edges one pass reads at most (a batch of dependencies
+/// each); the next pass goes on from where it stopped.
+const PAGES_PER_PASS: usize = 10;
+
 /// Settles the finishes of dependencies that nothing settled yet.
 #[derive(Debug, Clone, Default)]
 pub struct Settler {
     config: SettlerConfig,
+    /// Where the next page starts (shared by the clones of this settler).
+    cursor: Arc<AtomicI64>,
 }
 
 impl Settler {
     /// A settler with `config`.
     pub fn new(config: SettlerConfig) -> Settler {
-        Settler { config }
+        Settler { config, cursor: Arc::default() }
     }
 
-    /// One pass: settles up to a batch of finished (or deleted) jobs with unsettled edges
-    /// out, and the cascades they start. Returns what it did.
+    /// One pass: reads the unsettled edges page by page (a batch of dependencies each, at
+    /// most [`PAGES_PER_PASS`] pages) from where the last pass stopped, and settles the
+    /// finished (or deleted) dependencies among them and the cascades they start. Returns
+    /// what it did; its `next` is `None` when the pass reached the end of the unsettled
+    /// edges (the next pass starts over).
     pub async fn run_once(&self, ctx: &ServiceContext) -> Result<Settled> {
         self.config.validate()?;
         let limit = usize::try_from(self.config.batch).unwrap_or(1);
-        Ok(ctx.driver.job_settle(JobSettleParams { finished: None, limit, now: ctx.clock.db_now() }).await?)
+        let mut done = Settled::default();
+        for _ in 0..PAGES_PER_PASS {
+            let after = self.cursor.load(Ordering::Relaxed);
+            let params = JobSettleParams { finished: None, after, limit, now: ctx.clock.db_now() };
+            let page = ctx.driver.job_settle(params).await?;
+            done.settled += page.settled;
+            done.released += page.released;
+            done.cancelled += page.cancelled;
+            done.more |= page.more;
+            done.next = page.next;
+            self.cursor.store(page.next.unwrap_or(0), Ordering::Relaxed);
+            if page.next.is_none() {
+                break;
+            }
+        }
+        Ok(done)
     }
 
     /// Runs every interval while the node leads, until `stop` fires.

@@ -65,7 +65,8 @@ async fn settle(shared: &Shared, batch: &[Completion], applied: &[i64]) {
     if steps.is_empty() {
         return;
     }
-    let params = JobSettleParams { finished: Some(&steps), limit: SETTLE_LIMIT, now: shared.clock.db_now() };
+    let params =
+        JobSettleParams { finished: Some(&steps), after: 0, limit: SETTLE_LIMIT, now: shared.clock.db_now() };
     if let Err(e) = shared.driver.job_settle(params).await {
         tracing::warn!(error = %e, steps = steps.len(), "settling finished workflow steps failed; the settler will");
     }

@@ -31,5 +31,5 @@ pub use plan::insert_workflow;
 pub use settle::{
     MAX_CASCADE_ROUNDS, REOPEN_LIMIT, Reopened, SettleRound, reopen, settle_cascade, settle_round,
 };
-pub use store::{DependencyState, Edge, JobUpdate, Locked, Transition, WorkflowStore};
-pub use stored::edges_json;
+pub use store::{DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowStore};
+pub use stored::{edges_json, stored_state};

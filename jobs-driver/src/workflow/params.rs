@@ -18,12 +18,19 @@ pub struct JobInsertWorkflowParams<'a> {
 /// [`settle_round`](super::settle_round)), in transactions of at most `limit` dependents
 /// each, following cancellations for [`MAX_CASCADE_ROUNDS`](super::MAX_CASCADE_ROUNDS)
 /// rounds. Idempotent.
+///
+/// The settle of given jobs (the completer's, a cancel's, a delete's) is eager and never
+/// waits: a dependency or dependent another transaction holds locked (an application's
+/// transaction, say) is skipped, and left to the sweep. The sweep waits for locks.
 #[derive(Debug, Clone, Copy)]
 pub struct JobSettleParams<'a> {
-    /// The jobs that finished (the completer's); `None`: the settler's sweep, every
-    /// finished or gone job with unsettled edges out (at most `limit` of them).
+    /// The jobs that finished (the completer's); `None`: a page of the settler's sweep,
+    /// the finished or gone jobs among the next `limit` dependencies with unsettled edges
+    /// out, after `after`.
     pub finished: Option<&'a [i64]>,
-    /// The most dependents per transaction, and jobs per sweep.
+    /// The sweep's cursor: `0` at first, then the last page's [`Settled::next`].
+    pub after: i64,
+    /// The most dependents per transaction, and dependencies per page of the sweep.
     pub limit: usize,
     /// The time of the changes (`None`: the database's clock).
     pub now: Option<DateTime<Utc>>,
@@ -40,6 +47,9 @@ pub struct Settled {
     pub cancelled: usize,
     /// It stopped at its bounds with work left (the next call goes on).
     pub more: bool,
+    /// A sweep's cursor: where the next page starts (`None`: the sweep reached the end of
+    /// the unsettled edges, and starts over at `0`).
+    pub next: Option<i64>,
 }
 
 /// `job_dependencies`: the dependencies of job `job_id`, with their outcome and copied

@@ -17,9 +17,10 @@ use crate::state::JobState;
 /// A step with unfinished dependencies is `pending`; one whose dependency already failed
 /// it is `pending` too (`Hold`) or `cancelled` (`Cancel`, and its dependents in the
 /// workflow in turn). An existing job named as a dependency must exist
-/// ([`WorkflowError::UnknownDependency`]); it is not locked (a lock would make its
-/// completion wait for the caller's transaction): one that finishes before this commits
-/// leaves an unsettled edge the settler's sweep settles.
+/// ([`WorkflowError::UnknownDependency`]). An unfinished one is not locked (a lock would
+/// make its completion wait for the caller's transaction): one that finishes before this
+/// commits leaves an unsettled edge the settler's sweep settles. A finished one is
+/// share-locked, so that a retry of it waits for this to commit and re-opens the edge.
 pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
     store: &mut S,
     workflow: &NewWorkflow,
@@ -50,6 +51,17 @@ pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
     }
     let deduplicated: Vec<i64> = inserted.iter().filter(|i| i.existing).map(|i| i.id).collect();
     known.extend(states_by_id(store.dependency_states(&deduplicated).await?));
+    // The finished ones, share-locked and read again: a retry of one made before the lock
+    // reads as unfinished (a locking read is current under any isolation), and one after
+    // it waits for this transaction, then re-opens the edge settled here.
+    let finished: Vec<i64> = known.values().filter(|s| s.state.is_final()).map(|s| s.id).collect();
+    if !finished.is_empty() {
+        let current = states_by_id(store.lock_dependencies(&finished, false).await?);
+        for id in finished {
+            let state = current.get(&id).cloned().ok_or(WorkflowError::UnknownDependency(id))?;
+            known.insert(id, state);
+        }
+    }
 
     // Each step's fate, in step order (a step names only earlier ones).
     let mut cancelled_here: HashMap<i64, (i64, JobState)> = HashMap::new();
@@ -109,8 +121,8 @@ pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
         updates.entry((waiting, failed, transition)).or_default().push(row.id);
     }
 
-    for chunk in edges.chunks(EDGES_PER_STATEMENT) {
-        store.insert_edges(chunk).await?;
+    for batch in edge_batches(&edges) {
+        store.insert_edges(batch).await?;
     }
     for ((waiting_on, failed_on, transition), ids) in updates {
         for chunk in ids.chunks(IDS_PER_STATEMENT) {
@@ -131,6 +143,29 @@ pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
 /// The most edges one `insert_edges` call takes (five values each: within every
 /// backend's limit on bound parameters).
 pub(crate) const EDGES_PER_STATEMENT: usize = 1_000;
+
+/// The most bytes of copied results one `insert_edges` call carries (well within
+/// MariaDB's default `max_allowed_packet` of 16 MiB, whatever the fan-out).
+pub(crate) const EDGE_RESULT_BYTES_PER_STATEMENT: usize = 1 << 20;
+
+/// `edges` in batches of at most [`EDGES_PER_STATEMENT`] edges and, past the first edge
+/// of a batch, [`EDGE_RESULT_BYTES_PER_STATEMENT`] bytes of results.
+fn edge_batches(edges: &[Edge]) -> Vec<&[Edge]> {
+    let mut batches = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, edge) in edges.iter().enumerate() {
+        let size = edge.result.as_ref().map_or(0, |r| r.to_string().len());
+        if i > start && (i - start >= EDGES_PER_STATEMENT || bytes + size > EDGE_RESULT_BYTES_PER_STATEMENT) {
+            batches.push(&edges[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    if start < edges.len() {
+        batches.push(&edges[start..]);
+    }
+    batches
+}
 
 /// The most ids one statement takes.
 pub(crate) const IDS_PER_STATEMENT: usize = 5_000;
@@ -155,5 +190,33 @@ impl Ord for Transition {
             Transition::Cancel { dependency, outcome } => (3, dependency, outcome as i64),
         };
         key(self).cmp(&key(other))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edge(result: Option<serde_json::Value>) -> Edge {
+        Edge { depends_on: 1, job_id: 2, kind: "k".into(), needs: Needs::Completed, outcome: None, result }
+    }
+
+    #[test]
+    fn edge_batches_are_bounded_by_count_and_by_the_bytes_of_results() {
+        let plain: Vec<Edge> = (0..2_500).map(|_| edge(None)).collect();
+        let sizes: Vec<usize> = edge_batches(&plain).iter().map(|b| b.len()).collect();
+        assert_eq!(sizes, [1_000, 1_000, 500]);
+
+        // 100 KiB results: ten fit under a MiB, and a result bigger than the bound still
+        // goes, alone.
+        let big = serde_json::Value::String("x".repeat(100 * 1024));
+        let heavy: Vec<Edge> = (0..25).map(|_| edge(Some(big.clone()))).collect();
+        let sizes: Vec<usize> = edge_batches(&heavy).iter().map(|b| b.len()).collect();
+        assert_eq!(sizes, [10, 10, 5]);
+        let huge = serde_json::Value::String("x".repeat(2 << 20));
+        let sizes: Vec<usize> =
+            edge_batches(&[edge(Some(huge.clone())), edge(Some(huge))]).iter().map(|b| b.len()).collect();
+        assert_eq!(sizes, [1, 1]);
+        assert!(edge_batches(&[]).is_empty());
     }
 }

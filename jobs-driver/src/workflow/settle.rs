@@ -9,17 +9,17 @@ use serde_json::Value;
 use super::definition::{Needs, OnFailure};
 use super::params::Settled;
 use super::plan::IDS_PER_STATEMENT;
-use super::store::{DependencyState, JobUpdate, Locked, Transition, WorkflowStore};
+use super::store::{JobUpdate, Locked, Transition, WorkflowStore};
 use crate::error::Result;
 use crate::state::JobState;
 
-/// How many rounds of a cascade (dependents cancelled, then theirs, …; or brought back,
-/// then theirs) one call runs before it leaves the rest to the next call or the
-/// settler's sweep.
+/// How many rounds of a settle's cascade (dependents cancelled, then theirs, …) one call
+/// runs before it leaves the rest to the settler's sweep (a cancelled dependent is a
+/// finished job with unsettled edges out, which the sweep finds).
 pub const MAX_CASCADE_ROUNDS: usize = 8;
 
 /// The most dependents one [`reopen`] round re-opens edges into (a fan-out wider than
-/// this re-opens the rest at the job's next retry).
+/// this takes more rounds).
 pub const REOPEN_LIMIT: usize = 100_000;
 
 /// What one [`settle_round`] did.
@@ -38,31 +38,47 @@ pub struct SettleRound {
 
 /// Settles the unsettled edges out of those of `finished` that are finished or gone (a
 /// gone dependency settles as `cancelled`), for at most `limit` dependents, ascending:
-/// locks the dependents, writes each edge's outcome (and the result a dependent that needs
-/// completion may read), changes their counters by the edges settled, releases the
-/// `pending` ones whose every dependency finished as they need, and cancels those of
-/// workflows that cancel on failure once a dependency failed them. Idempotent: an edge is
-/// settled once, under its dependent's lock.
+/// share-locks the dependencies (a retry of one waits for this transaction, and then sees
+/// the edges it settled), locks the dependents, writes each edge's outcome (and the result
+/// a dependent that needs completion may read), changes their counters by the edges
+/// settled, releases the `pending` ones whose every dependency finished as they need, and
+/// cancels those of workflows that cancel on failure once a dependency failed them.
+/// Idempotent: an edge is settled once, under its dependent's lock.
+///
+/// With `skip_locked` (an eager settle, which must never wait for an application's
+/// transaction), a dependency or dependent another transaction holds is left for the
+/// sweep.
 pub async fn settle_round<S: WorkflowStore + ?Sized>(
     store: &mut S,
     finished: &[i64],
     limit: usize,
     now: Option<DateTime<Utc>>,
+    skip_locked: bool,
 ) -> Result<SettleRound> {
     let mut round = SettleRound::default();
-    let outcomes = final_outcomes(store, finished).await?;
-    let candidates: Vec<i64> = outcomes.keys().copied().collect();
+    let (present, gone_dependencies) = finished_or_gone(store, finished).await?;
+    let candidates: Vec<i64> = present.iter().chain(&gone_dependencies).copied().collect();
     if candidates.is_empty() {
         return Ok(round);
     }
     let dependents = store.dependents(&candidates, false, limit).await?;
-    round.more = dependents.len() >= limit;
     if dependents.is_empty() {
         return Ok(round);
     }
-    let locked = store.lock_jobs(&dependents).await?;
-    // Read again under the locks: a retry that committed meanwhile made a job unfinished.
-    let outcomes = final_outcomes(store, &candidates).await?;
+    // Locked, the dependencies are read as they are now: one a retry made unfinished
+    // meanwhile is left out; one that went meanwhile is left to the next settle.
+    let mut outcomes: BTreeMap<i64, (JobState, Option<Value>)> = store
+        .lock_dependencies(&present, skip_locked)
+        .await?
+        .into_iter()
+        .filter(|s| s.state.is_final())
+        .map(|s| (s.id, (s.state, s.result)))
+        .collect();
+    outcomes.extend(gone_dependencies.iter().map(|id| (*id, (JobState::Cancelled, None))));
+    if outcomes.is_empty() {
+        return Ok(round);
+    }
+    let locked = store.lock_jobs(&dependents, skip_locked).await?;
     let candidates: Vec<i64> = outcomes.keys().copied().collect();
     let edges = store.edges(&candidates, &dependents, false).await?;
 
@@ -72,7 +88,11 @@ pub async fn settle_round<S: WorkflowStore + ?Sized>(
     for edge in &edges {
         let Some((outcome, _)) = outcomes.get(&edge.depends_on) else { continue };
         let Some(row) = rows.get_mut(&edge.job_id) else {
-            gone.insert(edge.job_id);
+            // Without `skip_locked`, a dependent not locked is gone; with it, it may be
+            // held: the sweep settles it.
+            if !skip_locked {
+                gone.insert(edge.job_id);
+            }
             continue;
         };
         row.waiting_on -= 1;
@@ -84,6 +104,7 @@ pub async fn settle_round<S: WorkflowStore + ?Sized>(
         writes.entry((edge.depends_on, copy_result)).or_default().push(edge.job_id);
         round.settled += 1;
     }
+    round.more = dependents.len() >= limit && round.settled > 0;
     for ((depends_on, copy_result), job_ids) in &writes {
         let (outcome, result) = &outcomes[depends_on];
         let result = if *copy_result { result.as_ref() } else { None };
@@ -155,37 +176,45 @@ where
 pub struct Reopened {
     /// Edges re-opened.
     pub reopened: usize,
-    /// Dependents sent back to `pending`: not yet run (`available`, `scheduled`), or
-    /// cancelled because a dependency failed them (in a workflow that cancels) and now
-    /// failed by none.
+    /// Dependents sent back to `pending`: not yet run or waiting to run again
+    /// (`available`, `scheduled`, `retryable`), or cancelled because a dependency failed
+    /// them (in a workflow that cancels) and now failed by none.
     pub pended: Vec<i64>,
+    /// Retried jobs cancelled again at once: steps of a workflow that cancels on failure,
+    /// a dependency of which still failed them (retry that dependency instead).
+    pub recancelled: Vec<i64>,
 }
 
-/// Re-opens the settled edges out of those of `jobs` that are unfinished again (retried),
-/// each of their dependents counting it as unsettled again (and no longer as failed if it
-/// was), in cascade rounds: a dependent brought back re-opens its own edges in the next.
-/// Runs in the store's transaction, after the retry's own statement.
+/// Runs after a retry of `jobs`, in the retry's transaction (after its own statement).
+///
+/// A retried step of a workflow that cancels on failure, that a dependency still fails,
+/// is cancelled again at once (error entry naming that dependency): it could never run.
+/// Then the settled edges out of those of `jobs` that are unfinished again re-open: each
+/// of their dependents counts the edge as unsettled again (and no longer as failed if it
+/// was), and one that would run before the dependency reruns, or one a dependency's
+/// failure cancelled and that no other failure holds, goes back to `pending`; in cascade
+/// rounds, until none is left (a dependent brought back re-opens its own edges in the
+/// next).
 pub async fn reopen<S: WorkflowStore + ?Sized>(
     store: &mut S,
     jobs: &[i64],
     now: Option<DateTime<Utc>>,
 ) -> Result<Reopened> {
     let mut done = Reopened::default();
+    recancel(store, jobs, now, &mut done).await?;
     let mut round: Vec<i64> = jobs.to_vec();
-    for _ in 0..MAX_CASCADE_ROUNDS {
-        if round.is_empty() {
-            break;
-        }
+    while !round.is_empty() {
         let unfinished = unfinished_of(store, &round).await?;
         let dependents = store.dependents(&unfinished, true, REOPEN_LIMIT).await?;
         if dependents.is_empty() {
             break;
         }
-        let locked = store.lock_jobs(&dependents).await?;
+        let locked = store.lock_jobs(&dependents, false).await?;
         let unfinished = unfinished_of(store, &unfinished).await?;
         let edges = store.edges(&unfinished, &dependents, true).await?;
         let mut rows: HashMap<i64, Counters> = locked.iter().map(|l| (l.id, Counters::of(l))).collect();
         let mut by_dependency: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+        let before = done.reopened;
         for edge in &edges {
             let Some(row) = rows.get_mut(&edge.job_id) else { continue };
             row.waiting_on += 1;
@@ -194,6 +223,9 @@ pub async fn reopen<S: WorkflowStore + ?Sized>(
             }
             by_dependency.entry(edge.depends_on).or_default().push(edge.job_id);
             done.reopened += 1;
+        }
+        if done.reopened == before {
+            break;
         }
         for (depends_on, job_ids) in &by_dependency {
             for chunk in job_ids.chunks(IDS_PER_STATEMENT) {
@@ -208,10 +240,12 @@ pub async fn reopen<S: WorkflowStore + ?Sized>(
                 continue;
             }
             let revived = l.state == JobState::Cancelled
+                && l.cancelled_by_dependency
                 && l.on_failure == OnFailure::Cancel
                 && l.failed_on > 0
                 && row.failed_on <= 0;
-            let transition = if revived || matches!(l.state, JobState::Available | JobState::Scheduled) {
+            let waits = matches!(l.state, JobState::Available | JobState::Scheduled | JobState::Retryable);
+            let transition = if revived || waits {
                 done.pended.push(l.id);
                 if revived {
                     next.push(l.id);
@@ -223,9 +257,55 @@ pub async fn reopen<S: WorkflowStore + ?Sized>(
             updates.entry((row.waiting_on.max(0), row.failed_on.max(0), transition)).or_default().push(l.id);
         }
         apply(store, updates, now).await?;
+        // A fan-out wider than a round: the same jobs again (their re-opened edges no
+        // longer count as settled), with the dependents brought back.
+        if dependents.len() >= REOPEN_LIMIT {
+            next.extend(&round);
+        }
         round = next;
     }
     Ok(done)
+}
+
+/// Cancels again the jobs of `jobs` that a retry made `pending` in a workflow that
+/// cancels on failure while a settled dependency still fails them (one not retried too).
+async fn recancel<S: WorkflowStore + ?Sized>(
+    store: &mut S,
+    jobs: &[i64],
+    now: Option<DateTime<Utc>>,
+    done: &mut Reopened,
+) -> Result<()> {
+    let locked = store.lock_jobs(jobs, false).await?;
+    let doomed: Vec<&Locked> = locked
+        .iter()
+        .filter(|l| l.state == JobState::Pending && l.failed_on > 0 && l.on_failure == OnFailure::Cancel)
+        .collect();
+    if doomed.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<i64> = doomed.iter().map(|l| l.id).collect();
+    let edges = store.settled_edges_into(&ids).await?;
+    // A failed dependency retried along with them (unfinished now) fails them no more:
+    // the re-open that follows counts its edge as unsettled again.
+    let depends_on: Vec<i64> = edges.iter().map(|e| e.depends_on).collect();
+    let rerun = unfinished_of(store, &depends_on).await?;
+    let mut failure: BTreeMap<i64, (i64, JobState)> = BTreeMap::new();
+    for edge in edges.iter().filter(|e| rerun.binary_search(&e.depends_on).is_err()) {
+        if let Some(outcome) = edge.outcome.filter(|o| !edge.needs.met_by(*o)) {
+            let first = failure.entry(edge.job_id).or_insert((edge.depends_on, outcome));
+            if edge.depends_on < first.0 {
+                *first = (edge.depends_on, outcome);
+            }
+        }
+    }
+    let mut updates: BTreeMap<(i32, i32, Transition), Vec<i64>> = BTreeMap::new();
+    for l in doomed {
+        let Some(&(dependency, outcome)) = failure.get(&l.id) else { continue };
+        done.recancelled.push(l.id);
+        let transition = Transition::Cancel { dependency, outcome };
+        updates.entry((l.waiting_on, l.failed_on, transition)).or_default().push(l.id);
+    }
+    apply(store, updates, now).await
 }
 
 /// A dependent's counters as the round changes them, and the first dependency that
@@ -246,22 +326,18 @@ impl Counters {
     }
 }
 
-/// The jobs of `ids` that are finished, with their outcome and result; those that are
-/// gone count as cancelled.
-async fn final_outcomes<S: WorkflowStore + ?Sized>(
+/// Of `ids`, as last committed (no lock): those that are finished, and those that are
+/// gone (which settle as cancelled), each ascending.
+async fn finished_or_gone<S: WorkflowStore + ?Sized>(
     store: &mut S,
     ids: &[i64],
-) -> Result<BTreeMap<i64, (JobState, Option<Value>)>> {
-    let states: HashMap<i64, DependencyState> =
-        store.dependency_states(ids).await?.into_iter().map(|s| (s.id, s)).collect();
-    Ok(ids
-        .iter()
-        .filter_map(|id| match states.get(id) {
-            None => Some((*id, (JobState::Cancelled, None))),
-            Some(s) if s.state.is_final() => Some((*id, (s.state, s.result.clone()))),
-            Some(_) => None,
-        })
-        .collect())
+) -> Result<(Vec<i64>, Vec<i64>)> {
+    let states: HashMap<i64, JobState> =
+        store.dependency_states(ids).await?.into_iter().map(|s| (s.id, s.state)).collect();
+    let ids: BTreeSet<i64> = ids.iter().copied().collect();
+    let finished = ids.iter().filter(|id| states.get(id).is_some_and(|s| s.is_final())).copied().collect();
+    let gone = ids.iter().filter(|id| !states.contains_key(id)).copied().collect();
+    Ok((finished, gone))
 }
 
 /// The jobs of `ids` that exist and are not finished.

@@ -52,6 +52,30 @@ pub struct Locked {
     pub failed_on: i32,
     /// Its workflow's setting (`Cancel` for a job in none).
     pub on_failure: OnFailure,
+    /// Its last error entry is [`DEPENDENCY_FAILED`](super::DEPENDENCY_FAILED): a
+    /// dependency's failure cancelled it (not a person).
+    pub cancelled_by_dependency: bool,
+}
+
+/// A page of the settler's sweep ([`WorkflowStore::finished_with_unsettled`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepPage {
+    /// The dependencies of the page that are finished or gone, ascending.
+    pub finished: Vec<i64>,
+    /// The last dependency the page scanned, when it scanned a full page: the next page
+    /// starts after it. `None`: the scan reached the end (the next starts over).
+    pub next: Option<i64>,
+}
+
+impl SweepPage {
+    /// The page of a scan of at most `limit` dependencies, ascending, each with whether
+    /// it is finished or gone.
+    pub fn of(scanned: Vec<(i64, bool)>, limit: usize) -> SweepPage {
+        SweepPage {
+            next: if scanned.len() >= limit { scanned.last().map(|(id, _)| *id) } else { None },
+            finished: scanned.into_iter().filter(|(_, finished)| *finished).map(|(id, _)| id).collect(),
+        }
+    }
 }
 
 /// What [`WorkflowStore::update_jobs`] does to a job's state.
@@ -96,14 +120,23 @@ pub struct JobUpdate {
 /// implements it on a wrapper of its connection; [`insert_workflow`](super::insert_workflow),
 /// [`settle_round`](super::settle_round) and [`reopen`](super::reopen) call it.
 ///
-/// Lock order: a writer of a job's incoming edges first locks that job
-/// ([`lock_jobs`](Self::lock_jobs)), so counters and edges change together, and two
-/// settles lock their dependents in id order.
+/// Lock order: a settle first share-locks the dependencies it settles
+/// ([`lock_dependencies`](Self::lock_dependencies)), so that a retry of one (which
+/// updates its row) waits for the settle to commit, and then reads the edges it settled;
+/// an insert share-locks the finished jobs it depends on the same way. A writer of a
+/// job's incoming edges first locks that job ([`lock_jobs`](Self::lock_jobs)), so counters
+/// and edges change together, and two settles lock their dependents in id order.
 #[async_trait]
 pub trait WorkflowStore: Send {
     /// The state and result of each of `ids` that exists, wherever it is (Postgres: the
     /// archive too), in any order; no lock. Reads what committed before the statement.
     async fn dependency_states(&mut self, ids: &[i64]) -> Result<Vec<DependencyState>>;
+
+    /// Share-locks the jobs of `ids` that exist, wherever they are (Postgres: the archive
+    /// too), for the rest of the transaction, and returns their states as they are now (a
+    /// locking read: current whatever the transaction's isolation). With `skip_locked`,
+    /// a job another transaction holds is skipped (left out) rather than waited for.
+    async fn lock_dependencies(&mut self, ids: &[i64], skip_locked: bool) -> Result<Vec<DependencyState>>;
 
     /// Inserts the row of a workflow; returns its id.
     async fn insert_workflow_row(&mut self, name: &str, on_failure: OnFailure) -> Result<i64>;
@@ -121,11 +154,18 @@ pub trait WorkflowStore: Send {
 
     /// Locks the jobs of `ids` that exist, in id order, for the rest of the transaction,
     /// and reads them (finished jobs too: on Postgres those in the archive as well).
-    async fn lock_jobs(&mut self, ids: &[i64]) -> Result<Vec<Locked>>;
+    /// Without `skip_locked`, every one of `ids` that exists is returned, locked (a job
+    /// that moved between tables meanwhile is locked where it went), so one left out is
+    /// gone; with it, a job another transaction holds is left out.
+    async fn lock_jobs(&mut self, ids: &[i64], skip_locked: bool) -> Result<Vec<Locked>>;
 
     /// The edges from `depends_on` into `job_ids`, settled (`settled`) or not, as they
     /// are now (read after [`lock_jobs`](Self::lock_jobs) of `job_ids`, they are current).
     async fn edges(&mut self, depends_on: &[i64], job_ids: &[i64], settled: bool) -> Result<Vec<Edge>>;
+
+    /// The settled edges into `job_ids` (read after [`lock_jobs`](Self::lock_jobs) of
+    /// them, they are current).
+    async fn settled_edges_into(&mut self, job_ids: &[i64]) -> Result<Vec<Edge>>;
 
     /// Sets the outcome (`None`: re-opens) and result of the edges from `depends_on` into
     /// `job_ids`.
@@ -143,8 +183,10 @@ pub trait WorkflowStore: Send {
     /// Applies `update` (its counters, `workflow_id`, and transition).
     async fn update_jobs(&mut self, update: &JobUpdate) -> Result<()>;
 
-    /// The settler's sweep: up to `limit` jobs, ascending, that are finished or gone and
-    /// have unsettled edges out. Reads only the unsettled edges (an index of them), joined
-    /// to their dependency by primary key; never a scan of finished jobs.
-    async fn finished_with_unsettled(&mut self, limit: usize) -> Result<Vec<i64>>;
+    /// A page of the settler's sweep: the first `limit` distinct dependencies after
+    /// `after` with unsettled edges out, and which of them are finished or gone. Reads
+    /// only the unsettled edges (an index of them, from the cursor on), each dependency
+    /// looked up by primary key; never a scan of finished jobs, nor of every unsettled
+    /// edge at each pass.
+    async fn finished_with_unsettled(&mut self, after: i64, limit: usize) -> Result<SweepPage>;
 }

@@ -9,7 +9,9 @@ use super::store::{DependencyState, Edge};
 use crate::error::{DriverError, Result};
 use crate::state::JobState;
 
-fn state(name: &str) -> Result<JobState> {
+/// A state stored by its name (SQLite, MySQL); an unknown name is
+/// [`DriverError::Unexpected`](crate::DriverError).
+pub fn stored_state(name: &str) -> Result<JobState> {
     name.parse::<JobState>().map_err(|e| DriverError::unexpected(e.to_string()))
 }
 
@@ -56,7 +58,7 @@ impl Edge {
             job_id,
             kind,
             needs: Needs::from_stored(needs),
-            outcome: outcome.map(state).transpose()?,
+            outcome: outcome.map(stored_state).transpose()?,
             result: result(result_text)?,
         })
     }
@@ -70,7 +72,7 @@ impl DependencyState {
         state_name: &str,
         result_text: Option<&str>,
     ) -> Result<DependencyState> {
-        Ok(DependencyState { id, kind, state: state(state_name)?, result: result(result_text)? })
+        Ok(DependencyState { id, kind, state: stored_state(state_name)?, result: result(result_text)? })
     }
 }
 

@@ -73,9 +73,7 @@ pub(crate) struct StoredJob {
 }
 
 /// A state name as stored.
-pub(crate) fn state(name: &str) -> Result<JobState> {
-    name.parse::<JobState>().map_err(|e| jobs_driver::DriverError::unexpected(e.to_string()))
-}
+pub(crate) use jobs_driver::workflow::stored_state as state;
 
 /// States as `unique_states` stores them: comma-separated names, for `FIND_IN_SET`.
 pub(crate) fn states_list(states: &[JobState]) -> String {

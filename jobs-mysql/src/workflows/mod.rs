@@ -11,12 +11,12 @@
 
 use async_trait::async_trait;
 use chrono::Utc;
-use diesel::QueryableByName;
 use diesel::mysql::Mysql;
 use diesel::sql_types::{BigInt, Integer, Nullable, Text};
 use diesel_async::{AsyncConnection, AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::workflow::{
-    self, DependencyState, Edge, JobUpdate, Locked, Transition, WorkflowStore, dependency_failed_entry,
+    self, DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowStore,
+    dependency_failed_entry,
 };
 use jobs_driver::{Dependency, Inserted, JobState, NewJob, Notification, OnFailure, Result};
 use serde_json::Value;
@@ -28,8 +28,10 @@ use crate::rows::Id;
 use crate::time::naive_opt;
 
 mod operations;
+mod rows;
 pub(crate) mod statements;
 
+use rows::{EdgeRow, LockedRow, PageRow, QueueRow, Setting, StateRow};
 use statements::*;
 
 /// [`WorkflowStore`] on a connection in a transaction, collecting the notifications it adds.
@@ -42,75 +44,6 @@ pub(crate) struct MysqlStore<'c, C> {
 impl<'c, C> MysqlStore<'c, C> {
     pub(crate) fn new(conn: &'c mut C) -> Self {
         MysqlStore { conn, told: Vec::new() }
-    }
-}
-
-#[derive(QueryableByName)]
-struct StateRow {
-    #[diesel(sql_type = BigInt)]
-    id: i64,
-    #[diesel(sql_type = Text)]
-    kind: String,
-    #[diesel(sql_type = Text)]
-    state: String,
-    #[diesel(sql_type = Nullable<Text>)]
-    result: Option<String>,
-}
-
-#[derive(QueryableByName)]
-struct LockedRow {
-    #[diesel(sql_type = BigInt)]
-    id: i64,
-    #[diesel(sql_type = Text)]
-    state: String,
-    #[diesel(sql_type = Integer)]
-    waiting_on: i32,
-    #[diesel(sql_type = Integer)]
-    failed_on: i32,
-    #[diesel(sql_type = Nullable<BigInt>)]
-    workflow_id: Option<i64>,
-}
-
-#[derive(QueryableByName)]
-struct Setting {
-    #[diesel(sql_type = BigInt)]
-    id: i64,
-    #[diesel(sql_type = Text)]
-    on_failure: String,
-}
-
-#[derive(QueryableByName)]
-struct EdgeRow {
-    #[diesel(sql_type = BigInt)]
-    depends_on: i64,
-    #[diesel(sql_type = BigInt)]
-    job_id: i64,
-    #[diesel(sql_type = Text)]
-    kind: String,
-    #[diesel(sql_type = Text)]
-    needs: String,
-    #[diesel(sql_type = Nullable<Text>)]
-    outcome: Option<String>,
-    #[diesel(sql_type = Nullable<Text>)]
-    result: Option<String>,
-}
-
-#[derive(QueryableByName)]
-struct QueueRow {
-    #[diesel(sql_type = Text)]
-    queue: String,
-}
-
-impl EdgeRow {
-    fn into_edge(self) -> Result<Edge> {
-        Edge::from_stored(
-            self.depends_on,
-            self.job_id,
-            self.kind,
-            &self.needs,
-            self.outcome.as_deref(),
-            self.result.as_deref(),
-        )
     }
 }
 
@@ -129,6 +62,19 @@ where
         }
         let rows: Vec<StateRow> =
             CachedQuery::new(DEPENDENCY_STATES).bind::<Text, _>(ids_json(ids)).load(self.conn).await?;
+        rows.into_iter()
+            .map(|r| DependencyState::from_stored(r.id, r.kind, &r.state, r.result.as_deref()))
+            .collect()
+    }
+
+    async fn lock_dependencies(&mut self, ids: &[i64], skip_locked: bool) -> Result<Vec<DependencyState>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<StateRow> = CachedQuery::new(LOCK_DEPENDENCIES[usize::from(skip_locked)])
+            .bind::<Text, _>(ids_json(ids))
+            .load(self.conn)
+            .await?;
         rows.into_iter()
             .map(|r| DependencyState::from_stored(r.id, r.kind, &r.state, r.result.as_deref()))
             .collect()
@@ -159,18 +105,28 @@ where
     }
 
     async fn dependents(&mut self, depends_on: &[i64], settled: bool, n: usize) -> Result<Vec<i64>> {
+        if depends_on.is_empty() {
+            return Ok(Vec::new());
+        }
         let sql = if settled { DEPENDENTS_SETTLED } else { DEPENDENTS_UNSETTLED };
         let rows: Vec<Id> = CachedQuery::new(sql)
             .bind::<Text, _>(ids_json(depends_on))
             .bind::<BigInt, _>(limit(n))
             .load(self.conn)
             .await?;
-        Ok(rows.into_iter().map(|r| r.id).collect())
+        let mut ids: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
+        ids.dedup();
+        Ok(ids)
     }
 
-    async fn lock_jobs(&mut self, ids: &[i64]) -> Result<Vec<Locked>> {
-        let rows: Vec<LockedRow> =
-            CachedQuery::new(LOCK).bind::<Text, _>(ids_json(ids)).load(self.conn).await?;
+    async fn lock_jobs(&mut self, ids: &[i64], skip_locked: bool) -> Result<Vec<Locked>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<LockedRow> = CachedQuery::new(LOCK[usize::from(skip_locked)])
+            .bind::<Text, _>(ids_json(ids))
+            .load(self.conn)
+            .await?;
         let workflows: Vec<i64> = rows.iter().filter_map(|r| r.workflow_id).collect();
         let settings: Vec<Setting> = if workflows.is_empty() {
             Vec::new()
@@ -191,6 +147,7 @@ where
                     waiting_on: r.waiting_on,
                     failed_on: r.failed_on,
                     on_failure: on_failure(r.workflow_id),
+                    cancelled_by_dependency: r.cancelled_by_dependency,
                 })
             })
             .collect()
@@ -203,6 +160,12 @@ where
             .bind::<Text, _>(ids_json(job_ids))
             .load(self.conn)
             .await?;
+        rows.into_iter().map(EdgeRow::into_edge).collect()
+    }
+
+    async fn settled_edges_into(&mut self, job_ids: &[i64]) -> Result<Vec<Edge>> {
+        let rows: Vec<EdgeRow> =
+            CachedQuery::new(SETTLED_EDGES_INTO).bind::<Text, _>(ids_json(job_ids)).load(self.conn).await?;
         rows.into_iter().map(EdgeRow::into_edge).collect()
     }
 
@@ -275,10 +238,13 @@ where
         Ok(())
     }
 
-    async fn finished_with_unsettled(&mut self, n: usize) -> Result<Vec<i64>> {
-        let rows: Vec<Id> =
-            CachedQuery::new(FINISHED_WITH_UNSETTLED).bind::<BigInt, _>(limit(n)).load(self.conn).await?;
-        Ok(rows.into_iter().map(|r| r.id).collect())
+    async fn finished_with_unsettled(&mut self, after: i64, n: usize) -> Result<SweepPage> {
+        let rows: Vec<PageRow> = CachedQuery::new(FINISHED_WITH_UNSETTLED)
+            .bind::<BigInt, _>(after)
+            .bind::<BigInt, _>(limit(n))
+            .load(self.conn)
+            .await?;
+        Ok(SweepPage::of(rows.into_iter().map(|r| (r.id, r.finished)).collect(), n))
     }
 }
 
@@ -296,6 +262,17 @@ where
     jobs_driver::workflow::reopen(&mut store, ids, None).await?;
     told.append(&mut store.told);
     Ok((retried, told))
+}
+
+/// Deletes the jobs of `ids` that are not running (see `control::delete_many`), then the
+/// edges into those it deleted (the edges out of them settle as cancelled).
+pub(crate) async fn delete_and_forget<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    let deleted = crate::jobs::control::delete_many(conn, ids).await?;
+    CachedQuery::new(DELETE_EDGES_INTO_GONE).bind::<Text, _>(ids_json(ids)).execute(conn).await?;
+    Ok(deleted)
 }
 
 /// The dependencies of `job_id` (see `JobDependenciesParams`).

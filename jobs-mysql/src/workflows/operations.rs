@@ -31,26 +31,28 @@ impl MysqlDriver {
         Ok(inserted)
     }
 
-    /// See `JobSettleParams`: the sweep's read, then a transaction per round. The driver's
-    /// sessions run `READ COMMITTED` (`pool`), so the rules' plain reads of the
-    /// dependencies' states, after their locks, see what committed meanwhile.
+    /// See `JobSettleParams`: the sweep's page, then a transaction per round. The driver's
+    /// sessions run `READ COMMITTED` (`pool`), so that the rules' plain reads of the
+    /// dependencies' states are current.
     pub(crate) async fn settle(&self, params: JobSettleParams<'_>) -> Result<Settled> {
-        let JobSettleParams { finished, limit, now } = params;
-        let first = match finished {
-            Some(ids) => ids.to_vec(),
+        let JobSettleParams { finished, after, limit, now } = params;
+        let skip_locked = finished.is_some();
+        let (first, next) = match finished {
+            Some(ids) => (ids.to_vec(), None),
             None => {
                 let mut conn = self.conn().await?;
-                let found = MysqlStore::new(&mut *conn).finished_with_unsettled(limit).await;
+                let found = MysqlStore::new(&mut *conn).finished_with_unsettled(after, limit).await;
                 conn.give_back(&found);
-                found?
+                let page = found?;
+                (page.finished, page.next)
             }
         };
-        workflow::settle_cascade(first, |ids| async move {
+        let mut done = workflow::settle_cascade(first, |ids| async move {
             let mut conn = self.conn().await?;
             let outcome = conn
                 .transaction::<_, DriverError, _>(async |tx| {
                     let mut store = MysqlStore::new(tx);
-                    let round = workflow::settle_round(&mut store, &ids, limit, now).await?;
+                    let round = workflow::settle_round(&mut store, &ids, limit, now, skip_locked).await?;
                     Ok((round, store.told))
                 })
                 .await;
@@ -59,11 +61,17 @@ impl MysqlDriver {
             self.deliver(&told);
             Ok(round)
         })
-        .await
+        .await?;
+        done.next = next;
+        Ok(done)
     }
 
-    /// Settles the edges out of `ids`, which a person just cancelled or deleted.
-    pub(crate) async fn settle_eagerly(&self, ids: &[i64]) -> Result<Settled> {
-        self.settle(JobSettleParams { finished: Some(ids), limit: EAGER_SETTLE_LIMIT, now: None }).await
+    /// Settles the edges out of `ids`, which a person just cancelled or deleted (and
+    /// committed): a failure is logged, and left to the settler's sweep.
+    pub(crate) async fn settle_eagerly(&self, ids: &[i64]) {
+        let params = JobSettleParams { finished: Some(ids), after: 0, limit: EAGER_SETTLE_LIMIT, now: None };
+        if let Err(e) = self.settle(params).await {
+            tracing::warn!(error = %e, "settling after a cancel or a delete failed: the settler will");
+        }
     }
 }

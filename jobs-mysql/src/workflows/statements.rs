@@ -13,6 +13,28 @@ pub(crate) const DEPENDENCY_STATES: &str = concat!(
     " STRAIGHT_JOIN jobs j ON j.id = t.id"
 );
 
+/// The jobs `$1`, locked (`$lock`), in a locking read (`JSON_TABLE` in an `IN`
+/// subquery: MySQL 9 refuses it joined in a locking read).
+macro_rules! locking_read {
+    ($columns:literal, $lock:literal) => {
+        concat!(
+            "SELECT ",
+            $columns,
+            " FROM jobs j WHERE j.id IN (SELECT t.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t)
+ORDER BY j.id ",
+            $lock
+        )
+    };
+}
+
+// A share lock when it may wait; an eager settle's, which must not, takes the rows
+// exclusively (MySQL's share lock takes no SKIP LOCKED in MariaDB's spelling, nor the
+// reverse).
+pub(crate) const LOCK_DEPENDENCIES: [&str; 2] = [
+    locking_read!("j.id, j.kind, j.state, j.result", "LOCK IN SHARE MODE"),
+    locking_read!("j.id, j.kind, j.state, j.result", "FOR UPDATE SKIP LOCKED"),
+];
+
 pub(crate) const INSERT_WORKFLOW: &str =
     "INSERT INTO job_workflows (name, on_failure, created_at) VALUES ($1, $2, UTC_TIMESTAMP(6))";
 
@@ -29,17 +51,27 @@ pub(crate) const DEPENDENTS_UNSETTLED: &str = concat!(
     ids!("$1", "t"),
     " STRAIGHT_JOIN job_dependencies d ON d.outcome IS NULL AND d.depends_on = t.id ORDER BY d.job_id LIMIT $2"
 );
-pub(crate) const DEPENDENTS_SETTLED: &str = concat!(
-    "SELECT DISTINCT d.job_id AS id FROM ",
-    ids!("$1", "t"),
-    " STRAIGHT_JOIN job_dependencies d ON d.depends_on = t.id WHERE d.outcome IS NOT NULL ORDER BY d.job_id LIMIT $2"
-);
+// Re-open's read (in a retry, perhaps in an application's `REPEATABLE READ` transaction):
+// a locking read, which sees the edges a settle committed after the transaction's
+// snapshot. Repeats a dependent per edge (the caller removes them).
+pub(crate) const DEPENDENTS_SETTLED: &str = "\
+SELECT d.job_id AS id FROM job_dependencies d
+WHERE d.depends_on IN (SELECT t.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t)
+  AND d.outcome IS NOT NULL
+ORDER BY d.job_id LIMIT $2 FOR UPDATE";
 
 // Locks only the jobs (the workflows' settings, which never change, are read after).
-pub(crate) const LOCK: &str = "\
-SELECT j.id, j.state, j.waiting_on, j.failed_on, j.workflow_id FROM jobs j
-WHERE j.id IN (SELECT t.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t)
-ORDER BY j.id FOR UPDATE";
+macro_rules! lock_jobs {
+    ($lock:literal) => {
+        locking_read!(
+            "j.id, j.state, j.waiting_on, j.failed_on, j.workflow_id,
+       COALESCE(JSON_UNQUOTE(JSON_EXTRACT(j.errors, '$[last].error_type')) = 'dependency_failed', FALSE)
+           AS cancelled_by_dependency",
+            $lock
+        )
+    };
+}
+pub(crate) const LOCK: [&str; 2] = [lock_jobs!("FOR UPDATE"), lock_jobs!("FOR UPDATE SKIP LOCKED")];
 pub(crate) const SETTINGS: &str = concat!(
     "SELECT w.id, w.on_failure FROM ",
     ids!("$1", "t"),
@@ -57,11 +89,23 @@ WHERE d.depends_on IN (SELECT t.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT
   AND d.job_id IN (SELECT u.id FROM JSON_TABLE($2, '$[*]' COLUMNS (id BIGINT PATH '$')) AS u)
   AND d.outcome IS NOT NULL FOR UPDATE";
 
+pub(crate) const SETTLED_EDGES_INTO: &str = "\
+SELECT d.depends_on, d.job_id, d.kind, d.needs, d.outcome, d.result FROM job_dependencies d
+WHERE d.job_id IN (SELECT u.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS u)
+  AND d.outcome IS NOT NULL FOR UPDATE";
+
 pub(crate) const SET_OUTCOME: &str = concat!(
     "UPDATE ",
     ids!("$2", "t"),
     " STRAIGHT_JOIN job_dependencies d ON d.depends_on = $1 AND d.job_id = t.id
 SET d.outcome = $3, d.result = $4"
+);
+
+// The edges into those of `$1` that a delete removed (not those it left: running).
+pub(crate) const DELETE_EDGES_INTO_GONE: &str = concat!(
+    "DELETE d FROM ",
+    ids!("$1", "t"),
+    " STRAIGHT_JOIN job_dependencies d ON d.job_id = t.id LEFT JOIN jobs j ON j.id = d.job_id WHERE j.id IS NULL"
 );
 
 pub(crate) const DELETE_EDGES_INTO: &str =
@@ -102,12 +146,15 @@ pub(crate) const CANCEL: &str = update!(
     " WHERE j.state IN ('pending', 'available', 'scheduled')"
 );
 
+// A page of the unsettled edges (their index, from the cursor `$1` on), each dependency
+// once, looked up by primary key.
 pub(crate) const FINISHED_WITH_UNSETTLED: &str = "\
-SELECT d.depends_on AS id
-FROM (SELECT DISTINCT depends_on FROM job_dependencies WHERE outcome IS NULL) AS d
-WHERE COALESCE((SELECT j.state IN ('completed', 'discarded', 'cancelled') FROM jobs j WHERE j.id = d.depends_on),
-               true)
-ORDER BY d.depends_on LIMIT $1";
+SELECT d.depends_on AS id,
+       COALESCE((SELECT j.state IN ('completed', 'discarded', 'cancelled') FROM jobs j WHERE j.id = d.depends_on),
+                TRUE) AS finished
+FROM (SELECT DISTINCT depends_on FROM job_dependencies
+      WHERE outcome IS NULL AND depends_on > $1 ORDER BY depends_on LIMIT $2) AS d
+ORDER BY d.depends_on";
 
 pub(crate) const DEPENDENCIES: &str = "\
 SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies

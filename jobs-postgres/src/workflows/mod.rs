@@ -11,78 +11,71 @@ use diesel::pg::Pg;
 use diesel::sql_types::{Array, BigInt, Int4, Jsonb, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::workflow::{
-    DependencyState, Edge, JobUpdate, Locked, Transition, WorkflowStore, dependency_failed_entry,
+    DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowStore, dependency_failed_entry,
 };
-use jobs_driver::{Dependency, Inserted, JobState, Needs, NewJob, OnFailure, Result};
+use jobs_driver::{Dependency, Inserted, JobState, NewJob, OnFailure, Result};
 use serde_json::Value;
 
 use crate::rows::Id;
 
 mod operations;
+mod rows;
 pub(crate) mod statements;
 
+use rows::{EdgeRow, LockedRow, PageRow, StateRow};
 use statements::*;
 
 /// [`WorkflowStore`] on a connection in a transaction.
 pub(crate) struct PgStore<'c, C>(pub(crate) &'c mut C);
 
-#[derive(QueryableByName)]
-struct StateRow {
-    #[diesel(sql_type = BigInt)]
-    id: i64,
-    #[diesel(sql_type = Text)]
-    kind: String,
-    #[diesel(sql_type = crate::schema::sql_types::JobState)]
-    state: JobState,
-    #[diesel(sql_type = Nullable<Jsonb>)]
-    result: Option<Value>,
-}
-
-#[derive(QueryableByName)]
-struct LockedRow {
-    #[diesel(sql_type = BigInt)]
-    id: i64,
-    #[diesel(sql_type = crate::schema::sql_types::JobState)]
-    state: JobState,
-    #[diesel(sql_type = Int4)]
-    waiting_on: i32,
-    #[diesel(sql_type = Int4)]
-    failed_on: i32,
-    #[diesel(sql_type = Text)]
-    on_failure: String,
-}
-
-#[derive(QueryableByName)]
-struct EdgeRow {
-    #[diesel(sql_type = BigInt)]
-    depends_on: i64,
-    #[diesel(sql_type = BigInt)]
-    job_id: i64,
-    #[diesel(sql_type = Text)]
-    kind: String,
-    #[diesel(sql_type = Text)]
-    needs: String,
-    #[diesel(sql_type = Nullable<crate::schema::sql_types::JobState>)]
-    outcome: Option<JobState>,
-    #[diesel(sql_type = Nullable<Jsonb>)]
-    result: Option<Value>,
-}
-
-impl From<EdgeRow> for Edge {
-    fn from(r: EdgeRow) -> Edge {
-        Edge {
-            depends_on: r.depends_on,
-            job_id: r.job_id,
-            kind: r.kind,
-            needs: Needs::from_stored(&r.needs),
-            outcome: r.outcome,
-            result: r.result,
-        }
-    }
-}
-
 fn limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// How many times a lock goes after jobs that moved between `jobs` and the archive while
+/// it ran (each move is a transaction of the archiver or a retry: more is a fault).
+const LOCK_ATTEMPTS: usize = 5;
+
+/// Runs `sqls` (a lock in `jobs`, then one in the archive, on the ids `$1`) until every job
+/// of `ids` that exists is locked: one that moved between the tables while the first ran
+/// is missed by both (the second's row was not there yet, or was deleted under it), and
+/// is locked again where it went. With `skip_locked`, once (a job left out may be held).
+async fn lock_in_both<C, R>(
+    conn: &mut C,
+    sqls: [&'static str; 2],
+    ids: &[i64],
+    skip_locked: bool,
+    id_of: fn(&R) -> i64,
+) -> Result<Vec<R>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+    R: QueryableByName<Pg> + Send + 'static,
+{
+    let mut rows: Vec<R> = Vec::new();
+    let mut wanted = ids.to_vec();
+    for _ in 0..LOCK_ATTEMPTS {
+        for sql in sqls {
+            let found: Vec<R> = diesel::sql_query(sql).bind::<Array<BigInt>, _>(&wanted).load(conn).await?;
+            rows.extend(found);
+        }
+        if skip_locked {
+            return Ok(rows);
+        }
+        let have: std::collections::HashSet<i64> = rows.iter().map(id_of).collect();
+        let missing: Vec<i64> = wanted.iter().filter(|id| !have.contains(id)).copied().collect();
+        if missing.is_empty() {
+            return Ok(rows);
+        }
+        let existing: Vec<Id> =
+            diesel::sql_query(EXISTING).bind::<Array<BigInt>, _>(&missing).load(conn).await?;
+        wanted = existing.into_iter().map(|r| r.id).collect();
+        if wanted.is_empty() {
+            return Ok(rows);
+        }
+    }
+    Err(jobs_driver::DriverError::unexpected(format!(
+        "jobs {wanted:?} kept moving between jobs and the archive while being locked"
+    )))
 }
 
 #[async_trait]
@@ -96,6 +89,19 @@ where
         }
         let rows: Vec<StateRow> =
             diesel::sql_query(DEPENDENCY_STATES).bind::<Array<BigInt>, _>(ids).load(self.0).await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| DependencyState { id: r.id, kind: r.kind, state: r.state, result: r.result })
+            .collect())
+    }
+
+    async fn lock_dependencies(&mut self, ids: &[i64], skip_locked: bool) -> Result<Vec<DependencyState>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let k = usize::from(skip_locked);
+        let sqls = [LOCK_DEPENDENCIES_HOT[k], LOCK_DEPENDENCIES_ARCHIVED[k]];
+        let rows: Vec<StateRow> = lock_in_both(self.0, sqls, ids, skip_locked, |r: &StateRow| r.id).await?;
         Ok(rows
             .into_iter()
             .map(|r| DependencyState { id: r.id, kind: r.kind, state: r.state, result: r.result })
@@ -144,12 +150,16 @@ where
         Ok(rows.into_iter().map(|r| r.id).collect())
     }
 
-    async fn lock_jobs(&mut self, ids: &[i64]) -> Result<Vec<Locked>> {
-        for sql in [LOCK_HOT, LOCK_ARCHIVED] {
-            diesel::sql_query(sql).bind::<Array<BigInt>, _>(ids).execute(self.0).await?;
+    async fn lock_jobs(&mut self, ids: &[i64], skip_locked: bool) -> Result<Vec<Locked>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
         }
+        let k = usize::from(skip_locked);
+        let locked: Vec<Id> =
+            lock_in_both(self.0, [LOCK_HOT[k], LOCK_ARCHIVED[k]], ids, skip_locked, |r: &Id| r.id).await?;
+        let locked: Vec<i64> = locked.into_iter().map(|r| r.id).collect();
         let rows: Vec<LockedRow> =
-            diesel::sql_query(READ_LOCKED).bind::<Array<BigInt>, _>(ids).load(self.0).await?;
+            diesel::sql_query(READ_LOCKED).bind::<Array<BigInt>, _>(&locked).load(self.0).await?;
         Ok(rows
             .into_iter()
             .map(|r| Locked {
@@ -158,6 +168,7 @@ where
                 waiting_on: r.waiting_on,
                 failed_on: r.failed_on,
                 on_failure: OnFailure::from_stored(&r.on_failure),
+                cancelled_by_dependency: r.cancelled_by_dependency,
             })
             .collect())
     }
@@ -169,6 +180,12 @@ where
             .bind::<Array<BigInt>, _>(job_ids)
             .load(self.0)
             .await?;
+        Ok(rows.into_iter().map(Edge::from).collect())
+    }
+
+    async fn settled_edges_into(&mut self, job_ids: &[i64]) -> Result<Vec<Edge>> {
+        let rows: Vec<EdgeRow> =
+            diesel::sql_query(SETTLED_EDGES_INTO).bind::<Array<BigInt>, _>(job_ids).load(self.0).await?;
         Ok(rows.into_iter().map(Edge::from).collect())
     }
 
@@ -228,10 +245,13 @@ where
         Ok(())
     }
 
-    async fn finished_with_unsettled(&mut self, n: usize) -> Result<Vec<i64>> {
-        let rows: Vec<Id> =
-            diesel::sql_query(FINISHED_WITH_UNSETTLED).bind::<BigInt, _>(limit(n)).load(self.0).await?;
-        Ok(rows.into_iter().map(|r| r.id).collect())
+    async fn finished_with_unsettled(&mut self, after: i64, n: usize) -> Result<SweepPage> {
+        let rows: Vec<PageRow> = diesel::sql_query(FINISHED_WITH_UNSETTLED)
+            .bind::<BigInt, _>(after)
+            .bind::<BigInt, _>(limit(n))
+            .load(self.0)
+            .await?;
+        Ok(SweepPage::of(rows.into_iter().map(|r| (r.id, r.finished)).collect(), n))
     }
 }
 
@@ -249,6 +269,17 @@ where
     let retried = crate::jobs::control::retry_many(conn, ids).await?;
     jobs_driver::workflow::reopen(&mut PgStore(conn), ids, None).await?;
     Ok(retried)
+}
+
+/// Deletes the jobs of `ids` that are not running (see `control::delete_many`), then the
+/// edges into those it deleted (the edges out of them settle as cancelled).
+pub(crate) async fn delete_and_forget<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let deleted = crate::jobs::control::delete_many(conn, ids).await?;
+    diesel::sql_query(DELETE_EDGES_INTO_GONE).bind::<Array<BigInt>, _>(ids).execute(conn).await?;
+    Ok(deleted)
 }
 
 /// The dependencies of `job_id` (see `JobDependenciesParams`).

@@ -20,21 +20,31 @@ impl PgDriver {
         on_tx!(self, c => workflow::insert_workflow(&mut PgStore(c), params.workflow, params.now))
     }
 
-    /// See `JobSettleParams`: the sweep's read, then a transaction per round.
+    /// See `JobSettleParams`: the sweep's page, then a transaction per round.
     pub(crate) async fn settle(&self, params: JobSettleParams<'_>) -> Result<Settled> {
-        let JobSettleParams { finished, limit, now } = params;
-        let first = match finished {
-            Some(ids) => ids.to_vec(),
-            None => on_conn!(self, c => PgStore(c).finished_with_unsettled(limit))?,
+        let JobSettleParams { finished, after, limit, now } = params;
+        let skip_locked = finished.is_some();
+        let (first, next) = match finished {
+            Some(ids) => (ids.to_vec(), None),
+            None => {
+                let page = on_conn!(self, c => PgStore(c).finished_with_unsettled(after, limit))?;
+                (page.finished, page.next)
+            }
         };
-        workflow::settle_cascade(first, |ids| async move {
-            on_tx!(self, c => workflow::settle_round(&mut PgStore(c), &ids, limit, now))
+        let mut done = workflow::settle_cascade(first, |ids| async move {
+            on_tx!(self, c => workflow::settle_round(&mut PgStore(c), &ids, limit, now, skip_locked))
         })
-        .await
+        .await?;
+        done.next = next;
+        Ok(done)
     }
 
-    /// Settles the edges out of `ids`, which a person just cancelled or deleted.
-    pub(crate) async fn settle_eagerly(&self, ids: &[i64]) -> Result<Settled> {
-        self.settle(JobSettleParams { finished: Some(ids), limit: EAGER_SETTLE_LIMIT, now: None }).await
+    /// Settles the edges out of `ids`, which a person just cancelled or deleted (and
+    /// committed): a failure is logged, and left to the settler's sweep.
+    pub(crate) async fn settle_eagerly(&self, ids: &[i64]) {
+        let params = JobSettleParams { finished: Some(ids), after: 0, limit: EAGER_SETTLE_LIMIT, now: None };
+        if let Err(e) = self.settle(params).await {
+            tracing::warn!(error = %e, "settling after a cancel or a delete failed: the settler will");
+        }
     }
 }

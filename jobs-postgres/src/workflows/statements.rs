@@ -4,6 +4,26 @@ use crate::notifications::available_channel;
 
 pub(crate) const DEPENDENCY_STATES: &str = "SELECT id, kind, state, result FROM jobs_all WHERE id = ANY ($1)";
 
+/// A share lock on the jobs `$1` in one table or the other, reading their states.
+macro_rules! lock_dependencies {
+    ($table:literal, $skip:literal) => {
+        concat!(
+            "SELECT id, kind, state, result FROM ",
+            $table,
+            " WHERE id = ANY ($1) ORDER BY id FOR SHARE",
+            $skip
+        )
+    };
+}
+
+pub(crate) const LOCK_DEPENDENCIES_HOT: [&str; 2] =
+    [lock_dependencies!("jobs", ""), lock_dependencies!("jobs", " SKIP LOCKED")];
+pub(crate) const LOCK_DEPENDENCIES_ARCHIVED: [&str; 2] =
+    [lock_dependencies!("jobs_archive", ""), lock_dependencies!("jobs_archive", " SKIP LOCKED")];
+
+/// Which of `$1` exist (after a lock left some out: they moved between the tables).
+pub(crate) const EXISTING: &str = "SELECT id FROM jobs_all WHERE id = ANY ($1)";
+
 pub(crate) const INSERT_WORKFLOW: &str =
     "INSERT INTO job_workflows (name, on_failure) VALUES ($1, $2) RETURNING id";
 
@@ -23,12 +43,18 @@ WHERE depends_on = ANY ($1) AND outcome IS NOT NULL ORDER BY job_id LIMIT $2";
 
 // The lock, then the read in a statement of its own: in the same statement, the read's
 // snapshot would predate a lock it waited for, and show counters from before it.
-pub(crate) const LOCK_HOT: &str = "SELECT id FROM jobs WHERE id = ANY ($1) ORDER BY id FOR UPDATE";
-pub(crate) const LOCK_ARCHIVED: &str =
-    "SELECT id FROM jobs_archive WHERE id = ANY ($1) ORDER BY id FOR UPDATE";
+pub(crate) const LOCK_HOT: [&str; 2] = [
+    "SELECT id FROM jobs WHERE id = ANY ($1) ORDER BY id FOR UPDATE",
+    "SELECT id FROM jobs WHERE id = ANY ($1) ORDER BY id FOR UPDATE SKIP LOCKED",
+];
+pub(crate) const LOCK_ARCHIVED: [&str; 2] = [
+    "SELECT id FROM jobs_archive WHERE id = ANY ($1) ORDER BY id FOR UPDATE",
+    "SELECT id FROM jobs_archive WHERE id = ANY ($1) ORDER BY id FOR UPDATE SKIP LOCKED",
+];
 pub(crate) const READ_LOCKED: &str = "\
 SELECT j.id, j.state, j.waiting_on, j.failed_on,
-       COALESCE((SELECT w.on_failure FROM job_workflows w WHERE w.id = j.workflow_id), 'cancel') AS on_failure
+       COALESCE((SELECT w.on_failure FROM job_workflows w WHERE w.id = j.workflow_id), 'cancel') AS on_failure,
+       COALESCE(j.errors -> -1 ->> 'error_type' = 'dependency_failed', false) AS cancelled_by_dependency
 FROM jobs_all j
 WHERE j.id = ANY ($1) ORDER BY j.id";
 
@@ -39,9 +65,18 @@ pub(crate) const EDGES_SETTLED: &str = "\
 SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE depends_on = ANY ($1) AND job_id = ANY ($2) AND outcome IS NOT NULL";
 
+pub(crate) const SETTLED_EDGES_INTO: &str = "\
+SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
+WHERE job_id = ANY ($1) AND outcome IS NOT NULL";
+
 pub(crate) const SET_OUTCOME: &str = "\
 UPDATE job_dependencies SET outcome = $3::text::job_state, result = $4
 WHERE depends_on = $1 AND job_id = ANY ($2)";
+
+// The edges into those of `$1` that a delete removed (not those it left: running).
+pub(crate) const DELETE_EDGES_INTO_GONE: &str = "\
+DELETE FROM job_dependencies d
+WHERE d.job_id = ANY ($1) AND NOT EXISTS (SELECT 1 FROM jobs_all j WHERE j.id = d.job_id)";
 
 pub(crate) const DELETE_EDGES_INTO: &str = "DELETE FROM job_dependencies WHERE job_id = ANY ($1)";
 
@@ -100,17 +135,18 @@ SET state = 'cancelled', finalized_at = COALESCE($5::timestamptz, now()), errors
     waiting_on = $2, failed_on = $3, workflow_id = COALESCE($4, workflow_id)
 WHERE id = ANY ($1) AND state IN ('pending', 'available', 'scheduled')";
 
-// The unsettled edges (their index), each dependency once, looked up by primary key in
-// `jobs` (a subquery per dependency: as a join, the planner, which cannot know how few
-// dependencies there are, may hash the whole of `jobs`): one that is there unfinished is
-// skipped; one finished there, or not there (in the archive, or gone), is a candidate,
-// which the settle reads again through `jobs_all`.
+// A page of the unsettled edges (their index, from the cursor `$1` on), each dependency
+// once, looked up by primary key in `jobs` (a subquery per dependency: as a join, the
+// planner, which cannot know how few dependencies there are, may hash the whole of
+// `jobs`): one there unfinished is not finished; one finished there, or not there (in the
+// archive, or gone), is a candidate, which the settle reads again through `jobs_all`.
 pub(crate) const FINISHED_WITH_UNSETTLED: &str = "\
-SELECT d.depends_on AS id
-FROM (SELECT DISTINCT depends_on FROM job_dependencies WHERE outcome IS NULL) AS d
-WHERE COALESCE((SELECT j.state IN ('completed', 'discarded', 'cancelled') FROM jobs j WHERE j.id = d.depends_on),
-               true)
-ORDER BY d.depends_on LIMIT $1";
+SELECT d.depends_on AS id,
+       COALESCE((SELECT j.state IN ('completed', 'discarded', 'cancelled') FROM jobs j WHERE j.id = d.depends_on),
+                true) AS finished
+FROM (SELECT DISTINCT depends_on FROM job_dependencies
+      WHERE outcome IS NULL AND depends_on > $1 ORDER BY depends_on LIMIT $2) AS d
+ORDER BY d.depends_on";
 
 pub(crate) const DEPENDENCIES: &str = "\
 SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies

@@ -5,14 +5,14 @@
 //! collected to be delivered in this process once the transaction commits.
 
 use async_trait::async_trait;
-use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Integer, Nullable, Text};
 use diesel::sqlite::Sqlite;
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::workflow::{
-    self, DependencyState, Edge, JobUpdate, Locked, Transition, WorkflowStore, dependency_failed_entry,
+    self, DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowStore,
+    dependency_failed_entry,
 };
-use jobs_driver::{Dependency, DriverError, Inserted, JobState, NewJob, Notification, OnFailure, Result};
+use jobs_driver::{Dependency, Inserted, JobState, NewJob, Notification, OnFailure, Result};
 use serde_json::Value;
 
 use crate::cached::CachedQuery;
@@ -22,8 +22,10 @@ use crate::rows::Id;
 use crate::time::from_ms;
 
 mod operations;
+mod rows;
 pub(crate) mod statements;
 
+use rows::{EdgeRow, LockedRow, PageRow, Released, StateRow};
 use statements::*;
 
 /// [`WorkflowStore`] on a connection in a transaction, at `now_ms`, collecting the
@@ -38,73 +40,6 @@ pub(crate) struct SqliteStore<'c, C> {
 impl<'c, C> SqliteStore<'c, C> {
     pub(crate) fn new(conn: &'c mut C, now_ms: i64) -> Self {
         SqliteStore { conn, now_ms, told: Vec::new() }
-    }
-}
-
-#[derive(QueryableByName)]
-struct StateRow {
-    #[diesel(sql_type = BigInt)]
-    id: i64,
-    #[diesel(sql_type = Text)]
-    kind: String,
-    #[diesel(sql_type = Text)]
-    state: String,
-    #[diesel(sql_type = Nullable<Text>)]
-    result: Option<String>,
-}
-
-#[derive(QueryableByName)]
-struct LockedRow {
-    #[diesel(sql_type = BigInt)]
-    id: i64,
-    #[diesel(sql_type = Text)]
-    state: String,
-    #[diesel(sql_type = Integer)]
-    waiting_on: i32,
-    #[diesel(sql_type = Integer)]
-    failed_on: i32,
-    #[diesel(sql_type = Text)]
-    on_failure: String,
-}
-
-#[derive(QueryableByName)]
-struct EdgeRow {
-    #[diesel(sql_type = BigInt)]
-    depends_on: i64,
-    #[diesel(sql_type = BigInt)]
-    job_id: i64,
-    #[diesel(sql_type = Text)]
-    kind: String,
-    #[diesel(sql_type = Text)]
-    needs: String,
-    #[diesel(sql_type = Nullable<Text>)]
-    outcome: Option<String>,
-    #[diesel(sql_type = Nullable<Text>)]
-    result: Option<String>,
-}
-
-#[derive(QueryableByName)]
-struct Released {
-    #[diesel(sql_type = Text)]
-    queue: String,
-    #[diesel(sql_type = Text)]
-    state: String,
-}
-
-fn state(s: &str) -> Result<JobState> {
-    s.parse::<JobState>().map_err(|e| DriverError::unexpected(e.to_string()))
-}
-
-impl EdgeRow {
-    fn into_edge(self) -> Result<Edge> {
-        Edge::from_stored(
-            self.depends_on,
-            self.job_id,
-            self.kind,
-            &self.needs,
-            self.outcome.as_deref(),
-            self.result.as_deref(),
-        )
     }
 }
 
@@ -162,17 +97,23 @@ where
         Ok(rows.into_iter().map(|r| r.id).collect())
     }
 
-    async fn lock_jobs(&mut self, ids: &[i64]) -> Result<Vec<Locked>> {
+    async fn lock_dependencies(&mut self, ids: &[i64], _skip_locked: bool) -> Result<Vec<DependencyState>> {
+        // The transaction holds the file: no other writer, nothing to skip.
+        self.dependency_states(ids).await
+    }
+
+    async fn lock_jobs(&mut self, ids: &[i64], _skip_locked: bool) -> Result<Vec<Locked>> {
         let rows: Vec<LockedRow> =
             CachedQuery::new(READ_LOCKED).bind::<Text, _>(ids_json(ids)).load(self.conn).await?;
         rows.into_iter()
             .map(|r| {
                 Ok(Locked {
                     id: r.id,
-                    state: state(&r.state)?,
+                    state: workflow::stored_state(&r.state)?,
                     waiting_on: r.waiting_on,
                     failed_on: r.failed_on,
                     on_failure: OnFailure::from_stored(&r.on_failure),
+                    cancelled_by_dependency: r.cancelled_by_dependency,
                 })
             })
             .collect()
@@ -185,6 +126,12 @@ where
             .bind::<Text, _>(ids_json(job_ids))
             .load(self.conn)
             .await?;
+        rows.into_iter().map(EdgeRow::into_edge).collect()
+    }
+
+    async fn settled_edges_into(&mut self, job_ids: &[i64]) -> Result<Vec<Edge>> {
+        let rows: Vec<EdgeRow> =
+            CachedQuery::new(SETTLED_EDGES_INTO).bind::<Text, _>(ids_json(job_ids)).load(self.conn).await?;
         rows.into_iter().map(EdgeRow::into_edge).collect()
     }
 
@@ -248,10 +195,13 @@ where
         Ok(())
     }
 
-    async fn finished_with_unsettled(&mut self, n: usize) -> Result<Vec<i64>> {
-        let rows: Vec<Id> =
-            CachedQuery::new(FINISHED_WITH_UNSETTLED).bind::<BigInt, _>(limit(n)).load(self.conn).await?;
-        Ok(rows.into_iter().map(|r| r.id).collect())
+    async fn finished_with_unsettled(&mut self, after: i64, n: usize) -> Result<SweepPage> {
+        let rows: Vec<PageRow> = CachedQuery::new(FINISHED_WITH_UNSETTLED)
+            .bind::<BigInt, _>(after)
+            .bind::<BigInt, _>(limit(n))
+            .load(self.conn)
+            .await?;
+        Ok(SweepPage::of(rows.into_iter().map(|r| (r.id, r.finished)).collect(), n))
     }
 }
 
@@ -270,6 +220,17 @@ where
     jobs_driver::workflow::reopen(&mut store, ids, None).await?;
     told.append(&mut store.told);
     Ok((retried, told))
+}
+
+/// Deletes the jobs of `ids` that are not running (see `control::delete_many`), then the
+/// edges into those it deleted (the edges out of them settle as cancelled).
+pub(crate) async fn delete_and_forget<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
+where
+    C: AsyncConnectionCore<Backend = Sqlite> + Send,
+{
+    let deleted = crate::jobs::control::delete_many(conn, ids).await?;
+    CachedQuery::new(DELETE_EDGES_INTO_GONE).bind::<Text, _>(ids_json(ids)).execute(conn).await?;
+    Ok(deleted)
 }
 
 /// The dependencies of `job_id` (see `JobDependenciesParams`).

@@ -26,27 +26,39 @@ impl SqliteDriver {
         })
     }
 
-    /// See `JobSettleParams`: a transaction for the sweep, one per round.
+    /// See `JobSettleParams`: a transaction for the sweep's page, one per round.
     pub(crate) async fn settle(&self, params: JobSettleParams<'_>) -> Result<Settled> {
-        let JobSettleParams { finished, limit, now } = params;
-        let first = match finished {
-            Some(ids) => ids.to_vec(),
-            None => in_transaction!(self, |c| {
-                Ok((SqliteStore::new(c, now_ms(now)).finished_with_unsettled(limit).await?, Vec::new()))
-            })?,
+        let JobSettleParams { finished, after, limit, now } = params;
+        let (first, next) = match finished {
+            Some(ids) => (ids.to_vec(), None),
+            None => {
+                let page = in_transaction!(self, |c| {
+                    Ok((
+                        SqliteStore::new(c, now_ms(now)).finished_with_unsettled(after, limit).await?,
+                        Vec::new(),
+                    ))
+                })?;
+                (page.finished, page.next)
+            }
         };
-        workflow::settle_cascade(first, |ids| async move {
+        let mut done = workflow::settle_cascade(first, |ids| async move {
             in_transaction!(self, |c| {
                 let mut store = SqliteStore::new(c, now_ms(now));
-                let round = workflow::settle_round(&mut store, &ids, limit, now).await?;
+                let round = workflow::settle_round(&mut store, &ids, limit, now, false).await?;
                 Ok((round, store.told))
             })
         })
-        .await
+        .await?;
+        done.next = next;
+        Ok(done)
     }
 
-    /// Settles the edges out of `ids`, which a person just cancelled or deleted.
-    pub(crate) async fn settle_eagerly(&self, ids: &[i64]) -> Result<Settled> {
-        self.settle(JobSettleParams { finished: Some(ids), limit: EAGER_SETTLE_LIMIT, now: None }).await
+    /// Settles the edges out of `ids`, which a person just cancelled or deleted (and
+    /// committed): a failure is logged, and left to the settler's sweep.
+    pub(crate) async fn settle_eagerly(&self, ids: &[i64]) {
+        let params = JobSettleParams { finished: Some(ids), after: 0, limit: EAGER_SETTLE_LIMIT, now: None };
+        if let Err(e) = self.settle(params).await {
+            tracing::warn!(error = %e, "settling after a cancel or a delete failed: the settler will");
+        }
     }
 }

@@ -22,7 +22,8 @@ WHERE depends_on IN (SELECT value FROM json_each($1)) AND outcome IS NOT NULL OR
 
 pub(crate) const READ_LOCKED: &str = "\
 SELECT j.id, j.state, j.waiting_on, j.failed_on,
-       COALESCE((SELECT w.on_failure FROM job_workflows w WHERE w.id = j.workflow_id), 'cancel') AS on_failure
+       COALESCE((SELECT w.on_failure FROM job_workflows w WHERE w.id = j.workflow_id), 'cancel') AS on_failure,
+       COALESCE(json_extract(j.errors, '$[#-1].error_type') = 'dependency_failed', 0) AS cancelled_by_dependency
 FROM jobs j
 WHERE j.id IN (SELECT value FROM json_each($1)) ORDER BY j.id";
 
@@ -35,9 +36,18 @@ SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE depends_on IN (SELECT value FROM json_each($1)) AND job_id IN (SELECT value FROM json_each($2))
   AND outcome IS NOT NULL";
 
+pub(crate) const SETTLED_EDGES_INTO: &str = "\
+SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
+WHERE job_id IN (SELECT value FROM json_each($1)) AND outcome IS NOT NULL";
+
 pub(crate) const SET_OUTCOME: &str = "\
 UPDATE job_dependencies SET outcome = $3, result = $4
 WHERE depends_on = $1 AND job_id IN (SELECT value FROM json_each($2))";
+
+// The edges into those of `$1` that a delete removed (not those it left: running).
+pub(crate) const DELETE_EDGES_INTO_GONE: &str = "\
+DELETE FROM job_dependencies
+WHERE job_id IN (SELECT value FROM json_each($1)) AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = job_id)";
 
 pub(crate) const DELETE_EDGES_INTO: &str =
     "DELETE FROM job_dependencies WHERE job_id IN (SELECT value FROM json_each($1))";
@@ -62,12 +72,15 @@ UPDATE jobs SET state = 'cancelled', finalized_at = $5, errors = json_insert(err
                 waiting_on = $2, failed_on = $3, workflow_id = COALESCE($4, workflow_id)
 WHERE id IN (SELECT value FROM json_each($1)) AND state IN ('pending', 'available', 'scheduled')";
 
+// A page of the unsettled edges (their index, from the cursor `$1` on), each dependency
+// once, looked up by primary key.
 pub(crate) const FINISHED_WITH_UNSETTLED: &str = "\
-SELECT d.depends_on AS id
-FROM (SELECT DISTINCT depends_on FROM job_dependencies WHERE outcome IS NULL) AS d
-WHERE COALESCE((SELECT j.state IN ('completed', 'discarded', 'cancelled') FROM jobs j WHERE j.id = d.depends_on),
-               true)
-ORDER BY d.depends_on LIMIT $1";
+SELECT d.depends_on AS id,
+       COALESCE((SELECT j.state IN ('completed', 'discarded', 'cancelled') FROM jobs j WHERE j.id = d.depends_on),
+                1) AS finished
+FROM (SELECT DISTINCT depends_on FROM job_dependencies
+      WHERE outcome IS NULL AND depends_on > $1 ORDER BY depends_on LIMIT $2) AS d
+ORDER BY d.depends_on";
 
 pub(crate) const DEPENDENCIES: &str = "\
 SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies

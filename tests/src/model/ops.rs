@@ -167,7 +167,8 @@ pub enum Op {
         queue: usize,
         /// Picks of existing jobs the first step waits for.
         after: Vec<usize>,
-        /// How many steps, each waiting for the one before.
+        /// How many steps, each waiting for the one before (some chains longer than a
+        /// settle's cascade rounds).
         steps: u8,
         /// Its dependents are held, not cancelled, when a dependency fails.
         hold: bool,
@@ -253,7 +254,7 @@ impl ReferenceStateMachine for Generator {
             2 => Just(Op::ScheduleDue),
             1 => Just(Op::Prune),
             1 => Just(Op::Archive),
-            3 => (0..QUEUES.len(), prop::collection::vec(any::<usize>(), 0..3), 1u8..4, any::<bool>())
+            3 => (0..QUEUES.len(), prop::collection::vec(any::<usize>(), 0..3), prop_oneof![3 => 1u8..4, 1 => 9u8..13], any::<bool>())
                 .prop_map(|(queue, after, steps, hold)| Op::Workflow { queue, after, steps, hold }),
             2 => Just(Op::Settle),
         ]

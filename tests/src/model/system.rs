@@ -52,9 +52,6 @@ pub struct System {
     pub(super) paused: [bool; 2],
     /// The workflows enqueued, and whether each holds its dependents on a failure.
     pub(super) workflows: HashMap<i64, bool>,
-    /// The jobs someone retried: one that a failed dependency cancelled waits, `pending`,
-    /// for that dependency to be retried too, whatever its workflow's setting.
-    pub(super) retried: HashSet<i64>,
 }
 
 pub(super) fn node_name(i: usize) -> String {
@@ -79,7 +76,6 @@ impl System {
             limits: [None; 2],
             paused: [false; 2],
             workflows: HashMap::new(),
-            retried: HashSet::new(),
         };
         for node in 0..NODES {
             system.heartbeat(node, true);
@@ -243,7 +239,6 @@ impl System {
                 if let Some(id) = self.pick_job(pick) {
                     self.block(self.driver().job_retry_many(JobRetryManyParams { ids: &[id] }))
                         .expect("retry");
-                    self.retried.insert(id);
                 }
             }
             Op::Delete { pick } => {
@@ -251,6 +246,7 @@ impl System {
                     self.block(self.driver().job_delete_many(JobDeleteManyParams { ids: &[id] }))
                         .expect("delete");
                     allowed.vanish.insert(id);
+                    self.check_deleted_edges(id);
                 }
             }
             Op::Pause { queue, paused } => {

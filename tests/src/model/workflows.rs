@@ -4,14 +4,14 @@
 //! job waits for something (an unsettled edge, or a failed one it is held on); a released
 //! job (`available`, `scheduled`) waits for nothing; once the settler has run, no
 //! `pending` job could have been released, and none of a workflow that cancels is still
-//! failed by a dependency (unless someone retried it: it then waits for the failed
-//! dependency to be retried too).
+//! failed by a dependency (a step retried while a dependency still fails it is cancelled
+//! again); a deleted job leaves no edges in.
 
 use std::collections::HashMap;
 
 use jobs_core::driver::{
-    DependsOn, JobDependenciesParams, JobInsertWorkflowParams, JobRow, JobSettleParams, JobState, Needs,
-    NewJob, NewStep, NewWorkflow, OnFailure,
+    DependsOn, JobDependenciesParams, JobGetParams, JobInsertWorkflowParams, JobRow, JobSettleParams,
+    JobState, Needs, NewJob, NewStep, NewWorkflow, OnFailure,
 };
 
 use super::ops::{Op, QUEUES};
@@ -47,11 +47,27 @@ impl System {
     }
 
     /// Settles the finish of `job` (the completer's), or every finish nothing settled yet
-    /// (`None`: the settler's sweep).
+    /// (`None`: the settler's sweep, in pages of three dependencies, from the start to the
+    /// end of the unsettled edges).
     pub(super) fn settle(&self, job: Option<i64>) {
         let ids = job.map(|id| vec![id]);
-        let params = JobSettleParams { finished: ids.as_deref(), limit: 1_000, now: Some(self.now) };
-        self.block(self.driver().job_settle(params)).expect("settle");
+        let mut after = 0;
+        loop {
+            let params = JobSettleParams { finished: ids.as_deref(), after, limit: 3, now: Some(self.now) };
+            let page = self.block(self.driver().job_settle(params)).expect("settle");
+            match page.next {
+                Some(next) if job.is_none() => after = next,
+                _ => return,
+            }
+        }
+    }
+
+    /// A job a delete took leaves no edges into it.
+    pub(super) fn check_deleted_edges(&self, id: i64) {
+        let row = self.block(self.driver().job_get(JobGetParams { id })).expect("get");
+        let edges =
+            self.block(self.driver().job_dependencies(JobDependenciesParams { job_id: id })).expect("deps");
+        assert!(row.is_some() || edges.is_empty(), "deleted job {id} keeps its edges: {edges:?}");
     }
 
     /// The invariants of the workflows' edges, on the rows read after `op`.
@@ -70,7 +86,12 @@ impl System {
                     now[&e.depends_on].state
                 );
             }
-            if !matches!(row.state, JobState::Pending | JobState::Available | JobState::Scheduled) {
+            // Released, or waiting to run again: it waits for nothing (a retried dependency
+            // sends it back to `pending`).
+            if !matches!(
+                row.state,
+                JobState::Pending | JobState::Available | JobState::Scheduled | JobState::Retryable
+            ) {
                 continue;
             }
             let unsettled = edges.iter().filter(|e| e.outcome.is_none()).count();
@@ -87,7 +108,7 @@ impl System {
                         let holds =
                             row.workflow_id.and_then(|w| self.workflows.get(&w)).copied().unwrap_or(false);
                         assert!(
-                            holds || failed == 0 || self.retried.contains(&id),
+                            holds || failed == 0,
                             "job {id} of a workflow that cancels is still pending on a failed dependency \
                              after the settler ran: {edges:?}"
                         );

@@ -1,0 +1,152 @@
+//! Workflows where retries, cancels and deletes meet (`docs/design/workflows.md`, "Retry"):
+//! a retry brings back what a dependency's failure cancelled, however long the chain,
+//! and only that; a step that ran goes back to waiting when its dependency reruns; a
+//! step retried while its dependency still fails it is cancelled again, not stranded; a
+//! deleted step leaves no edges; a wide fan-out takes a large result; an eager settle
+//! never waits for an application's transaction.
+
+use std::time::Duration;
+
+use jobs_core::driver::{
+    Completion, DependsOn, JobCancelManyParams, JobCompleteManyParams, JobDeleteManyParams,
+    JobDependenciesParams, JobRetryManyParams, JobState, OnFailure,
+};
+use serde_json::json;
+
+use super::workflows::{claim, finish, insert, settle, states, step, workflow};
+use crate::TestDb;
+use crate::factory::{JobFactory, insert_all, succeeded};
+
+/// A chain of `n` steps on queues `{name}-0` … in a workflow with `on_failure`.
+async fn chain(db: &TestDb, name: &str, n: usize, on_failure: OnFailure) -> Vec<i64> {
+    let steps = (0..n)
+        .map(|i| {
+            let after = if i == 0 { vec![] } else { vec![DependsOn::Step(i - 1)] };
+            step(&format!("{name}-{i}"), &after)
+        })
+        .collect();
+    insert(db, &workflow(on_failure, steps)).await
+}
+
+async fn retry(db: &TestDb, ids: &[i64]) {
+    db.driver.job_retry_many(JobRetryManyParams { ids }).await.expect("retry");
+}
+
+fn last_error(job: &jobs_core::driver::JobRow) -> serde_json::Value {
+    job.errors.as_array().and_then(|e| e.last()).cloned().unwrap_or_default()
+}
+
+/// A chain of 12 in a workflow that cancels: its head discarded, the cascade (longer
+/// than one settle's rounds) finishes in the sweep; retrying the head brings all eleven
+/// back. A step a person cancelled before its dependency failed stays cancelled. A step
+/// retried alone while its dependency still fails it is cancelled again at once (it
+/// could never run); retried with that dependency, it waits for it.
+pub async fn a_retry_brings_back_what_a_failure_cancelled_and_only_that(db: TestDb) {
+    use JobState::{Available, Cancelled, Discarded, Pending};
+    let ids = chain(&db, "long", 12, OnFailure::Cancel).await;
+    finish(&db, "long-0", ids[0], Discarded, None).await;
+    settle(&db, None).await;
+    assert_eq!(states(&db, &ids[1..]).await, [Cancelled; 11], "the whole chain is cancelled");
+    retry(&db, &ids[..1]).await;
+    assert_eq!(states(&db, &ids).await[1..], [Pending; 11], "the whole chain waits again");
+    assert_eq!(db.job(ids[0]).await.state, Available);
+
+    // A person cancels the step first; its dependency then fails, and is retried.
+    let ids = chain(&db, "person", 2, OnFailure::Cancel).await;
+    db.driver.job_cancel_many(JobCancelManyParams { ids: &ids[1..] }).await.expect("cancel");
+    finish(&db, "person-0", ids[0], Discarded, None).await;
+    retry(&db, &ids[..1]).await;
+    assert_eq!(states(&db, &ids).await, [Available, Cancelled], "a person's cancel stands");
+
+    // The dependent retried alone: cancelled again, naming the dependency.
+    let ids = chain(&db, "alone", 2, OnFailure::Cancel).await;
+    finish(&db, "alone-0", ids[0], Discarded, None).await;
+    let errors_before = db.job(ids[1]).await.errors.as_array().map_or(0, Vec::len);
+    retry(&db, &ids[1..]).await;
+    let b = db.job(ids[1]).await;
+    assert_eq!(b.state, Cancelled, "retried while its dependency still fails it");
+    assert_eq!(b.errors.as_array().map_or(0, Vec::len), errors_before + 1);
+    assert_eq!(last_error(&b)["dependency"], json!(ids[0]), "{}", last_error(&b));
+    // Retried with its dependency: it waits for it, then runs.
+    retry(&db, &ids).await;
+    assert_eq!(states(&db, &ids).await, [Available, Pending]);
+    let b = db.job(ids[1]).await;
+    assert_eq!(b.errors.as_array().map_or(0, Vec::len), errors_before + 1, "not cancelled on the way");
+    finish(&db, "alone-0", ids[0], JobState::Completed, None).await;
+    assert_eq!(db.job(ids[1]).await.state, Available);
+}
+
+/// A step that ran and waits to run again (`retryable`) goes back to `pending` when its
+/// dependency is retried, and is released when the dependency completes again.
+pub async fn a_step_waiting_to_rerun_waits_for_its_retried_dependency(db: TestDb) {
+    use JobState::{Available, Completed, Pending, Retryable};
+    let ids = chain(&db, "rerun", 2, OnFailure::Cancel).await;
+    finish(&db, "rerun-0", ids[0], Completed, None).await;
+    let b = claim(&db, "rerun-1", ids[1]).await;
+    let failed =
+        Completion { state: Retryable, delay_ms: Some(0), ..succeeded(ids[1], "rerun-1", b.attempt) };
+    db.driver
+        .job_complete_many(JobCompleteManyParams { completions: &[failed], now: None })
+        .await
+        .expect("fail the step");
+    assert_eq!(db.job(ids[1]).await.state, Retryable);
+    retry(&db, &ids[..1]).await;
+    assert_eq!(states(&db, &ids).await, [Available, Pending], "it waits for its dependency's rerun");
+    finish(&db, "rerun-0", ids[0], Completed, None).await;
+    let b = db.job(ids[1]).await;
+    assert!(matches!(b.state, Available | JobState::Scheduled), "{:?}", b.state);
+}
+
+/// A deleted step takes its edges with it; a step depending on a job with a large result
+/// (64 KiB) in a fan-out of 1,000 is inserted (the edges go in batches bounded by bytes:
+/// one statement would exceed MariaDB's default packet of 16 MiB), each reading it.
+pub async fn deleted_steps_leave_no_edges_and_wide_fan_outs_take_large_results(db: TestDb) {
+    let ids = chain(&db, "gone", 2, OnFailure::Cancel).await;
+    finish(&db, "gone-0", ids[0], JobState::Completed, None).await;
+    db.driver.job_delete_many(JobDeleteManyParams { ids: &ids[1..] }).await.expect("delete");
+    let edges = db.driver.job_dependencies(JobDependenciesParams { job_id: ids[1] }).await.expect("edges");
+    assert!(edges.is_empty(), "a deleted step's edges: {edges:?}");
+
+    let big = json!({ "rows": "r".repeat(64 * 1024) });
+    let root = insert_all(&*db.driver, vec![JobFactory::new("k").queue("big")]).await[0];
+    let job = claim(&db, "big", root).await;
+    let done = Completion { result: Some(big.to_string()), ..succeeded(root, "big", job.attempt) };
+    db.driver
+        .job_complete_many(JobCompleteManyParams { completions: &[done], now: None })
+        .await
+        .expect("complete");
+    let steps = (0..1_000).map(|_| step("wide", &[DependsOn::Job(root)])).collect();
+    let fan = insert(&db, &workflow(OnFailure::Cancel, steps)).await;
+    assert_eq!(db.count(Some(JobState::Available)).await, 1_000);
+    for id in [fan[0], fan[999]] {
+        let edges = db.driver.job_dependencies(JobDependenciesParams { job_id: id }).await.expect("edges");
+        assert_eq!(edges.len(), 1);
+        assert_eq!(edges[0].result.as_ref(), Some(&big), "step {id} reads the result");
+    }
+}
+
+/// A completion's settle never waits for an application's transaction that holds a
+/// dependent (no lock timeout would end the wait): it leaves that dependent to the
+/// sweep, which settles it once the transaction ends. (Needs row locks a statement can
+/// skip: where one writer at a time holds the file, the transaction holds it all.)
+pub async fn an_eager_settle_never_waits_for_an_application_transaction(db: TestDb) {
+    let ids = chain(&db, "held", 2, OnFailure::Cancel).await;
+    let job = claim(&db, "held-0", ids[0]).await;
+    let mut tx = db.app_transaction().await;
+    // The application's transaction locks the dependent (an insert of a job after it
+    // would too), and stays open.
+    tx.cancel(&ids[1..]).await.expect("cancel in the transaction");
+    let done = succeeded(ids[0], "held-0", job.attempt);
+    db.driver
+        .job_complete_many(JobCompleteManyParams { completions: &[done], now: None })
+        .await
+        .expect("complete");
+    // A deadline far beyond any settle's time: the old settle waited for ever.
+    tokio::time::timeout(Duration::from_secs(30), settle(&db, Some(&ids[..1])))
+        .await
+        .expect("the settle waited for the application's transaction");
+    tx.rollback().await.expect("roll back");
+    assert_eq!(db.job(ids[1]).await.state, JobState::Pending, "left to the sweep");
+    assert_eq!(settle(&db, None).await.released, 1);
+    assert_eq!(db.job(ids[1]).await.state, JobState::Available);
+}

@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS jobs_archive_workflow_idx;
