@@ -11,7 +11,8 @@ use async_trait::async_trait;
 use diesel::connection::{LoadConnection, TransactionManager as SyncTransactionManager};
 use diesel_async::{AsyncConnection, TransactionManager};
 use jobs_core::driver::{
-    ConnectionDriver, Inserted, InsertedWorkflow, JobRow, JobState, NewJob, NewWorkflow, Retried,
+    BatchChange, BatchChanged, ConnectionDriver, Inserted, InsertedWorkflow, JobRow, JobState, NewJob,
+    NewWorkflow, Retried,
 };
 use jobs_core::{Error, JobsBackend};
 
@@ -26,6 +27,8 @@ pub trait AppTransaction: Send {
     async fn insert(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>, Error>;
     /// Inserts a workflow inside the transaction.
     async fn insert_workflow(&mut self, workflow: &NewWorkflow) -> Result<InsertedWorkflow, Error>;
+    /// Opens, fills or seals a batch inside the transaction.
+    async fn change_batch(&mut self, change: &BatchChange) -> Result<BatchChanged, Error>;
     /// Cancels `ids` inside the transaction; the state each changed job is now in.
     async fn cancel(&mut self, ids: &[i64]) -> Result<Vec<JobState>, Error>;
     /// Retries `ids` inside the transaction.
@@ -75,6 +78,10 @@ where
 
     async fn insert_workflow(&mut self, workflow: &NewWorkflow) -> Result<InsertedWorkflow, Error> {
         Ok(<DriverOf<C::Backend> as ConnectionDriver>::insert_workflow(&mut self.0, workflow).await?)
+    }
+
+    async fn change_batch(&mut self, change: &BatchChange) -> Result<BatchChanged, Error> {
+        Ok(<DriverOf<C::Backend> as ConnectionDriver>::change_batch(&mut self.0, change).await?)
     }
 
     async fn cancel(&mut self, ids: &[i64]) -> Result<Vec<JobState>, Error> {

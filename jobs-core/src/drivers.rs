@@ -84,6 +84,13 @@ macro_rules! drivers {
                     let params = jobs_driver::JobInsertWorkflowParams { workflow, now: None };
                     Ok(self.job_insert_workflow(params).await?)
                 }
+
+                async fn change_batch(
+                    self,
+                    change: &jobs_driver::BatchChange,
+                ) -> Result<jobs_driver::BatchChanged> {
+                    Ok(self.job_batch(jobs_driver::JobBatchParams { change, now: None }).await?)
+                }
             }
         )*
 
@@ -174,6 +181,11 @@ mod postgres_pool {
         async fn insert_workflow(self, workflow: &NewWorkflow) -> Result<InsertedWorkflow> {
             let driver = jobs_postgres::PgDriver::new(self.clone());
             Ok(driver.job_insert_workflow(JobInsertWorkflowParams { workflow, now: None }).await?)
+        }
+
+        async fn change_batch(self, change: &jobs_driver::BatchChange) -> Result<jobs_driver::BatchChanged> {
+            let driver = jobs_postgres::PgDriver::new(self.clone());
+            Ok(driver.job_batch(jobs_driver::JobBatchParams { change, now: None }).await?)
         }
     }
 }

@@ -59,6 +59,7 @@ extern crate self as jobs_core;
 
 mod backend;
 mod backoff;
+mod batch;
 pub mod clock;
 mod control;
 pub mod cron;
@@ -87,6 +88,7 @@ mod workflow;
 
 pub use backend::JobsBackend;
 pub use backoff::Backoff;
+pub use batch::{Batch, BatchCounts, BatchId, EnqueuedBatch};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control::{
     Action, Applied, QueueLimits, cancel_job, delete_job, retry_job, set_queue_limits, set_queue_paused,

@@ -18,7 +18,7 @@ use crate::driver::Driver;
 use crate::error::Result;
 use crate::job::{Inserted, JobRow, NewJob, Retried};
 use crate::state::JobState;
-use crate::workflow::{InsertedWorkflow, NewWorkflow};
+use crate::workflow::{BatchChange, BatchChanged, InsertedWorkflow, NewWorkflow};
 
 /// A driver's operations on a connection of the application's own, and its URL schemes.
 /// Each driver crate implements it on its driver type, beside [`Driver`].
@@ -63,6 +63,15 @@ pub trait ConnectionDriver: Driver + Sized + 'static {
         conn: &mut C,
         workflow: &NewWorkflow,
     ) -> impl Future<Output = Result<InsertedWorkflow>> + Send
+    where
+        C: AsyncConnection<Backend = Self::Backend>;
+
+    /// Applies `change` to a batch (see [`change_batch`](crate::workflow::change_batch)) in
+    /// whatever transaction `conn` is in, or in one of its own.
+    fn change_batch<C>(
+        conn: &mut C,
+        change: &BatchChange,
+    ) -> impl Future<Output = Result<BatchChanged>> + Send
     where
         C: AsyncConnection<Backend = Self::Backend>;
 

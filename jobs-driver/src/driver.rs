@@ -17,7 +17,8 @@ use crate::server::*;
 use crate::state::JobState;
 use crate::stats::*;
 use crate::workflow::{
-    Dependency, InsertedWorkflow, JobDependenciesParams, JobInsertWorkflowParams, JobSettleParams, Settled,
+    BatchChanged, Dependency, InsertedWorkflow, JobBatchParams, JobDependenciesParams,
+    JobInsertWorkflowParams, JobSettleParams, Settled,
 };
 
 /// A database the engine can run on. One implementation per backend owns all of that
@@ -82,6 +83,8 @@ pub trait Driver: Send + Sync + std::fmt::Debug + 'static {
 
     /// See [`JobInsertWorkflowParams`]. In a transaction of its own.
     async fn job_insert_workflow(&self, params: JobInsertWorkflowParams<'_>) -> Result<InsertedWorkflow>;
+    /// See [`JobBatchParams`]. In a transaction of its own.
+    async fn job_batch(&self, params: JobBatchParams<'_>) -> Result<BatchChanged>;
     /// See [`JobSettleParams`].
     async fn job_settle(&self, params: JobSettleParams<'_>) -> Result<Settled>;
     /// See [`JobDependenciesParams`].

@@ -91,6 +91,7 @@ pub use stats::{
     StatsThroughputParams, Throughput,
 };
 pub use workflow::{
-    Dependency, DependsOn, InsertedWorkflow, JobDependenciesParams, JobInsertWorkflowParams, JobSettleParams,
-    Needs, NewStep, NewWorkflow, OnFailure, Settled, WorkflowError,
+    BatchChange, BatchChanged, BatchTarget, Dependency, DependsOn, InsertedWorkflow, JobBatchParams,
+    JobDependenciesParams, JobInsertWorkflowParams, JobSettleParams, Needs, NewStep, NewWorkflow, OnFailure,
+    Settled, WorkflowError,
 };

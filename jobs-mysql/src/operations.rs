@@ -139,6 +139,10 @@ impl Driver for MysqlDriver {
         self.insert_workflow(params).await
     }
 
+    async fn job_batch(&self, params: JobBatchParams<'_>) -> Result<BatchChanged> {
+        self.batch(params).await
+    }
+
     async fn job_settle(&self, params: JobSettleParams<'_>) -> Result<Settled> {
         self.settle(params).await
     }

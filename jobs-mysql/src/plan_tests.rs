@@ -144,7 +144,7 @@ async fn the_workflow_statements_read_by_key() {
         ("locked, skipping", LOCK[1], vec!["'[5, 9]'"]),
         ("settled edges into", SETTLED_EDGES_INTO, vec!["'[5, 9]'"]),
         ("edges", EDGES_UNSETTLED, vec!["'[4, 8]'", "'[5, 9]'"]),
-        ("outcome", SET_OUTCOME, vec!["4", "'[5]'", "'completed'", "NULL"]),
+        ("outcome", SET_OUTCOME, vec!["'[[4, 5], [8, 9]]'", "'completed'", "NULL"]),
     ] {
         let plan = explain(&mut conn, sql, &values).await;
         // In the sweep, `d` is the derived list of dependencies (read whole, as it should).

@@ -9,8 +9,8 @@ use diesel::pg::Pg;
 use diesel_async::{AsyncConnection, AsyncConnectionCore};
 use jobs_driver::workflow;
 use jobs_driver::{
-    ConnectionDriver, Inserted, InsertedWorkflow, JobRow, JobState, NewJob, NewWorkflow, Result, Retried,
-    begin_own_transaction, end_own_transaction,
+    BatchChange, BatchChanged, ConnectionDriver, Inserted, InsertedWorkflow, JobRow, JobState, NewJob,
+    NewWorkflow, Result, Retried, begin_own_transaction, end_own_transaction,
 };
 
 use crate::PgDriver;
@@ -65,6 +65,15 @@ impl ConnectionDriver for PgDriver {
     {
         let own = begin_own_transaction(conn).await?;
         let outcome = workflow::insert_workflow(&mut crate::workflows::PgStore(conn), workflow, None).await;
+        end_own_transaction(conn, own, outcome).await
+    }
+
+    async fn change_batch<C>(conn: &mut C, change: &BatchChange) -> Result<BatchChanged>
+    where
+        C: AsyncConnection<Backend = Pg>,
+    {
+        let own = begin_own_transaction(conn).await?;
+        let outcome = workflow::change_batch(&mut crate::workflows::PgStore(conn), change, None).await;
         end_own_transaction(conn, own, outcome).await
     }
 

@@ -9,8 +9,8 @@ use diesel::connection::LoadConnection;
 use diesel::sqlite::Sqlite;
 use diesel_async::{AsyncConnection, AsyncConnectionCore};
 use jobs_driver::{
-    ConnectionDriver, Inserted, InsertedWorkflow, JobRow, JobState, NewJob, NewWorkflow, Result, Retried,
-    begin_own_transaction, end_own_transaction,
+    BatchChange, BatchChanged, ConnectionDriver, Inserted, InsertedWorkflow, JobRow, JobState, NewJob,
+    NewWorkflow, Result, Retried, begin_own_transaction, end_own_transaction,
 };
 
 use crate::SqliteDriver;
@@ -64,6 +64,16 @@ impl ConnectionDriver for SqliteDriver {
         let own = begin_own_transaction(conn).await?;
         let mut store = crate::workflows::SqliteStore::new(&mut *conn, now_ms(None));
         let outcome = jobs_driver::workflow::insert_workflow(&mut store, workflow, None).await;
+        end_own_transaction(conn, own, outcome).await
+    }
+
+    async fn change_batch<C>(conn: &mut C, change: &BatchChange) -> Result<BatchChanged>
+    where
+        C: AsyncConnection<Backend = Sqlite>,
+    {
+        let own = begin_own_transaction(conn).await?;
+        let mut store = crate::workflows::SqliteStore::new(&mut *conn, now_ms(None));
+        let outcome = jobs_driver::workflow::change_batch(&mut store, change, None).await;
         end_own_transaction(conn, own, outcome).await
     }
 

@@ -143,6 +143,10 @@ impl Driver for SqliteDriver {
         self.insert_workflow(params).await
     }
 
+    async fn job_batch(&self, params: JobBatchParams<'_>) -> Result<BatchChanged> {
+        self.batch(params).await
+    }
+
     async fn job_settle(&self, params: JobSettleParams<'_>) -> Result<Settled> {
         self.settle(params).await
     }

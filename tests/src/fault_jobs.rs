@@ -72,3 +72,22 @@ pub async fn once(ctx: JobContext, args: Step) -> Result<(), jobs_core::Error> {
 pub async fn noop(_ctx: JobContext) -> Result<(), std::convert::Infallible> {
     Ok(())
 }
+
+/// Arguments of [`batch_done`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BatchDone {
+    /// How many members the batch has.
+    pub members: u64,
+}
+
+/// A batch's callback: records its run, then checks that every member completed (an
+/// error, with the counts in its message, otherwise).
+#[job(kind = "fault.batch_done", queue = "faults", max_attempts = 25)]
+pub async fn batch_done(ctx: JobContext, args: BatchDone) -> Result<(), jobs_core::Error> {
+    record(&ctx).await?;
+    let counts = ctx.batch_counts().await?;
+    if counts.completed != args.members || counts.discarded + counts.cancelled > 0 {
+        return Err(jobs_core::Error::Runtime(format!("wrong batch counts: {counts:?} of {}", args.members)));
+    }
+    Ok(())
+}

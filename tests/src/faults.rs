@@ -207,3 +207,11 @@ impl JobLedger {
         assert_eq!(self.invalid_rows, 0, "rows breaking the table's invariants: {self:?}");
     }
 }
+
+/// How many running jobs `node` holds now (`None`: the database did not answer).
+pub async fn held_by(driver: &dyn Driver, node: &str) -> Option<i64> {
+    let filter = JobFilter { states: vec![JobState::Running], ..JobFilter::default() };
+    let params = JobListParams { filter: &filter, before: None, limit: 100_000 };
+    let running = driver.job_list(params).await.ok()?;
+    Some(running.iter().filter(|j| j.attempted_by.last().is_some_and(|n| n == node)).count() as i64)
+}

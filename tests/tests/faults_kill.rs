@@ -9,13 +9,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jobs_core::driver::{Driver, JobFilter, JobListParams};
+use jobs_core::driver::Driver;
 use jobs_core::mysql::testing::{LocalServer, Server as MysqlServer};
 use jobs_core::testing::{MysqlTestDatabase, SqliteTestDatabase, TestDatabase};
 use jobs_core::{IntoDriver, JobState, enqueue_many};
 use jobs_tests::any_db::{AnyDb, RUNS_TABLE};
 use jobs_tests::fault_jobs::{Step, once, step};
-use jobs_tests::faults::{JobLedger, try_count_states};
+use jobs_tests::faults::{JobLedger, held_by, try_count_states};
 use jobs_tests::processes::{WorkerProcess, assert_no_panic, log_dir, stop_all};
 use jobs_tests::wait_for;
 
@@ -34,14 +34,6 @@ async fn top_up(driver: &Arc<dyn Driver>) -> Option<usize> {
         .await
         .ok()
         .map(|_| batch)
-}
-
-/// How many running jobs `node` holds now.
-async fn held_by(driver: &dyn Driver, node: &str) -> Option<i64> {
-    let filter = JobFilter { states: vec![JobState::Running], ..JobFilter::default() };
-    let running =
-        driver.job_list(JobListParams { filter: &filter, before: None, limit: 100_000 }).await.ok()?;
-    Some(running.iter().filter(|j| j.attempted_by.last().is_some_and(|n| n == node)).count() as i64)
 }
 
 /// Two workers on the database at `url`; one of them killed `rounds` times (alternately),

@@ -3,6 +3,7 @@
 
 mod app_values;
 mod archive;
+mod batches;
 mod claims;
 mod control;
 mod cron;
@@ -23,6 +24,7 @@ mod workflows;
 
 pub use app_values::*;
 pub use archive::*;
+pub use batches::*;
 pub use claims::*;
 pub use control::*;
 pub use cron::*;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use diesel_async::AsyncConnection;
 use jobs_driver::{
-    Driver, Inserted, InsertedWorkflow, JobInsertManyParams, JobInsertWorkflowParams, NewJob, NewWorkflow,
+    BatchChange, BatchChanged, Driver, Inserted, InsertedWorkflow, JobBatchParams, JobInsertManyParams,
+    JobInsertWorkflowParams, NewJob, NewWorkflow,
 };
 
 use crate::backend::JobsBackend;
@@ -26,6 +27,10 @@ pub trait Enqueuer: Send {
     /// caller's, for a connection inside one).
     fn insert_workflow(self, workflow: &NewWorkflow)
     -> impl Future<Output = Result<InsertedWorkflow>> + Send;
+
+    /// Opens a batch, adds members to one, or seals it, in one transaction (the caller's,
+    /// for a connection inside one).
+    fn change_batch(self, change: &BatchChange) -> impl Future<Output = Result<BatchChanged>> + Send;
 }
 
 /// In the caller's transaction, if the connection is in one: roll back, and the jobs
@@ -42,6 +47,10 @@ where
     async fn insert_workflow(self, workflow: &NewWorkflow) -> Result<InsertedWorkflow> {
         Ok(<<C::Backend as JobsBackend>::Driver as ConnectionDriver>::insert_workflow(self, workflow).await?)
     }
+
+    async fn change_batch(self, change: &BatchChange) -> Result<BatchChanged> {
+        Ok(<<C::Backend as JobsBackend>::Driver as ConnectionDriver>::change_batch(self, change).await?)
+    }
 }
 
 /// Through the driver: the insert commits by itself, and the driver wakes the workers.
@@ -54,5 +63,9 @@ impl<'d> Enqueuer for &Arc<dyn Driver + 'd> {
 
     async fn insert_workflow(self, workflow: &NewWorkflow) -> Result<InsertedWorkflow> {
         Ok(self.job_insert_workflow(JobInsertWorkflowParams { workflow, now: None }).await?)
+    }
+
+    async fn change_batch(self, change: &BatchChange) -> Result<BatchChanged> {
+        Ok(self.job_batch(JobBatchParams { change, now: None }).await?)
     }
 }

@@ -202,6 +202,9 @@ impl Driver for InlineDriver {
     async fn job_insert_workflow(&self, _: JobInsertWorkflowParams<'_>) -> Result<InsertedWorkflow> {
         self.unsupported("run workflows inline")
     }
+    async fn job_batch(&self, _: JobBatchParams<'_>) -> Result<BatchChanged> {
+        self.unsupported("run batches inline")
+    }
     async fn job_settle(&self, _: JobSettleParams<'_>) -> Result<Settled> {
         self.unsupported("settle workflows")
     }

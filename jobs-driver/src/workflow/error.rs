@@ -30,6 +30,16 @@ pub enum WorkflowError {
     /// A step names a job that does not exist.
     #[error("job {0}, named as a dependency, does not exist")]
     UnknownDependency(i64),
+    /// No batch has this id (or the workflow with this id is not a batch).
+    #[error("batch {0} does not exist")]
+    UnknownBatch(i64),
+    /// Members added to a batch that is sealed: its callback may already have run.
+    #[error("batch {0} is sealed: no member may join it")]
+    BatchSealed(i64),
+    /// A batch's callback carries a uniqueness key: it waits for the members, and a
+    /// waiting job may not be unique.
+    #[error("a batch's callback may not have a uniqueness key")]
+    UniqueCallback,
     /// A step's job breaks the rules of [`validation`](crate::validation).
     #[error("step {step}: {error}")]
     Job {

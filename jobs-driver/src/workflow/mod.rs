@@ -13,6 +13,7 @@
 //! The rules are written once, here, over [`WorkflowStore`]: the few statements a driver
 //! implements on a connection inside a transaction of its own. Drivers own the SQL.
 
+mod batch;
 mod definition;
 pub(crate) mod error;
 mod params;
@@ -21,15 +22,18 @@ mod settle;
 mod store;
 mod stored;
 pub use crate::validation::{MAX_WORKFLOW_NAME, MAX_WORKFLOW_STEPS};
+pub use batch::{BatchChange, BatchChanged, BatchTarget, change_batch};
 pub use definition::{
     DEPENDENCY_FAILED, Dependency, DependsOn, InsertedWorkflow, Needs, NewStep, NewWorkflow, OnFailure,
     dependency_failed_entry,
 };
 pub use error::WorkflowError;
-pub use params::{JobDependenciesParams, JobInsertWorkflowParams, JobSettleParams, Settled};
+pub use params::{JobBatchParams, JobDependenciesParams, JobInsertWorkflowParams, JobSettleParams, Settled};
 pub use plan::insert_workflow;
 pub use settle::{
     MAX_CASCADE_ROUNDS, REOPEN_LIMIT, Reopened, SettleRound, reopen, settle_cascade, settle_round,
 };
-pub use store::{DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowStore};
-pub use stored::{edges_json, stored_state};
+pub use store::{
+    DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowRow, WorkflowStore,
+};
+pub use stored::{edges_json, pairs_json, stored_state};

@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::batch::BatchChange;
 use super::definition::NewWorkflow;
 
 /// `job_insert_workflow`: insert a workflow, its steps and their dependencies in one
@@ -11,6 +12,16 @@ pub struct JobInsertWorkflowParams<'a> {
     /// The workflow.
     pub workflow: &'a NewWorkflow,
     /// The insert's time (`None`: the database's clock).
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// `job_batch`: open a batch, add members to one, seal it (see
+/// [`change_batch`](super::change_batch)), in one transaction.
+#[derive(Debug, Clone, Copy)]
+pub struct JobBatchParams<'a> {
+    /// The change.
+    pub change: &'a BatchChange,
+    /// Its time (`None`: the database's clock).
     pub now: Option<DateTime<Utc>>,
 }
 

@@ -22,6 +22,9 @@ pub const MAX_CASCADE_ROUNDS: usize = 8;
 /// this takes more rounds).
 pub const REOPEN_LIMIT: usize = 100_000;
 
+/// An edge by its key: `(depends_on, job_id)`.
+type EdgeKey = (i64, i64);
+
 /// What one [`settle_round`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SettleRound {
@@ -83,7 +86,9 @@ pub async fn settle_round<S: WorkflowStore + ?Sized>(
     let edges = store.edges(&candidates, &dependents, false).await?;
 
     let mut rows: HashMap<i64, Counters> = locked.iter().map(|l| (l.id, Counters::of(l))).collect();
-    let mut writes: BTreeMap<(i64, bool), Vec<i64>> = BTreeMap::new();
+    // Edges settled alike in one statement: by outcome, and by dependency only where its
+    // result is copied (a fan-in of 10,000 members settles in a statement or two).
+    let mut writes: BTreeMap<(JobState, Option<i64>), Vec<EdgeKey>> = BTreeMap::new();
     let mut gone = BTreeSet::new();
     for edge in &edges {
         let Some((outcome, _)) = outcomes.get(&edge.depends_on) else { continue };
@@ -101,15 +106,15 @@ pub async fn settle_round<S: WorkflowStore + ?Sized>(
             row.failure.get_or_insert((edge.depends_on, *outcome));
         }
         let copy_result = *outcome == JobState::Completed && edge.needs == Needs::Completed;
-        writes.entry((edge.depends_on, copy_result)).or_default().push(edge.job_id);
+        let from = copy_result.then_some(edge.depends_on);
+        writes.entry((*outcome, from)).or_default().push((edge.depends_on, edge.job_id));
         round.settled += 1;
     }
     round.more = dependents.len() >= limit && round.settled > 0;
-    for ((depends_on, copy_result), job_ids) in &writes {
-        let (outcome, result) = &outcomes[depends_on];
-        let result = if *copy_result { result.as_ref() } else { None };
-        for chunk in job_ids.chunks(IDS_PER_STATEMENT) {
-            store.set_outcome(*depends_on, chunk, Some(*outcome), result).await?;
+    for ((outcome, from), pairs) in &writes {
+        let result = from.and_then(|d| outcomes.get(&d)).and_then(|(_, r)| r.as_ref());
+        for chunk in pairs.chunks(IDS_PER_STATEMENT) {
+            store.set_outcome(chunk, Some(*outcome), result).await?;
         }
     }
     if !gone.is_empty() {
@@ -213,7 +218,7 @@ pub async fn reopen<S: WorkflowStore + ?Sized>(
         let unfinished = unfinished_of(store, &unfinished).await?;
         let edges = store.edges(&unfinished, &dependents, true).await?;
         let mut rows: HashMap<i64, Counters> = locked.iter().map(|l| (l.id, Counters::of(l))).collect();
-        let mut by_dependency: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+        let mut pairs: Vec<(i64, i64)> = Vec::new();
         let before = done.reopened;
         for edge in &edges {
             let Some(row) = rows.get_mut(&edge.job_id) else { continue };
@@ -221,16 +226,14 @@ pub async fn reopen<S: WorkflowStore + ?Sized>(
             if edge.outcome.is_some_and(|o| !edge.needs.met_by(o)) {
                 row.failed_on -= 1;
             }
-            by_dependency.entry(edge.depends_on).or_default().push(edge.job_id);
+            pairs.push((edge.depends_on, edge.job_id));
             done.reopened += 1;
         }
         if done.reopened == before {
             break;
         }
-        for (depends_on, job_ids) in &by_dependency {
-            for chunk in job_ids.chunks(IDS_PER_STATEMENT) {
-                store.set_outcome(*depends_on, chunk, None, None).await?;
-            }
+        for chunk in pairs.chunks(IDS_PER_STATEMENT) {
+            store.set_outcome(chunk, None, None).await?;
         }
         let mut next = Vec::new();
         let mut updates: BTreeMap<(i32, i32, Transition), Vec<i64>> = BTreeMap::new();

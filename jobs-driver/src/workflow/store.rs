@@ -57,6 +57,15 @@ pub struct Locked {
     pub cancelled_by_dependency: bool,
 }
 
+/// A batch's row, locked ([`WorkflowStore::lock_workflow`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkflowRow {
+    /// Its callback, if it is a batch.
+    pub callback_id: Option<i64>,
+    /// It is sealed.
+    pub sealed: bool,
+}
+
 /// A page of the settler's sweep ([`WorkflowStore::finished_with_unsettled`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SweepPage {
@@ -141,6 +150,14 @@ pub trait WorkflowStore: Send {
     /// Inserts the row of a workflow; returns its id.
     async fn insert_workflow_row(&mut self, name: &str, on_failure: OnFailure) -> Result<i64>;
 
+    /// Locks the row of workflow `id` for the rest of the transaction and reads it
+    /// (`None`: there is none).
+    async fn lock_workflow(&mut self, id: i64) -> Result<Option<WorkflowRow>>;
+
+    /// Sets workflow `id`'s callback, and seals it (`sealed`: sets the time it was sealed,
+    /// where it is not set).
+    async fn set_batch(&mut self, id: i64, callback_id: i64, sealed: bool) -> Result<()>;
+
     /// Inserts `jobs` through the driver's ordinary insert (validation done; uniqueness
     /// keys and wake-ups as for any job), in input order.
     async fn insert_jobs(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>>;
@@ -167,12 +184,11 @@ pub trait WorkflowStore: Send {
     /// them, they are current).
     async fn settled_edges_into(&mut self, job_ids: &[i64]) -> Result<Vec<Edge>>;
 
-    /// Sets the outcome (`None`: re-opens) and result of the edges from `depends_on` into
-    /// `job_ids`.
+    /// Sets the outcome (`None`: re-opens) and result of the edges `edges`, each
+    /// `(depends_on, job_id)`: one statement for any number of dependencies.
     async fn set_outcome(
         &mut self,
-        depends_on: i64,
-        job_ids: &[i64],
+        edges: &[(i64, i64)],
         outcome: Option<JobState>,
         result: Option<&Value>,
     ) -> Result<()>;

@@ -43,6 +43,12 @@ pub fn edges_json(edges: &[Edge]) -> String {
     Value::Array(rows).to_string()
 }
 
+/// `(depends_on, job_id)` pairs as one JSON array of two-element arrays, for a statement
+/// that reads it with `json_each` or `JSON_TABLE`.
+pub fn pairs_json(pairs: &[(i64, i64)]) -> String {
+    Value::Array(pairs.iter().map(|(a, b)| serde_json::json!([a, b])).collect()).to_string()
+}
+
 impl Edge {
     /// An edge from its stored columns.
     pub fn from_stored(

@@ -15,7 +15,7 @@ use diesel::mysql::Mysql;
 use diesel::sql_types::{BigInt, Integer, Nullable, Text};
 use diesel_async::{AsyncConnection, AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::workflow::{
-    self, DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowStore,
+    self, DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowRow, WorkflowStore,
     dependency_failed_entry,
 };
 use jobs_driver::{Dependency, Inserted, JobState, NewJob, Notification, OnFailure, Result};
@@ -31,7 +31,7 @@ mod operations;
 mod rows;
 pub(crate) mod statements;
 
-use rows::{EdgeRow, LockedRow, PageRow, QueueRow, Setting, StateRow};
+use rows::{BatchRow, EdgeRow, LockedRow, PageRow, QueueRow, Setting, StateRow};
 use statements::*;
 
 /// [`WorkflowStore`] on a connection in a transaction, collecting the notifications it adds.
@@ -88,6 +88,22 @@ where
             .await?;
         let row: Id = CachedQuery::new("SELECT LAST_INSERT_ID() AS id").get_result(self.conn).await?;
         Ok(row.id)
+    }
+
+    async fn lock_workflow(&mut self, id: i64) -> Result<Option<WorkflowRow>> {
+        let rows: Vec<BatchRow> =
+            CachedQuery::new(LOCK_WORKFLOW).bind::<BigInt, _>(id).load(self.conn).await?;
+        Ok(rows.into_iter().next().map(|r| WorkflowRow { callback_id: r.callback_id, sealed: r.sealed }))
+    }
+
+    async fn set_batch(&mut self, id: i64, callback_id: i64, sealed: bool) -> Result<()> {
+        CachedQuery::new(SET_BATCH)
+            .bind::<BigInt, _>(id)
+            .bind::<BigInt, _>(callback_id)
+            .bind::<diesel::sql_types::Bool, _>(sealed)
+            .execute(self.conn)
+            .await?;
+        Ok(())
     }
 
     async fn insert_jobs(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
@@ -171,14 +187,12 @@ where
 
     async fn set_outcome(
         &mut self,
-        depends_on: i64,
-        job_ids: &[i64],
+        edges: &[(i64, i64)],
         outcome: Option<JobState>,
         result: Option<&Value>,
     ) -> Result<()> {
         CachedQuery::new(SET_OUTCOME)
-            .bind::<BigInt, _>(depends_on)
-            .bind::<Text, _>(ids_json(job_ids))
+            .bind::<Text, _>(workflow::pairs_json(edges))
             .bind::<Nullable<Text>, _>(outcome.map(JobState::as_str))
             .bind::<Nullable<Text>, _>(result.map(Value::to_string))
             .execute(self.conn)

@@ -3,7 +3,10 @@
 
 use diesel_async::AsyncConnection;
 use jobs_driver::workflow::{self, WorkflowStore};
-use jobs_driver::{DriverError, InsertedWorkflow, JobInsertWorkflowParams, JobSettleParams, Result, Settled};
+use jobs_driver::{
+    BatchChanged, DriverError, InsertedWorkflow, JobBatchParams, JobInsertWorkflowParams, JobSettleParams,
+    Result, Settled,
+};
 
 use super::MysqlStore;
 use crate::driver::MysqlDriver;
@@ -29,6 +32,22 @@ impl MysqlDriver {
         let (inserted, told) = outcome?;
         self.deliver(&told);
         Ok(inserted)
+    }
+
+    /// See `JobBatchParams`.
+    pub(crate) async fn batch(&self, params: JobBatchParams<'_>) -> Result<BatchChanged> {
+        let mut conn = self.conn().await?;
+        let outcome = conn
+            .transaction::<_, DriverError, _>(async |tx| {
+                let mut store = MysqlStore::new(tx);
+                let changed = workflow::change_batch(&mut store, params.change, params.now).await?;
+                Ok((changed, store.told))
+            })
+            .await;
+        conn.give_back(&outcome);
+        let (changed, told) = outcome?;
+        self.deliver(&told);
+        Ok(changed)
     }
 
     /// See `JobSettleParams`: the sweep's page, then a transaction per round. The driver's

@@ -83,3 +83,11 @@ impl EdgeRow {
         )
     }
 }
+
+#[derive(QueryableByName)]
+pub(super) struct BatchRow {
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub(super) callback_id: Option<i64>,
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    pub(super) sealed: bool,
+}

@@ -38,6 +38,12 @@ pub(crate) const LOCK_DEPENDENCIES: [&str; 2] = [
 pub(crate) const INSERT_WORKFLOW: &str =
     "INSERT INTO job_workflows (name, on_failure, created_at) VALUES ($1, $2, UTC_TIMESTAMP(6))";
 
+pub(crate) const LOCK_WORKFLOW: &str =
+    "SELECT callback_id, sealed_at IS NOT NULL AS sealed FROM job_workflows WHERE id = $1 FOR UPDATE";
+pub(crate) const SET_BATCH: &str = "\
+UPDATE job_workflows SET callback_id = $2, sealed_at = IF($3, COALESCE(sealed_at, UTC_TIMESTAMP(6)), sealed_at)
+WHERE id = $1";
+
 // One JSON array per edge (`jobs_driver::workflow::edges_json`).
 pub(crate) const INSERT_EDGES: &str = "\
 INSERT INTO job_dependencies (depends_on, job_id, kind, needs, outcome, result)
@@ -94,12 +100,11 @@ SELECT d.depends_on, d.job_id, d.kind, d.needs, d.outcome, d.result FROM job_dep
 WHERE d.job_id IN (SELECT u.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS u)
   AND d.outcome IS NOT NULL FOR UPDATE";
 
-pub(crate) const SET_OUTCOME: &str = concat!(
-    "UPDATE ",
-    ids!("$2", "t"),
-    " STRAIGHT_JOIN job_dependencies d ON d.depends_on = $1 AND d.job_id = t.id
-SET d.outcome = $3, d.result = $4"
-);
+// `$1`: a JSON array of `[depends_on, job_id]` pairs.
+pub(crate) const SET_OUTCOME: &str = "\
+UPDATE JSON_TABLE($1, '$[*]' COLUMNS (depends_on BIGINT PATH '$[0]', job_id BIGINT PATH '$[1]')) AS e
+STRAIGHT_JOIN job_dependencies d ON d.depends_on = e.depends_on AND d.job_id = e.job_id
+SET d.outcome = $2, d.result = $3";
 
 // The edges into those of `$1` that a delete removed (not those it left: running).
 pub(crate) const DELETE_EDGES_INTO_GONE: &str = concat!(

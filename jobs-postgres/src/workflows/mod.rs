@@ -11,7 +11,8 @@ use diesel::pg::Pg;
 use diesel::sql_types::{Array, BigInt, Int4, Jsonb, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::workflow::{
-    DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowStore, dependency_failed_entry,
+    DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowRow, WorkflowStore,
+    dependency_failed_entry,
 };
 use jobs_driver::{Dependency, Inserted, JobState, NewJob, OnFailure, Result};
 use serde_json::Value;
@@ -22,7 +23,7 @@ mod operations;
 mod rows;
 pub(crate) mod statements;
 
-use rows::{EdgeRow, LockedRow, PageRow, StateRow};
+use rows::{BatchRow, EdgeRow, LockedRow, PageRow, StateRow};
 use statements::*;
 
 /// [`WorkflowStore`] on a connection in a transaction.
@@ -117,6 +118,21 @@ where
         Ok(row.id)
     }
 
+    async fn lock_workflow(&mut self, id: i64) -> Result<Option<WorkflowRow>> {
+        let rows: Vec<BatchRow> = diesel::sql_query(LOCK_WORKFLOW).bind::<BigInt, _>(id).load(self.0).await?;
+        Ok(rows.into_iter().next().map(|r| WorkflowRow { callback_id: r.callback_id, sealed: r.sealed }))
+    }
+
+    async fn set_batch(&mut self, id: i64, callback_id: i64, sealed: bool) -> Result<()> {
+        diesel::sql_query(SET_BATCH)
+            .bind::<BigInt, _>(id)
+            .bind::<BigInt, _>(callback_id)
+            .bind::<diesel::sql_types::Bool, _>(sealed)
+            .execute(self.0)
+            .await?;
+        Ok(())
+    }
+
     async fn insert_jobs(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
         crate::jobs::insert::insert_many(self.0, jobs, None).await
     }
@@ -191,14 +207,14 @@ where
 
     async fn set_outcome(
         &mut self,
-        depends_on: i64,
-        job_ids: &[i64],
+        edges: &[(i64, i64)],
         outcome: Option<JobState>,
         result: Option<&Value>,
     ) -> Result<()> {
+        let (depends_on, job_ids): (Vec<i64>, Vec<i64>) = edges.iter().copied().unzip();
         diesel::sql_query(SET_OUTCOME)
-            .bind::<BigInt, _>(depends_on)
-            .bind::<Array<BigInt>, _>(job_ids)
+            .bind::<Array<BigInt>, _>(&depends_on)
+            .bind::<Array<BigInt>, _>(&job_ids)
             .bind::<Nullable<Text>, _>(outcome.map(JobState::as_str))
             .bind::<Nullable<Jsonb>, _>(result)
             .execute(self.0)

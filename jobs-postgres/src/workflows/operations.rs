@@ -2,7 +2,9 @@
 //! eager settle after a cancel or a delete), each in transactions of its own.
 
 use jobs_driver::workflow::{self, WorkflowStore};
-use jobs_driver::{InsertedWorkflow, JobInsertWorkflowParams, JobSettleParams, Result, Settled};
+use jobs_driver::{
+    BatchChanged, InsertedWorkflow, JobBatchParams, JobInsertWorkflowParams, JobSettleParams, Result, Settled,
+};
 
 use super::PgStore;
 use crate::driver::PgDriver;
@@ -18,6 +20,11 @@ impl PgDriver {
         params: JobInsertWorkflowParams<'_>,
     ) -> Result<InsertedWorkflow> {
         on_tx!(self, c => workflow::insert_workflow(&mut PgStore(c), params.workflow, params.now))
+    }
+
+    /// See `JobBatchParams`.
+    pub(crate) async fn batch(&self, params: JobBatchParams<'_>) -> Result<BatchChanged> {
+        on_tx!(self, c => workflow::change_batch(&mut PgStore(c), params.change, params.now))
     }
 
     /// See `JobSettleParams`: the sweep's page, then a transaction per round.

@@ -27,6 +27,13 @@ pub(crate) const EXISTING: &str = "SELECT id FROM jobs_all WHERE id = ANY ($1)";
 pub(crate) const INSERT_WORKFLOW: &str =
     "INSERT INTO job_workflows (name, on_failure) VALUES ($1, $2) RETURNING id";
 
+pub(crate) const LOCK_WORKFLOW: &str =
+    "SELECT callback_id, sealed_at IS NOT NULL AS sealed FROM job_workflows WHERE id = $1 FOR UPDATE";
+pub(crate) const SET_BATCH: &str = "\
+UPDATE job_workflows
+SET callback_id = $2, sealed_at = CASE WHEN $3 THEN COALESCE(sealed_at, now()) ELSE sealed_at END
+WHERE id = $1";
+
 pub(crate) const INSERT_EDGES: &str = "\
 INSERT INTO job_dependencies (depends_on, job_id, kind, needs, outcome, result)
 SELECT u.depends_on, u.job_id, u.kind, u.needs, u.outcome::job_state, u.result
@@ -70,8 +77,9 @@ SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE job_id = ANY ($1) AND outcome IS NOT NULL";
 
 pub(crate) const SET_OUTCOME: &str = "\
-UPDATE job_dependencies SET outcome = $3::text::job_state, result = $4
-WHERE depends_on = $1 AND job_id = ANY ($2)";
+UPDATE job_dependencies d SET outcome = $3::text::job_state, result = $4
+FROM unnest($1::int8[], $2::int8[]) AS e(depends_on, job_id)
+WHERE d.depends_on = e.depends_on AND d.job_id = e.job_id";
 
 // The edges into those of `$1` that a delete removed (not those it left: running).
 pub(crate) const DELETE_EDGES_INTO_GONE: &str = "\

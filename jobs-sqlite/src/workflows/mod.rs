@@ -9,7 +9,7 @@ use diesel::sql_types::{BigInt, Integer, Nullable, Text};
 use diesel::sqlite::Sqlite;
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::workflow::{
-    self, DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowStore,
+    self, DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowRow, WorkflowStore,
     dependency_failed_entry,
 };
 use jobs_driver::{Dependency, Inserted, JobState, NewJob, Notification, OnFailure, Result};
@@ -25,7 +25,7 @@ mod operations;
 mod rows;
 pub(crate) mod statements;
 
-use rows::{EdgeRow, LockedRow, PageRow, Released, StateRow};
+use rows::{BatchRow, EdgeRow, LockedRow, PageRow, Released, StateRow};
 use statements::*;
 
 /// [`WorkflowStore`] on a connection in a transaction, at `now_ms`, collecting the
@@ -71,6 +71,23 @@ where
             .get_result(self.conn)
             .await?;
         Ok(row.id)
+    }
+
+    async fn lock_workflow(&mut self, id: i64) -> Result<Option<WorkflowRow>> {
+        let rows: Vec<BatchRow> =
+            CachedQuery::new(LOCK_WORKFLOW).bind::<BigInt, _>(id).load(self.conn).await?;
+        Ok(rows.into_iter().next().map(|r| WorkflowRow { callback_id: r.callback_id, sealed: r.sealed }))
+    }
+
+    async fn set_batch(&mut self, id: i64, callback_id: i64, sealed: bool) -> Result<()> {
+        CachedQuery::new(SET_BATCH)
+            .bind::<BigInt, _>(id)
+            .bind::<BigInt, _>(callback_id)
+            .bind::<diesel::sql_types::Bool, _>(sealed)
+            .bind::<BigInt, _>(self.now_ms)
+            .execute(self.conn)
+            .await?;
+        Ok(())
     }
 
     async fn insert_jobs(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>> {
@@ -137,14 +154,12 @@ where
 
     async fn set_outcome(
         &mut self,
-        depends_on: i64,
-        job_ids: &[i64],
+        edges: &[(i64, i64)],
         outcome: Option<JobState>,
         result: Option<&Value>,
     ) -> Result<()> {
         CachedQuery::new(SET_OUTCOME)
-            .bind::<BigInt, _>(depends_on)
-            .bind::<Text, _>(ids_json(job_ids))
+            .bind::<Text, _>(workflow::pairs_json(edges))
             .bind::<Nullable<Text>, _>(outcome.map(JobState::as_str))
             .bind::<Nullable<Text>, _>(result.map(Value::to_string))
             .execute(self.conn)

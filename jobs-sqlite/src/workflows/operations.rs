@@ -2,7 +2,10 @@
 //! eager settle after a cancel or a delete), each in transactions of its own.
 
 use jobs_driver::workflow::{self, WorkflowStore};
-use jobs_driver::{DriverError, InsertedWorkflow, JobInsertWorkflowParams, JobSettleParams, Result, Settled};
+use jobs_driver::{
+    BatchChanged, DriverError, InsertedWorkflow, JobBatchParams, JobInsertWorkflowParams, JobSettleParams,
+    Result, Settled,
+};
 
 use super::SqliteStore;
 use crate::driver::SqliteDriver;
@@ -23,6 +26,16 @@ impl SqliteDriver {
             let mut store = SqliteStore::new(c, now);
             let inserted = workflow::insert_workflow(&mut store, params.workflow, params.now).await?;
             Ok((inserted, store.told))
+        })
+    }
+
+    /// See `JobBatchParams`.
+    pub(crate) async fn batch(&self, params: JobBatchParams<'_>) -> Result<BatchChanged> {
+        let now = now_ms(params.now);
+        in_transaction!(self, |c| {
+            let mut store = SqliteStore::new(c, now);
+            let changed = workflow::change_batch(&mut store, params.change, params.now).await?;
+            Ok((changed, store.told))
         })
     }
 

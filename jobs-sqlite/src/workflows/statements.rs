@@ -7,6 +7,12 @@ pub(crate) const INSERT_WORKFLOW: &str =
     "INSERT INTO job_workflows (name, on_failure, created_at) VALUES ($1, $2, $3) RETURNING id";
 
 // One JSON array per edge (`jobs_driver::workflow::edges_json`).
+pub(crate) const LOCK_WORKFLOW: &str =
+    "SELECT callback_id, sealed_at IS NOT NULL AS sealed FROM job_workflows WHERE id = $1";
+pub(crate) const SET_BATCH: &str = "\
+UPDATE job_workflows SET callback_id = $2, sealed_at = CASE WHEN $3 THEN COALESCE(sealed_at, $4) ELSE sealed_at END
+WHERE id = $1";
+
 pub(crate) const INSERT_EDGES: &str = "\
 INSERT INTO job_dependencies (depends_on, job_id, kind, needs, outcome, result)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
@@ -40,9 +46,10 @@ pub(crate) const SETTLED_EDGES_INTO: &str = "\
 SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE job_id IN (SELECT value FROM json_each($1)) AND outcome IS NOT NULL";
 
+// `$1`: a JSON array of `[depends_on, job_id]` pairs.
 pub(crate) const SET_OUTCOME: &str = "\
-UPDATE job_dependencies SET outcome = $3, result = $4
-WHERE depends_on = $1 AND job_id IN (SELECT value FROM json_each($2))";
+UPDATE job_dependencies SET outcome = $2, result = $3
+WHERE (depends_on, job_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each($1))";
 
 // The edges into those of `$1` that a delete removed (not those it left: running).
 pub(crate) const DELETE_EDGES_INTO_GONE: &str = "\

@@ -8,6 +8,10 @@ CREATE TABLE job_workflows (
     name        VARCHAR(255) NOT NULL,
     -- 'cancel' or 'hold'
     on_failure  VARCHAR(8)   NOT NULL,
+    -- a batch's callback (NULL: a workflow), and when the batch was sealed (NULL: members
+    -- may still join)
+    callback_id BIGINT       NULL,
+    sealed_at   DATETIME(6)  NULL,
     created_at  DATETIME(6)  NOT NULL
 );
 

@@ -10,6 +10,10 @@ CREATE TABLE job_workflows (
     -- 'cancel': a dependent whose dependency failed it is cancelled; 'hold': it stays
     -- pending for a person
     on_failure  text        NOT NULL CHECK (on_failure IN ('cancel', 'hold')),
+    -- a batch's callback (NULL: a workflow), and when the batch was sealed (NULL: members
+    -- may still join; the callback waits for the seal)
+    callback_id bigint,
+    sealed_at   timestamptz,
     created_at  timestamptz NOT NULL DEFAULT now()
 );
 

@@ -7,6 +7,10 @@ CREATE TABLE job_workflows (
     id          INTEGER PRIMARY KEY AUTOINCREMENT,
     name        TEXT    NOT NULL,
     on_failure  TEXT    NOT NULL CHECK (on_failure IN ('cancel', 'hold')),
+    -- a batch's callback (NULL: a workflow), and when the batch was sealed (ms; NULL:
+    -- members may still join)
+    callback_id INTEGER,
+    sealed_at   INTEGER,
     created_at  INTEGER NOT NULL
 ) STRICT;
 

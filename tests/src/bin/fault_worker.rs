@@ -12,7 +12,7 @@ use jobs_core::maintenance::{LeaderConfig, RescuerConfig, SchedulerConfig};
 use tokio::signal::unix::{SignalKind, signal};
 
 use jobs_core::{IntoDriver, Registry, Worker};
-use jobs_tests::fault_jobs::{noop, once, step};
+use jobs_tests::fault_jobs::{batch_done, noop, once, step};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -73,7 +73,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     // Naming the jobs also keeps the library's registrations linked into the binary.
     let registry = Registry::from_inventory()?;
-    for kind in [step::KIND, noop::KIND, once::KIND] {
+    for kind in [step::KIND, noop::KIND, once::KIND, batch_done::KIND] {
         if registry.get(kind).is_none() {
             return Err(format!("job kind {kind} is not registered").into());
         }
