@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use jobs_core::driver::QueueSetPausedParams;
-use jobs_core::{JobState, enqueue_many};
+use jobs_core::{Batch, JobState, Workflow, enqueue_many};
 
 use crate::jobs::noop;
 use crate::measure::{BenchResult, Figures, machine_busy_seconds, percentile, postgres_cpu_seconds};
@@ -37,6 +37,65 @@ pub(crate) struct Shape {
     pub(crate) tenants: usize,
     /// Delete jobs on completion instead of keeping them.
     pub(crate) delete: bool,
+    /// How the jobs depend on each other.
+    pub(crate) dependencies: Dependencies,
+}
+
+/// How a burn-down's jobs depend on each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dependencies {
+    /// Not at all.
+    None,
+    /// In chains of this many jobs, each waiting for the one before (workflows of 100
+    /// chains).
+    Chains(usize),
+    /// In sealed batches of this many members, each with a callback (one more job).
+    Batches(usize),
+}
+
+impl Dependencies {
+    /// The jobs a burn-down of `n` runs: a batch's callback is one more.
+    pub(crate) fn jobs(self, n: usize) -> usize {
+        match self {
+            Dependencies::Batches(size) => n + n.div_ceil(size.max(1)),
+            _ => n,
+        }
+    }
+}
+
+/// Loads `n` no-op jobs on the queue `bench` as `dependencies` says (chains or batches).
+async fn preload_dependent(admin: &Admin, n: usize, dependencies: Dependencies) -> BenchResult {
+    let mut k = 0;
+    match dependencies {
+        Dependencies::None => return preload(admin, n, 1, 0).await,
+        Dependencies::Chains(length) => {
+            let length = length.max(1);
+            while k < n {
+                let mut flow = Workflow::new("bench");
+                let mut previous = None;
+                for i in 0..(n - k).min(100 * length) {
+                    let job = noop::build((k + i) as i64).queue("bench");
+                    previous = Some(match previous.filter(|_| i % length != 0) {
+                        Some(before) => flow.add_after(job, [&before]),
+                        None => flow.add(job),
+                    });
+                }
+                k += flow.len();
+                flow.enqueue(&admin.driver).await?;
+            }
+        }
+        Dependencies::Batches(size) => {
+            while k < n {
+                let mut batch = Batch::new("bench", noop::build(-1).queue("bench"));
+                for i in 0..(n - k).min(size.max(1)) {
+                    batch.add(noop::build((k + i) as i64).queue("bench"));
+                }
+                k += size.max(1).min(n - k);
+                batch.sealed().enqueue(&admin.driver).await?;
+            }
+        }
+    }
+    admin.analyze().await
 }
 
 /// Loads `n` available no-op jobs over `queues` queues, round robin, 10,000 per statement,
@@ -73,7 +132,12 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
     let admin = Admin::open(url, 4)?;
     admin.reset().await?;
     pause(&admin, shape.queues, true).await?;
-    preload(&admin, shape.jobs, shape.queues, shape.tenants).await?;
+    if shape.dependencies == Dependencies::None {
+        preload(&admin, shape.jobs, shape.queues, shape.tenants).await?;
+    } else {
+        preload_dependent(&admin, shape.jobs, shape.dependencies).await?;
+    }
+    let total = shape.dependencies.jobs(shape.jobs);
     let mut workers = Vec::new();
     for i in 0..shape.processes {
         let args = WorkerArgs {
@@ -97,7 +161,7 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
     let postgres0 = postgres_cpu_seconds();
     let started = Instant::now();
     pause(&admin, shape.queues, false).await?;
-    let target = shape.jobs as u64;
+    let target = total as u64;
     while workers.iter().map(WorkerProcess::done).sum::<u64>() < target {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
@@ -107,18 +171,18 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let machine_us_per_job = (machine_busy_seconds() - busy0) / shape.jobs as f64 * 1e6;
-    let postgres_us_per_job = (postgres_cpu_seconds() - postgres0) / shape.jobs as f64 * 1e6;
+    let machine_us_per_job = (machine_busy_seconds() - busy0) / total as f64 * 1e6;
+    let postgres_us_per_job = (postgres_cpu_seconds() - postgres0) / total as f64 * 1e6;
     let worker_cpu = workers.iter().map(WorkerProcess::cpu_seconds).sum::<f64>() - worker_cpu0;
     let mut claims = 0;
     for worker in workers {
         claims += worker.stop().await?;
     }
 
-    let rate = shape.jobs as f64 / elapsed;
-    let worker_ms_per_1000 = worker_cpu / shape.jobs as f64 * 1e6;
+    let rate = total as f64 / elapsed;
+    let worker_ms_per_1000 = worker_cpu / total as f64 * 1e6;
     let mut entry = serde_json::json!({
-        "jobs": shape.jobs, "processes": shape.processes, "concurrency": shape.concurrency,
+        "jobs": total, "processes": shape.processes, "concurrency": shape.concurrency,
         "claims_in_flight": shape.claims_in_flight, "max_fetch": shape.max_fetch, "prefetch_window_ms": shape.prefetch_window_ms, "prefetch": shape.prefetch, "seconds": elapsed, "jobs_per_s": rate,
         "claims": claims, "worker_cpu_ms_per_1000_jobs": worker_ms_per_1000,
         "machine_cpu_us_per_job": machine_us_per_job, "queues": shape.queues,
@@ -133,10 +197,10 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
     }
     println!(
         "{name:<22} {rate:>10.0} jobs/s   ({} jobs, {}×{} slots, {:.1} jobs per claim, {worker_ms_per_1000:.1} ms worker CPU per 1,000 jobs, {machine_us_per_job:.1} µs machine CPU per job, {postgres_us_per_job:.1} µs of it Postgres){extra}",
-        shape.jobs,
+        total,
         shape.processes,
         shape.concurrency,
-        shape.jobs as f64 / claims.max(1) as f64
+        total as f64 / claims.max(1) as f64
     );
     figures.insert(format!("framework_{name}"), entry);
     // Left behind, the finished rows and dead versions would be vacuumed during the next

@@ -54,7 +54,8 @@ struct Args {
     /// (`MYSQL_URL`, or a private MariaDB server).
     #[arg(long, default_value = "postgres", value_parser = ["postgres", "sqlite", "mysql"])]
     backend: String,
-    /// Scenarios to run, in order: ceiling, enqueue, burndown, burndown-delete, latency,
+    /// Scenarios to run, in order: ceiling, enqueue, burndown, burndown-delete, burndown-chains
+    /// (chains of 10), burndown-batches (sealed batches of 1,000 and a callback each), latency,
     /// latency-other-process, memory, sustained, dashboard. By default the ceiling runs between the framework's
     /// scenarios: each ratio divides by the mean of the ceiling runs just before and just
     /// after its scenario, because the machine's speed drifts over minutes.
@@ -231,6 +232,7 @@ async fn main() -> BenchResult {
         queues: args.queues,
         tenants: args.tenants,
         delete,
+        dependencies: burndown::Dependencies::None,
     };
     // (framework figure, ceiling figure, ceiling runs before it)
     let mut ratios: Vec<(String, String, usize)> = Vec::new();
@@ -255,6 +257,19 @@ async fn main() -> BenchResult {
                 for tasks in &args.enqueue_tasks {
                     let name = format!("enqueue_{}_x{tasks}", args.enqueue_batch);
                     ratios.push((name, format!("ceiling_enqueue_{}", args.enqueue_batch), ceilings_run));
+                }
+            }
+            "burndown-chains" | "burndown-batches" => {
+                let (dependencies, kind) = if scenario == "burndown-chains" {
+                    (burndown::Dependencies::Chains(10), "burndown_chains10")
+                } else {
+                    (burndown::Dependencies::Batches(1_000), "burndown_batches1000")
+                };
+                for s in &args.shapes {
+                    let name = format!("{kind}_{}x{}", s.processes, s.concurrency);
+                    let shape = burndown::Shape { dependencies, ..shape(s, false) };
+                    burndown::run(&url, shape, &name, &mut figures).await?;
+                    ratios.push((name, "ceiling_claim_100_update".to_owned(), ceilings_run));
                 }
             }
             "burndown" | "burndown-delete" => {

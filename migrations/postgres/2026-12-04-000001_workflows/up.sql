@@ -49,9 +49,11 @@ ALTER TABLE jobs ADD COLUMN workflow_id bigint,
 ALTER TABLE jobs_archive ADD COLUMN workflow_id bigint,
                          ADD COLUMN waiting_on integer NOT NULL DEFAULT 0,
                          ADD COLUMN failed_on integer NOT NULL DEFAULT 0;
--- A workflow's members are indexed by the next two migrations, each outside a
--- transaction (CONCURRENTLY): built here, the indexes would read the whole of both tables
--- under the ALTERs' exclusive lock.
+-- A workflow's members (its page, cancelling or retrying it whole). Built under the
+-- ALTERs' lock (a scan of both tables): CONCURRENTLY breaks migrations through PgBouncer
+-- and beside a second migrator waiting on the advisory lock (a review, issue 39).
+CREATE INDEX jobs_workflow_idx ON jobs (workflow_id) WHERE workflow_id IS NOT NULL;
+CREATE INDEX jobs_archive_workflow_idx ON jobs_archive (workflow_id) WHERE workflow_id IS NOT NULL;
 
 CREATE OR REPLACE VIEW jobs_all AS
     SELECT id, state, queue, kind, args, meta, tags, priority, attempt, max_attempts,

@@ -1,1 +1,0 @@
-DROP INDEX CONCURRENTLY IF EXISTS jobs_archive_workflow_idx;
