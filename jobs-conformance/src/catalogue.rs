@@ -84,6 +84,7 @@ macro_rules! with_cases {
             a_job_enqueued_on_a_synchronous_connection_commits_and_rolls_back_with_it: [],
             a_cancel_or_pause_in_the_applications_transaction_holds_only_if_it_commits: [],
             a_retry_or_delete_in_the_applications_transaction_holds_only_if_it_commits: [],
+            an_applications_transaction_holds_only_the_jobs_it_acts_on: [SkipLocked],
             a_diamond_workflow_runs_in_dependency_order: [],
             a_failed_dependency_cancels_or_holds_and_a_retry_resumes: [],
             workflow_steps_may_depend_on_existing_jobs: [],

@@ -1,10 +1,19 @@
 //! The application's own transaction: a job enqueued in it exists when it commits and never
 //! existed when it rolls back, savepoints included, on async and sync connections; a cancel
-//! or a pause, a retry or a delete in it holds only if it commits.
+//! or a pause, a retry or a delete in it holds only if it commits; while it is open, it
+//! holds only the jobs it acts on.
 
-use jobs_core::driver::{JobCancelManyParams, JobGetParams, JobState, NewJob, QueueIsPausedParams};
+use std::time::Duration;
 
+use chrono::Utc;
+use jobs_core::driver::{
+    DependsOn, JobCancelManyParams, JobCompleteManyParams, JobGetParams, JobState, Needs, NewJob, NewStep,
+    NewWorkflow, OnFailure, QueueIsPausedParams,
+};
+
+use super::workflows::claim;
 use crate::TestDb;
+use crate::factory::{JobFactory, insert_all, succeeded};
 use crate::jobs::{Ledger, record};
 
 /// The `record` job writing `n` to `ledger`.
@@ -144,4 +153,62 @@ pub async fn a_retry_or_delete_in_the_applications_transaction_holds_only_if_it_
         db.driver.job_get(JobGetParams { id }).await.expect("read").is_none(),
         "a committed delete holds"
     );
+}
+
+/// An application's transaction that cancels, retries and deletes jobs and adds a
+/// workflow step after a finished job holds those jobs only, on a table as small as a
+/// new application's: while it is open, the driver completes a running job and claims
+/// an available one at once. (On a small table a planner may read the whole table; a
+/// locking read or update under InnoDB's `REPEATABLE READ` then locks every row it
+/// read, until the transaction ends. Needs row locks: where one writer at a time holds
+/// the file, the transaction holds it all.)
+pub async fn an_applications_transaction_holds_only_the_jobs_it_acts_on(db: TestDb) {
+    let at = Utc::now();
+    let ids = insert_all(
+        &*db.driver,
+        vec![
+            JobFactory::new("k").queue("held"),
+            JobFactory::new("k").queue("held").state(JobState::Discarded, at),
+            JobFactory::new("k").queue("held"),
+            JobFactory::new("k").queue("held").state(JobState::Completed, at),
+            JobFactory::new("k").queue("busy").state(JobState::Running, at),
+            JobFactory::new("k").queue("free"),
+        ],
+    )
+    .await;
+    let (cancelled, retried, deleted, done, running, free) = (ids[0], ids[1], ids[2], ids[3], ids[4], ids[5]);
+
+    let mut tx = db.app_transaction().await;
+    tx.cancel(&[cancelled]).await.expect("cancel in the transaction");
+    assert_eq!(tx.retry(&[retried]).await.expect("retry in the transaction").retried, 1);
+    assert_eq!(tx.delete(&[deleted]).await.expect("delete in the transaction"), 1);
+    let step = NewStep {
+        job: NewJob::new("step", "held", "{}"),
+        after: vec![DependsOn::Job(done)],
+        needs: Needs::Completed,
+    };
+    let flow = NewWorkflow { name: "after".into(), on_failure: OnFailure::Cancel, steps: vec![step] };
+    let added = tx.insert_workflow(&flow).await.expect("a workflow in the transaction").jobs[0].id;
+
+    // A deadline far beyond either statement's time, and short of any lock wait's end.
+    let others = async {
+        let done = succeeded(running, "busy", 1);
+        let applied = db
+            .driver
+            .job_complete_many(JobCompleteManyParams { completions: &[done], now: None })
+            .await
+            .expect("complete a job the transaction does not touch");
+        assert_eq!(applied, vec![running]);
+        claim(&db, "free", free).await;
+    };
+    tokio::time::timeout(Duration::from_secs(20), others)
+        .await
+        .expect("the driver waited for rows the application's transaction never named");
+    tx.commit().await.expect("commit");
+
+    assert_eq!(db.job(cancelled).await.state, JobState::Cancelled);
+    assert_eq!(db.job(retried).await.state, JobState::Available);
+    assert!(db.driver.job_get(JobGetParams { id: deleted }).await.expect("read").is_none());
+    assert_eq!(db.job(added).await.state, JobState::Available, "its dependency had completed");
+    assert_eq!(db.job(running).await.state, JobState::Completed);
 }

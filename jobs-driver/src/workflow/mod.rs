@@ -31,7 +31,8 @@ pub use error::WorkflowError;
 pub use params::{JobBatchParams, JobDependenciesParams, JobInsertWorkflowParams, JobSettleParams, Settled};
 pub use plan::insert_workflow;
 pub use settle::{
-    MAX_CASCADE_ROUNDS, REOPEN_LIMIT, Reopened, SettleRound, reopen, settle_cascade, settle_round,
+    MAX_CASCADE_ROUNDS, REOPEN_LIMIT, Reopened, SettleRound, reopen, settle_after_control, settle_cascade,
+    settle_round,
 };
 pub use store::{
     DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowRow, WorkflowStore,

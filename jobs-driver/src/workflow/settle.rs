@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::definition::{Needs, OnFailure};
-use super::params::Settled;
+use super::params::{JobSettleParams, Settled};
 use super::plan::IDS_PER_STATEMENT;
 use super::store::{JobUpdate, Locked, Transition, WorkflowStore};
 use crate::error::Result;
@@ -174,6 +174,24 @@ where
     }
     done.more = !jobs.is_empty();
     Ok(done)
+}
+
+/// The most dependents per transaction of the settle after a person's cancel or delete.
+const SETTLE_AFTER_CONTROL_LIMIT: usize = 1_000;
+
+/// Settles the edges out of `ids`, which a person just cancelled or deleted (and
+/// committed), through `settle` (the driver's `job_settle`): a failure is logged, and
+/// left to the settler's sweep (the cancel or delete itself stands).
+pub async fn settle_after_control<'a, F, Fut>(ids: &'a [i64], settle: F)
+where
+    F: FnOnce(JobSettleParams<'a>) -> Fut,
+    Fut: std::future::Future<Output = Result<Settled>>,
+{
+    let params =
+        JobSettleParams { finished: Some(ids), after: 0, limit: SETTLE_AFTER_CONTROL_LIMIT, now: None };
+    if let Err(e) = settle(params).await {
+        tracing::warn!(error = %e, "settling after a cancel or a delete failed: the settler will");
+    }
 }
 
 /// What [`reopen`] did.

@@ -31,7 +31,7 @@ UPDATE (SELECT id FROM jobs
         ORDER BY priority, scheduled_at, id
         LIMIT $2
         FOR UPDATE SKIP LOCKED) AS c
-STRAIGHT_JOIN jobs j ON j.id = c.id
+STRAIGHT_JOIN jobs j FORCE INDEX (PRIMARY) ON j.id = c.id
 SET j.state = 'running',
     j.attempt = j.attempt + 1,
     j.attempted_at = COALESCE($4, UTC_TIMESTAMP(6)),

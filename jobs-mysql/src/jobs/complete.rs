@@ -25,7 +25,7 @@ macro_rules! batch {
         concat!(
             "JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$[0]', attempt INT PATH '$[1]'",
             $columns,
-            ")) AS c STRAIGHT_JOIN jobs j ON j.id = c.id AND j.attempt = c.attempt AND j.state = 'running'"
+            ")) AS c STRAIGHT_JOIN jobs j FORCE INDEX (PRIMARY) ON j.id = c.id AND j.attempt = c.attempt AND j.state = 'running'"
         )
     };
 }

@@ -183,7 +183,7 @@ const RESCUE: &str = "\
 UPDATE JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$[0]', state VARCHAR(16) PATH '$[1]',
                                       max_attempts INT PATH '$[2]', entry TEXT PATH '$[3]',
                                       key_taken INT PATH '$[4]')) AS c
-STRAIGHT_JOIN jobs j ON j.id = c.id
+STRAIGHT_JOIN jobs j FORCE INDEX (PRIMARY) ON j.id = c.id
 SET j.unique_key = IF(c.state <> 'available' AND c.key_taken = 1 AND FIND_IN_SET(c.state, j.unique_states) > 0,
                       NULL, j.unique_key),
     j.state = c.state,
@@ -326,7 +326,7 @@ pub(crate) async fn prune(conn: &mut AsyncMysqlConnection, params: JobPruneParam
     // was not deleted, and keeps them.)
     CachedQuery::new(concat!(
         "DELETE d FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t ",
-        "STRAIGHT_JOIN job_dependencies d ON d.job_id = t.id ",
+        "STRAIGHT_JOIN job_dependencies d FORCE INDEX (job_dependencies_job_idx) ON d.job_id = t.id ",
         "WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = t.id)"
     ))
     .bind::<Text, _>(ids.as_str())

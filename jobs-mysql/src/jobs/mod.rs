@@ -4,7 +4,7 @@
 /// primary key.
 macro_rules! by_ids {
     () => {
-        "JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t STRAIGHT_JOIN jobs j ON j.id = t.id"
+        "JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t STRAIGHT_JOIN jobs j FORCE INDEX (PRIMARY) ON j.id = t.id"
     };
 }
 

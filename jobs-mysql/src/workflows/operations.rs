@@ -11,9 +11,6 @@ use jobs_driver::{
 use super::MysqlStore;
 use crate::driver::MysqlDriver;
 
-/// The most dependents a cancel's or a delete's eager settle takes per transaction.
-const EAGER_SETTLE_LIMIT: usize = 1_000;
-
 impl MysqlDriver {
     /// See `JobInsertWorkflowParams`.
     pub(crate) async fn insert_workflow(
@@ -88,9 +85,6 @@ impl MysqlDriver {
     /// Settles the edges out of `ids`, which a person just cancelled or deleted (and
     /// committed): a failure is logged, and left to the settler's sweep.
     pub(crate) async fn settle_eagerly(&self, ids: &[i64]) {
-        let params = JobSettleParams { finished: Some(ids), after: 0, limit: EAGER_SETTLE_LIMIT, now: None };
-        if let Err(e) = self.settle(params).await {
-            tracing::warn!(error = %e, "settling after a cancel or a delete failed: the settler will");
-        }
+        workflow::settle_after_control(ids, |params| self.settle(params)).await;
     }
 }

@@ -12,9 +12,6 @@ use crate::driver::SqliteDriver;
 use crate::exec::in_transaction;
 use crate::time::now_ms;
 
-/// The most dependents a cancel's or a delete's eager settle takes per transaction.
-const EAGER_SETTLE_LIMIT: usize = 1_000;
-
 impl SqliteDriver {
     /// See `JobInsertWorkflowParams`.
     pub(crate) async fn insert_workflow(
@@ -69,9 +66,6 @@ impl SqliteDriver {
     /// Settles the edges out of `ids`, which a person just cancelled or deleted (and
     /// committed): a failure is logged, and left to the settler's sweep.
     pub(crate) async fn settle_eagerly(&self, ids: &[i64]) {
-        let params = JobSettleParams { finished: Some(ids), after: 0, limit: EAGER_SETTLE_LIMIT, now: None };
-        if let Err(e) = self.settle(params).await {
-            tracing::warn!(error = %e, "settling after a cancel or a delete failed: the settler will");
-        }
+        workflow::settle_after_control(ids, |params| self.settle(params)).await;
     }
 }
