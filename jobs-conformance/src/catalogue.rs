@@ -93,6 +93,7 @@ macro_rules! with_cases {
             a_step_waiting_to_rerun_waits_for_its_retried_dependency: [],
             deleted_steps_leave_no_edges_and_wide_fan_outs_take_large_results: [],
             an_eager_settle_never_waits_for_an_application_transaction: [SkipLocked],
+            a_completed_dependency_is_kept_on_a_delete_on_completion_queue: [],
             a_batch_calls_back_once_when_sealed_and_every_member_finished: [],
             ]
         }

@@ -3,7 +3,8 @@
 //! and only that; a step that ran goes back to waiting when its dependency reruns; a
 //! step retried while its dependency still fails it is cancelled again, not stranded; a
 //! deleted step leaves no edges; a wide fan-out takes a large result; an eager settle
-//! never waits for an application's transaction.
+//! never waits for an application's transaction; a completed dependency is kept on a
+//! delete-on-completion queue.
 
 use std::time::Duration;
 
@@ -38,7 +39,8 @@ fn last_error(job: &jobs_core::driver::JobRow) -> serde_json::Value {
 
 /// A chain of 12 in a workflow that cancels: its head discarded, the cascade (longer
 /// than one settle's rounds) finishes in the sweep; retrying the head brings all eleven
-/// back. A step a person cancelled before its dependency failed stays cancelled. A step
+/// back. A step a person cancelled before its dependency failed stays cancelled, also
+/// one a dependency's failure had cancelled before (and its retry brought back). A step
 /// retried alone while its dependency still fails it is cancelled again at once (it
 /// could never run); retried with that dependency, it waits for it.
 pub async fn a_retry_brings_back_what_a_failure_cancelled_and_only_that(db: TestDb) {
@@ -57,6 +59,18 @@ pub async fn a_retry_brings_back_what_a_failure_cancelled_and_only_that(db: Test
     finish(&db, "person-0", ids[0], Discarded, None).await;
     retry(&db, &ids[..1]).await;
     assert_eq!(states(&db, &ids).await, [Available, Cancelled], "a person's cancel stands");
+
+    // Cancelled by its dependency's failure and brought back by its retry, then cancelled
+    // by a person (its last error entry still names the dependency): the dependency's
+    // next failure and retry leave the person's cancel standing.
+    let ids = chain(&db, "again", 2, OnFailure::Cancel).await;
+    finish(&db, "again-0", ids[0], Discarded, None).await;
+    retry(&db, &ids[..1]).await;
+    assert_eq!(states(&db, &ids).await, [Available, Pending]);
+    db.driver.job_cancel_many(JobCancelManyParams { ids: &ids[1..] }).await.expect("cancel");
+    finish(&db, "again-0", ids[0], Discarded, None).await;
+    retry(&db, &ids[..1]).await;
+    assert_eq!(states(&db, &ids).await, [Available, Cancelled], "a person's second cancel stands");
 
     // The dependent retried alone: cancelled again, naming the dependency.
     let ids = chain(&db, "alone", 2, OnFailure::Cancel).await;
@@ -77,24 +91,39 @@ pub async fn a_retry_brings_back_what_a_failure_cancelled_and_only_that(db: Test
 }
 
 /// A step that ran and waits to run again (`retryable`) goes back to `pending` when its
-/// dependency is retried, and is released when the dependency completes again.
+/// dependency is retried, and is released when the dependency completes again. A step
+/// running while its dependency is retried, and failing after, waits in `pending` too.
 pub async fn a_step_waiting_to_rerun_waits_for_its_retried_dependency(db: TestDb) {
     use JobState::{Available, Completed, Pending, Retryable};
-    let ids = chain(&db, "rerun", 2, OnFailure::Cancel).await;
-    finish(&db, "rerun-0", ids[0], Completed, None).await;
-    let b = claim(&db, "rerun-1", ids[1]).await;
-    let failed =
-        Completion { state: Retryable, delay_ms: Some(0), ..succeeded(ids[1], "rerun-1", b.attempt) };
-    db.driver
-        .job_complete_many(JobCompleteManyParams { completions: &[failed], now: None })
-        .await
-        .expect("fail the step");
-    assert_eq!(db.job(ids[1]).await.state, Retryable);
-    retry(&db, &ids[..1]).await;
-    assert_eq!(states(&db, &ids).await, [Available, Pending], "it waits for its dependency's rerun");
-    finish(&db, "rerun-0", ids[0], Completed, None).await;
-    let b = db.job(ids[1]).await;
-    assert!(matches!(b.state, Available | JobState::Scheduled), "{:?}", b.state);
+    for failed_before_the_retry in [true, false] {
+        let ids = chain(&db, "rerun", 2, OnFailure::Cancel).await;
+        finish(&db, "rerun-0", ids[0], Completed, None).await;
+        let b = claim(&db, "rerun-1", ids[1]).await;
+        let failed =
+            Completion { state: Retryable, delay_ms: Some(0), ..succeeded(ids[1], "rerun-1", b.attempt) };
+        let fail = || async {
+            db.driver
+                .job_complete_many(JobCompleteManyParams {
+                    completions: std::slice::from_ref(&failed),
+                    now: None,
+                })
+                .await
+                .expect("fail the step")
+        };
+        if failed_before_the_retry {
+            fail().await;
+            assert_eq!(db.job(ids[1]).await.state, Retryable);
+            retry(&db, &ids[..1]).await;
+        } else {
+            retry(&db, &ids[..1]).await;
+            assert_eq!(fail().await, vec![ids[1]]);
+        }
+        assert_eq!(states(&db, &ids).await, [Available, Pending], "it waits for its dependency's rerun");
+        finish(&db, "rerun-0", ids[0], Completed, None).await;
+        let b = db.job(ids[1]).await;
+        assert!(matches!(b.state, Available | JobState::Scheduled), "{:?}", b.state);
+        db.driver.job_delete_many(JobDeleteManyParams { ids: &ids }).await.expect("clear the queues");
+    }
 }
 
 /// A deleted step takes its edges with it; a step depending on a job with a large result
@@ -149,4 +178,29 @@ pub async fn an_eager_settle_never_waits_for_an_application_transaction(db: Test
     assert_eq!(db.job(ids[1]).await.state, JobState::Pending, "left to the sweep");
     assert_eq!(settle(&db, None).await.released, 1);
     assert_eq!(db.job(ids[1]).await.state, JobState::Available);
+}
+
+/// A step completed on a delete-on-completion queue is kept (completed) while a job
+/// depends on it, so that its dependent reads that it completed (a job gone reads as
+/// cancelled, which would cancel the rest of the workflow); a job nothing depends on
+/// goes.
+pub async fn a_completed_dependency_is_kept_on_a_delete_on_completion_queue(db: TestDb) {
+    let ids = chain(&db, "deleting", 2, OnFailure::Cancel).await;
+    let alone = insert_all(&*db.driver, vec![JobFactory::new("k").queue("deleting-alone")]).await[0];
+    let mut done = Vec::new();
+    for (id, queue) in [(ids[0], "deleting-0"), (alone, "deleting-alone")] {
+        let job = claim(&db, queue, id).await;
+        done.push(Completion { delete: true, ..succeeded(id, queue, job.attempt) });
+    }
+    let applied = db
+        .driver
+        .job_complete_many(JobCompleteManyParams { completions: &done, now: None })
+        .await
+        .expect("complete");
+    assert_eq!(applied.len(), 2, "both outcomes applied: {applied:?}");
+    settle(&db, Some(&[ids[0]])).await;
+    assert_eq!(db.job(ids[0]).await.state, JobState::Completed, "kept for its dependent");
+    assert_eq!(db.job(ids[1]).await.state, JobState::Available, "it read that its dependency completed");
+    let gone = db.driver.job_get(jobs_core::driver::JobGetParams { id: alone }).await.expect("read");
+    assert!(gone.is_none(), "a job nothing depends on is deleted");
 }

@@ -43,7 +43,9 @@ pub struct QueueConfig {
     pub name: String,
     /// How many of its jobs run at once on this node.
     pub concurrency: usize,
-    /// Delete completed jobs instead of keeping them (no audit trail, least bloat).
+    /// Delete completed jobs instead of keeping them (no audit trail, least bloat). A
+    /// job other jobs depend on (a workflow's step, a batch's member) is kept all the
+    /// same, for its dependents to read that it completed; the pruner removes it later.
     pub delete_on_completion: bool,
     /// The most jobs this node claims ahead of its free slots for this queue (its local
     /// buffer; see [`WorkerBuilder::prefetch_window`](super::WorkerBuilder::prefetch_window)
@@ -75,7 +77,8 @@ impl QueueConfig {
         self.prefetch.unwrap_or(self.concurrency.max(Self::DEFAULT_PREFETCH))
     }
 
-    /// Deletes completed jobs instead of keeping them.
+    /// Deletes completed jobs instead of keeping them, except those other jobs depend on
+    /// (kept until the pruner runs, for their dependents to read that they completed).
     pub fn delete_on_completion(mut self) -> QueueConfig {
         self.delete_on_completion = true;
         self

@@ -21,6 +21,7 @@ mod plan;
 mod settle;
 mod store;
 mod stored;
+mod sweep;
 pub use crate::validation::{MAX_WORKFLOW_NAME, MAX_WORKFLOW_STEPS};
 pub use batch::{BatchChange, BatchChanged, BatchTarget, change_batch};
 pub use definition::{
@@ -38,3 +39,4 @@ pub use store::{
     DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowRow, WorkflowStore,
 };
 pub use stored::{edges_json, pairs_json, stored_state};
+pub use sweep::finish_page;

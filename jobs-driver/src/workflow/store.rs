@@ -52,8 +52,9 @@ pub struct Locked {
     pub failed_on: i32,
     /// Its workflow's setting (`Cancel` for a job in none).
     pub on_failure: OnFailure,
-    /// Its last error entry is [`DEPENDENCY_FAILED`](super::DEPENDENCY_FAILED): a
-    /// dependency's failure cancelled it (not a person).
+    /// Its last error entry is [`DEPENDENCY_FAILED`](super::DEPENDENCY_FAILED) and no
+    /// person has asked to cancel it since (`cancel_requested_at` is unset; a retry
+    /// clears it): a dependency's failure cancelled it, not a person.
     pub cancelled_by_dependency: bool,
 }
 

@@ -40,16 +40,24 @@ SET j.state = 'completed', j.finalized_at = COALESCE($2, UTC_TIMESTAMP(6)),
     j.result = COALESCE(c.result, j.result), j.lock_token = $3"
 );
 
-// Completed on a delete-on-completion queue: `[id, attempt]`.
-const DELETE_COMPLETED: &str = concat!("DELETE j FROM ", batch!(""));
+// Completed on a delete-on-completion queue: `[id, attempt]`. A job other jobs depend on
+// stays (it completes as if kept): its dependents must read that it completed, where a
+// job gone reads as cancelled (`jobs_driver::workflow`).
+const DELETE_COMPLETED: &str = concat!(
+    "DELETE j FROM ",
+    batch!(""),
+    " WHERE NOT EXISTS (SELECT 1 FROM job_dependencies d WHERE d.depends_on = j.id)"
+);
 
 // The state an outcome writes: a job whose cancellation was requested while it ran ends
-// cancelled unless it succeeded. (No assignment below reads a column another one
+// cancelled unless it succeeded; one that would run again while it waits for a
+// dependency (a retry of which re-opened its edge while it ran) waits in `pending`,
+// released when the dependency finishes. (No assignment below reads a column another one
 // assigns: MySQL does not promise their order in a multi-table UPDATE.)
 macro_rules! new_state {
     () => {
-        "IF(j.cancel_requested_at IS NOT NULL AND c.state IN ('retryable', 'scheduled', 'available'), \
-         'cancelled', c.state)"
+        "IF(c.state IN ('retryable', 'scheduled', 'available'), \
+         IF(j.cancel_requested_at IS NOT NULL, 'cancelled', IF(j.waiting_on > 0, 'pending', c.state)), c.state)"
     };
 }
 
@@ -262,6 +270,20 @@ where
     Ok(rows.into_iter().map(|r| r.id).collect())
 }
 
+/// Writes successes kept (`COMPLETE_SUCCEEDED`), discarding those whose key is now held.
+async fn write_successes(
+    conn: &mut AsyncMysqlConnection,
+    part: &[&Completion],
+    now: Option<chrono::NaiveDateTime>,
+) -> Result<Vec<i64>> {
+    match write_part(conn, COMPLETE_SUCCEEDED, part, false, now).await {
+        Err(e) if is_unique_violation(&e) => {
+            write_without_conflicts(conn, COMPLETE_SUCCEEDED, part, false, now).await
+        }
+        written => written,
+    }
+}
+
 /// Writes a batch of outcomes. Each write applies only to a row still `running` at the
 /// claimed attempt, so an outcome arriving after the job was rescued (and perhaps claimed
 /// again) changes nothing. An outcome that would take a uniqueness key another job holds
@@ -276,14 +298,7 @@ pub(crate) async fn complete_many(
     let succeeded: Vec<&Completion> =
         completions.iter().filter(|c| c.state == JobState::Completed && !c.delete).collect();
     if !succeeded.is_empty() {
-        match write_part(conn, COMPLETE_SUCCEEDED, &succeeded, false, now).await {
-            Ok(ids) => applied.extend(ids),
-            Err(e) if is_unique_violation(&e) => {
-                applied
-                    .extend(write_without_conflicts(conn, COMPLETE_SUCCEEDED, &succeeded, false, now).await?);
-            }
-            Err(e) => return Err(e),
-        }
+        applied.extend(write_successes(conn, &succeeded, now).await?);
     }
     let other: Vec<&Completion> = completions.iter().filter(|c| c.state != JobState::Completed).collect();
     if !other.is_empty() {
@@ -305,8 +320,9 @@ pub(crate) async fn complete_many(
         if n == deleted.len() {
             applied.extend(deleted.iter().map(|c| c.id));
         } else {
-            // The rows still there were fenced out; the others went (by this statement,
-            // or by an earlier attempt of it whose reply was lost).
+            // The rows still there were fenced out, or are dependencies, kept: written as
+            // kept successes (fenced again). The others went (by this statement, or by an
+            // earlier attempt of it whose reply was lost).
             let ids: Vec<i64> = deleted.iter().map(|c| c.id).collect();
             let left: Vec<Id> = CachedQuery::new(concat!("SELECT j.id FROM ", by_ids!()))
                 .bind::<Text, _>(ids_json(&ids))
@@ -314,6 +330,10 @@ pub(crate) async fn complete_many(
                 .await?;
             let left: std::collections::HashSet<i64> = left.into_iter().map(|r| r.id).collect();
             applied.extend(ids.into_iter().filter(|id| !left.contains(id)));
+            let kept: Vec<&Completion> = deleted.into_iter().filter(|c| left.contains(&c.id)).collect();
+            if !kept.is_empty() {
+                applied.extend(write_successes(conn, &kept, now).await?);
+            }
         }
     }
     Ok(applied)

@@ -63,7 +63,7 @@ impl MysqlDriver {
                 (page.finished, page.next)
             }
         };
-        let mut done = workflow::settle_cascade(first, |ids| async move {
+        let done = workflow::settle_cascade(first, |ids| async move {
             let mut conn = self.conn().await?;
             let outcome = conn
                 .transaction::<_, DriverError, _>(async |tx| {
@@ -77,9 +77,8 @@ impl MysqlDriver {
             self.deliver(&told);
             Ok(round)
         })
-        .await?;
-        done.next = next;
-        Ok(done)
+        .await;
+        workflow::finish_page(done, next, finished.is_none())
     }
 
     /// Settles the edges out of `ids`, which a person just cancelled or deleted (and

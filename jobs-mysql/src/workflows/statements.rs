@@ -85,7 +85,7 @@ macro_rules! lock_jobs {
         locking_read!(
             "j.id, j.state, j.waiting_on, j.failed_on, j.workflow_id,
        COALESCE(JSON_UNQUOTE(JSON_EXTRACT(j.errors, '$[last].error_type')) = 'dependency_failed', FALSE)
-           AS cancelled_by_dependency",
+           AND j.cancel_requested_at IS NULL AS cancelled_by_dependency",
             $lock
         )
     };

@@ -25,9 +25,12 @@ macro_rules! running_at_attempt {
     };
 }
 
-// A job whose cancellation was requested while it ran ends cancelled unless it succeeded.
+// A job whose cancellation was requested while it ran ends cancelled unless it succeeded;
+// one that would run again while it waits for a dependency (a retry of which re-opened
+// its edge while it ran) waits in `pending`, released when the dependency finishes.
 const REQUESTED_STATE: &str = "CASE WHEN jobs.cancel_requested_at IS NOT NULL AND c.state IN ('retryable', 'scheduled', 'available') \
-     THEN 'cancelled' ELSE c.state END";
+     THEN 'cancelled' WHEN jobs.waiting_on > 0 AND c.state IN ('retryable', 'scheduled', 'available') \
+     THEN 'pending' ELSE c.state END";
 
 /// Whether the requested state would take the job's uniqueness key while another job
 /// holds it (a duplicate enqueued while this one ran, its key not unique while running):
@@ -123,6 +126,8 @@ WHERE ",
 RETURNING jobs.id"
 );
 
+// A job other jobs depend on stays (it completes as if kept): its dependents must read
+// that it completed, where a job gone reads as cancelled (`jobs_driver::workflow`).
 pub(crate) const DELETE_COMPLETED: &str = concat!(
     "\
 DELETE FROM jobs
@@ -130,6 +135,7 @@ USING unnest($1::int8[], $2::int4[]) AS c(id, attempt)
 WHERE ",
     running_at_attempt!(),
     "
+  AND NOT EXISTS (SELECT 1 FROM job_dependencies d WHERE d.depends_on = jobs.id)
 RETURNING jobs.id"
 );
 
@@ -161,15 +167,6 @@ where
         }
     }
     let mut applied = Vec::with_capacity(completions.len());
-    if !succeeded.is_empty() {
-        let mut moved = successes(conn, COMPLETE_SUCCEEDED, &succeeded, now).await?;
-        if moved.len() < succeeded.len() {
-            let rest: Vec<&Completion> =
-                succeeded.iter().copied().filter(|c| !moved.contains(&c.id)).collect();
-            moved.extend(successes(conn, COMPLETE_HELD, &rest, now).await?);
-        }
-        applied.extend(moved);
-    }
     if !deleted.is_empty() {
         let id: Vec<i64> = deleted.iter().map(|c| c.id).collect();
         let attempt: Vec<i32> = deleted.iter().map(|c| c.attempt).collect();
@@ -178,7 +175,20 @@ where
             .bind::<Array<Int4>, _>(attempt)
             .load(conn)
             .await?;
-        applied.extend(rows.into_iter().map(|r| r.id));
+        let gone: std::collections::HashSet<i64> = rows.into_iter().map(|r| r.id).collect();
+        // The rest were fenced out, or are dependencies, kept: written as kept successes
+        // (fenced again).
+        succeeded.extend(deleted.into_iter().filter(|c| !gone.contains(&c.id)));
+        applied.extend(gone);
+    }
+    if !succeeded.is_empty() {
+        let mut moved = successes(conn, COMPLETE_SUCCEEDED, &succeeded, now).await?;
+        if moved.len() < succeeded.len() {
+            let rest: Vec<&Completion> =
+                succeeded.iter().copied().filter(|c| !moved.contains(&c.id)).collect();
+            moved.extend(successes(conn, COMPLETE_HELD, &rest, now).await?);
+        }
+        applied.extend(moved);
     }
     if !other.is_empty() {
         match others(conn, &other, now).await {

@@ -35,12 +35,11 @@ impl PgDriver {
                 (page.finished, page.next)
             }
         };
-        let mut done = workflow::settle_cascade(first, |ids| async move {
+        let done = workflow::settle_cascade(first, |ids| async move {
             on_tx!(self, c => workflow::settle_round(&mut PgStore(c), &ids, limit, now, skip_locked))
         })
-        .await?;
-        done.next = next;
-        Ok(done)
+        .await;
+        workflow::finish_page(done, next, finished.is_none())
     }
 
     /// Settles the edges out of `ids`, which a person just cancelled or deleted (and

@@ -61,7 +61,8 @@ pub(crate) const LOCK_ARCHIVED: [&str; 2] = [
 pub(crate) const READ_LOCKED: &str = "\
 SELECT j.id, j.state, j.waiting_on, j.failed_on,
        COALESCE((SELECT w.on_failure FROM job_workflows w WHERE w.id = j.workflow_id), 'cancel') AS on_failure,
-       COALESCE(j.errors -> -1 ->> 'error_type' = 'dependency_failed', false) AS cancelled_by_dependency
+       COALESCE(j.errors -> -1 ->> 'error_type' = 'dependency_failed', false) AND j.cancel_requested_at IS NULL
+           AS cancelled_by_dependency
 FROM jobs_all j
 WHERE j.id = ANY ($1) ORDER BY j.id";
 

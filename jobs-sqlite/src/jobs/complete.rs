@@ -42,11 +42,14 @@ FROM json_each($1) AS c
 WHERE jobs.id = c.value ->> '$[0]' AND jobs.attempt = c.value ->> '$[1]' AND jobs.state || '' = 'running'
 RETURNING jobs.id";
 
-// Completed on a delete-on-completion queue: `$1` as above.
+// Completed on a delete-on-completion queue: `$1` as above. A job other jobs depend on
+// stays (it completes as if kept): its dependents must read that it completed, where a
+// job gone reads as cancelled (`jobs_driver::workflow`).
 pub(crate) const DELETE_COMPLETED: &str = "\
 DELETE FROM jobs WHERE id IN (
     SELECT j.id FROM json_each($1) AS c JOIN jobs AS j ON j.id = c.value ->> '$[0]'
-    WHERE j.attempt = c.value ->> '$[1]' AND j.state || '' = 'running')
+    WHERE j.attempt = c.value ->> '$[1]' AND j.state || '' = 'running'
+      AND NOT EXISTS (SELECT 1 FROM job_dependencies d WHERE d.depends_on = j.id))
 RETURNING id";
 
 /// `[[id, attempt, result?], ...]` for `completions` (results are JSON text already).
@@ -68,12 +71,15 @@ fn successes_json<'a>(completions: impl Iterator<Item = &'a Completion>) -> Stri
 }
 
 // The state an outcome asks for: a job whose cancellation was requested while it ran
-// ends cancelled unless it succeeded ($3 is the outcome's state). SQLite evaluates every
+// ends cancelled unless it succeeded ($3 is the outcome's state); one that would run
+// again while it waits for a dependency (a retry of which re-opened its edge while it
+// ran) waits in `pending`, released when the dependency finishes. SQLite evaluates every
 // SET expression against the row as it was, so the expressions repeat it.
 macro_rules! requested_state {
     () => {
         "(CASE WHEN cancel_requested_at IS NOT NULL AND $3 IN ('retryable', 'scheduled', 'available') \
-         THEN 'cancelled' ELSE $3 END)"
+         THEN 'cancelled' WHEN waiting_on > 0 AND $3 IN ('retryable', 'scheduled', 'available') \
+         THEN 'pending' ELSE $3 END)"
     };
 }
 
@@ -149,14 +155,25 @@ pub(crate) fn complete_many(
     now_ms: i64,
 ) -> Result<Vec<i64>> {
     let mut applied = Vec::with_capacity(completions.len());
-    for (statement, delete) in [(COMPLETE_SUCCEEDED, false), (DELETE_COMPLETED, true)] {
-        let mut succeeded =
-            completions.iter().filter(|c| c.state == JobState::Completed && c.delete == delete).peekable();
-        if succeeded.peek().is_none() {
-            continue;
-        }
-        let rows: Vec<Id> = CachedQuery::new(statement)
-            .bind::<Text, _>(successes_json(succeeded))
+    let succeeded = |delete: bool| {
+        completions.iter().filter(move |c| c.state == JobState::Completed && c.delete == delete)
+    };
+    let mut kept: Vec<&Completion> = succeeded(false).collect();
+    let deleted: Vec<&Completion> = succeeded(true).collect();
+    if !deleted.is_empty() {
+        let rows: Vec<Id> = CachedQuery::new(DELETE_COMPLETED)
+            .bind::<Text, _>(successes_json(deleted.iter().copied()))
+            .bind::<BigInt, _>(now_ms)
+            .load(conn)?;
+        let gone: std::collections::HashSet<i64> = rows.into_iter().map(|r| r.id).collect();
+        // The rest were fenced out, or are dependencies, kept: written as kept successes
+        // (fenced again).
+        kept.extend(deleted.into_iter().filter(|c| !gone.contains(&c.id)));
+        applied.extend(gone);
+    }
+    if !kept.is_empty() {
+        let rows: Vec<Id> = CachedQuery::new(COMPLETE_SUCCEEDED)
+            .bind::<Text, _>(successes_json(kept.into_iter()))
             .bind::<BigInt, _>(now_ms)
             .load(conn)?;
         applied.extend(rows.into_iter().map(|r| r.id));

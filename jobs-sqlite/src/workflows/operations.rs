@@ -51,16 +51,15 @@ impl SqliteDriver {
                 (page.finished, page.next)
             }
         };
-        let mut done = workflow::settle_cascade(first, |ids| async move {
+        let done = workflow::settle_cascade(first, |ids| async move {
             in_transaction!(self, |c| {
                 let mut store = SqliteStore::new(c, now_ms(now));
                 let round = workflow::settle_round(&mut store, &ids, limit, now, false).await?;
                 Ok((round, store.told))
             })
         })
-        .await?;
-        done.next = next;
-        Ok(done)
+        .await;
+        workflow::finish_page(done, next, finished.is_none())
     }
 
     /// Settles the edges out of `ids`, which a person just cancelled or deleted (and

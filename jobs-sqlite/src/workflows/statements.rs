@@ -29,7 +29,8 @@ WHERE depends_on IN (SELECT value FROM json_each($1)) AND outcome IS NOT NULL OR
 pub(crate) const READ_LOCKED: &str = "\
 SELECT j.id, j.state, j.waiting_on, j.failed_on,
        COALESCE((SELECT w.on_failure FROM job_workflows w WHERE w.id = j.workflow_id), 'cancel') AS on_failure,
-       COALESCE(json_extract(j.errors, '$[#-1].error_type') = 'dependency_failed', 0) AS cancelled_by_dependency
+       COALESCE(json_extract(j.errors, '$[#-1].error_type') = 'dependency_failed', 0) AND j.cancel_requested_at IS NULL
+           AS cancelled_by_dependency
 FROM jobs j
 WHERE j.id IN (SELECT value FROM json_each($1)) ORDER BY j.id";
 
