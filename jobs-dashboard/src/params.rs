@@ -34,7 +34,8 @@ pub(crate) fn time(key: &str, value: &str) -> Result<DateTime<Utc>, DashboardErr
 
 /// The jobs filter from `state`, `queue`, `kind`, `tag`, `q` (JSON or `key=value` searches
 /// arguments and metadata, only when `can_search`, else a 400 saying the driver cannot;
-/// other text is looked for in errors), `error` (text in errors), `from`, `to`.
+/// other text is looked for in errors), `error` (text in errors), `from`, `to`,
+/// `workflow` (a workflow's or batch's members).
 pub(crate) fn filter(pairs: &[(String, String)], can_search: bool) -> Result<JobFilter, DashboardError> {
     let mut filter = JobFilter::default();
     // Postgres cannot hold NUL in text: refuse it here rather than fail in the query.
@@ -53,6 +54,13 @@ pub(crate) fn filter(pairs: &[(String, String)], can_search: bool) -> Result<Job
     filter.queue = one(pairs, "queue").map(str::to_owned);
     filter.kind = one(pairs, "kind").map(str::to_owned);
     filter.tag = one(pairs, "tag").map(str::to_owned);
+    filter.workflow = one(pairs, "workflow")
+        .map(|v| {
+            v.parse::<i64>().map_err(|_| {
+                DashboardError::BadRequest(format!("`workflow` must be a workflow id, not `{v}`"))
+            })
+        })
+        .transpose()?;
     if let Some(q) = one(pairs, "q") {
         if q.starts_with('{') || q.contains('=') {
             if !can_search {
@@ -151,6 +159,9 @@ pub(crate) fn query_string(filter: &JobFilter) -> String {
             s.append_pair(k, v);
         }
     }
+    if let Some(w) = filter.workflow {
+        s.append_pair("workflow", &w.to_string());
+    }
     if let Some(q) = &filter.search {
         s.append_pair("q", &q.to_string());
     }
@@ -202,5 +213,11 @@ mod tests {
         let refused = filter(&pairs(b"q=user_id%3D7"), false).expect_err("no search");
         assert!(refused.to_string().contains("JSON containment"), "{refused}");
         assert!(filter(&pairs(b"queue=mail"), false).is_ok());
+        // A workflow's members, by its id, round-trip; anything else is refused.
+        let members = filter(&pairs(b"workflow=42&state=pending"), false).expect("a workflow");
+        assert_eq!(members.workflow, Some(42));
+        assert_eq!(filter(&pairs(query_string(&members).as_bytes()), false).expect("again"), members);
+        let bad = filter(&pairs(b"workflow=flow"), false).expect_err("not an id");
+        assert!(bad.to_string().contains("`workflow` must be a workflow id"), "{bad}");
     }
 }

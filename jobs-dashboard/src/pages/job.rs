@@ -1,11 +1,12 @@
-//! One job: arguments, metadata, result, every attempt's error with its backtrace, and a
-//! timeline.
+//! One job: arguments, metadata, result, every attempt's error with its backtrace, a
+//! timeline, and for a workflow's step or a batch's member, its workflow (a link to its
+//! members) and what it waits for.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use chrono::{DateTime, Utc};
 use jobs_core::JobRow;
-use jobs_core::driver::JobGetParams;
+use jobs_core::driver::{Dependency, JobDependenciesParams, JobGetParams};
 
 use crate::config::Dashboard;
 use crate::error::DashboardError;
@@ -38,6 +39,8 @@ struct JobPage {
     deletable: bool,
     /// The live nodes that run the job's queue and know its kind (for waiting jobs).
     runnable_on: Option<Vec<String>>,
+    /// The jobs it depends on, each with what it needs and how that one ended.
+    dependencies: Vec<Dependency>,
 }
 
 /// The live nodes that can run `job`: they serve its queue and registered its kind.
@@ -102,6 +105,11 @@ pub(crate) async fn page(
         jobs_core::JobState::Available | jobs_core::JobState::Scheduled | jobs_core::JobState::Retryable
     );
     let runnable_on = if waiting { Some(runnable_on(&d, &job).await?) } else { None };
+    let dependencies = if job.workflow_id.is_some() {
+        d.config.reads().job_dependencies(JobDependenciesParams { job_id: id }).await?
+    } else {
+        Vec::new()
+    };
     let cookies = c.take_cookies();
     let running = job.state == jobs_core::JobState::Running;
     // A pending job waits for its dependencies: a retry does not skip them.
@@ -117,6 +125,7 @@ pub(crate) async fn page(
         cancellable: !job.state.is_final(),
         deletable: !running,
         runnable_on,
+        dependencies,
         job,
         c,
     };

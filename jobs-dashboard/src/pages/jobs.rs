@@ -36,6 +36,26 @@ struct JobsPage {
     first_page: bool,
     /// For a search read a window at a time: how far it read.
     searched: Option<Searched>,
+    /// With a `workflow` filter: its members, how many finished of how many.
+    workflow: Option<Progress>,
+}
+
+/// A workflow's or batch's progress: members finished, of all its members.
+pub(crate) struct Progress {
+    pub(crate) id: i64,
+    pub(crate) finished: String,
+    pub(crate) total: String,
+}
+
+/// The progress of workflow `id` (two counts through the index of its members).
+async fn progress(driver: &dyn Driver, id: i64) -> Result<Progress, DashboardError> {
+    let all = JobFilter { workflow: Some(id), ..JobFilter::default() };
+    let finished = JobFilter { states: JobState::FINAL.to_vec(), ..all.clone() };
+    let (total, finished) = tokio::try_join!(
+        driver.job_count(JobCountParams { filter: &all, cap: COUNT_CAP }),
+        driver.job_count(JobCountParams { filter: &finished, cap: COUNT_CAP }),
+    )?;
+    Ok(Progress { id, finished: count_label(finished), total: count_label(total) })
 }
 
 impl JobsPage {
@@ -234,6 +254,10 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
         count => count,
     };
     filter.id_at_least = None;
+    let workflow = match filter.workflow {
+        Some(id) => Some(progress(driver, id).await?),
+        None => None,
+    };
     let cookies = c.take_cookies();
     let (count_title, count) = match count {
         Some(count) => (view::count_title(count), count_label(count)),
@@ -260,6 +284,7 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
         first_page: before.is_none(),
         can_search,
         searched,
+        workflow,
         c,
     };
     view::respond(&page, cookies)

@@ -15,6 +15,9 @@ pub struct JobFilter {
     pub kind: Option<String>,
     /// Having this tag.
     pub tag: Option<String>,
+    /// Members of this workflow or batch (`jobs.workflow_id`: its steps, or its members
+    /// and callback), read through the index of members.
+    pub workflow: Option<i64>,
     /// Arguments or metadata containing this JSON, e.g. `{"user_id": 7}` (drivers with
     /// [`Capability::JsonContainment`](crate::Capability::JsonContainment)).
     pub search: Option<serde_json::Value>,

@@ -32,6 +32,9 @@ fn filtered(head: &str, what: &str, filter: &JobFilter) -> Query {
     if let Some(kind) = &filter.kind {
         q = q.sql(" AND kind = ?").bind::<Text, _>(kind.clone());
     }
+    if let Some(workflow) = filter.workflow {
+        q = q.sql(" AND workflow_id = ?").bind::<diesel::sql_types::BigInt, _>(workflow);
+    }
     if let Some(tag) = &filter.tag {
         q = q.sql(" AND JSON_CONTAINS(tags, JSON_QUOTE(?))").bind::<Text, _>(tag.clone());
     }

@@ -77,6 +77,9 @@ pub(crate) fn filtered(filter: &JobFilter) -> Boxed<'_> {
     if let Some(kind) = &filter.kind {
         q = q.filter(jobs_all::kind.eq(kind));
     }
+    if let Some(workflow) = filter.workflow {
+        q = q.filter(jobs_all::workflow_id.eq(workflow));
+    }
     if let Some(tag) = &filter.tag {
         // The second term is implied by the first, and written out (as a literal) so that
         // the planner can use `jobs_archive_tags_idx`, which holds tagged jobs only.
