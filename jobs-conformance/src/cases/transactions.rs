@@ -190,7 +190,8 @@ pub async fn an_applications_transaction_holds_only_the_jobs_it_acts_on(db: Test
     let flow = NewWorkflow { name: "after".into(), on_failure: OnFailure::Cancel, steps: vec![step] };
     let added = tx.insert_workflow(&flow).await.expect("a workflow in the transaction").jobs[0].id;
 
-    // A deadline far beyond either statement's time, and short of any lock wait's end.
+    // A deadline far beyond either statement's time (a driver with a lock wait fails at
+    // its end, 5 s on MariaDB and MySQL; one without would wait until the deadline).
     let others = async {
         let done = succeeded(running, "busy", 1);
         let applied = db

@@ -4,13 +4,13 @@
 //! step retried while its dependency still fails it is cancelled again, not stranded; a
 //! deleted step leaves no edges; a wide fan-out takes a large result; an eager settle
 //! never waits for an application's transaction; a completed dependency is kept on a
-//! delete-on-completion queue.
+//! delete-on-completion queue; a sweep passes over a page an application holds.
 
 use std::time::Duration;
 
 use jobs_core::driver::{
     Completion, DependsOn, JobCancelManyParams, JobCompleteManyParams, JobDeleteManyParams,
-    JobDependenciesParams, JobRetryManyParams, JobState, OnFailure,
+    JobDependenciesParams, JobRetryManyParams, JobSettleParams, JobState, OnFailure,
 };
 use serde_json::json;
 
@@ -203,4 +203,47 @@ pub async fn a_completed_dependency_is_kept_on_a_delete_on_completion_queue(db: 
     assert_eq!(db.job(ids[1]).await.state, JobState::Available, "it read that its dependency completed");
     let gone = db.driver.job_get(jobs_core::driver::JobGetParams { id: alone }).await.expect("read");
     assert!(gone.is_none(), "a job nothing depends on is deleted");
+}
+
+/// A sweep's page that an application's transaction holds (it locked a dependent) fails
+/// after the lock wait and is passed over: the next page settles, and the held one once
+/// the transaction ends (no page stops the sweep for the pages after it, and no sweep
+/// waits without end). (Needs row locks: where one writer at a time holds the file, the
+/// transaction holds every page.)
+pub async fn a_sweep_passes_over_a_page_an_application_holds(db: TestDb) {
+    use JobState::{Available, Pending};
+    let queues = ["swept-a", "swept-b"];
+    let deps = insert_all(&*db.driver, queues.iter().map(|q| JobFactory::new("k").queue(q)).collect()).await;
+    let steps = deps.iter().map(|d| step("swept-after", &[DependsOn::Job(*d)])).collect();
+    let after = insert(&db, &workflow(OnFailure::Cancel, steps)).await;
+    // Both finish, and nothing settles them (a crash between a completion and its settle).
+    for (id, queue) in deps.iter().zip(queues) {
+        let job = claim(&db, queue, *id).await;
+        let done = succeeded(*id, queue, job.attempt);
+        let params = JobCompleteManyParams { completions: &[done], now: None };
+        db.driver.job_complete_many(params).await.expect("complete");
+    }
+    let mut tx = db.app_transaction().await;
+    let lock = format!("UPDATE jobs SET priority = priority WHERE id = {}", after[0]);
+    tx.execute(&lock).await.expect("the application locks a dependent");
+    let sweep = async {
+        let (mut from, mut released) = (0, 0);
+        loop {
+            let params = JobSettleParams { finished: None, after: from, limit: 1, now: None };
+            let page = db.driver.job_settle(params).await.expect("a page's failure never fails the sweep");
+            released += page.released;
+            match page.next {
+                Some(next) => from = next,
+                None => return released,
+            }
+        }
+    };
+    let released = tokio::time::timeout(Duration::from_secs(60), sweep)
+        .await
+        .expect("the sweep waited for the application's transaction");
+    assert_eq!(released, 1, "the page after the held one");
+    assert_eq!(states(&db, &after).await, [Pending, Available]);
+    tx.rollback().await.expect("roll back");
+    assert_eq!(settle(&db, None).await.released, 1);
+    assert_eq!(db.job(after[0]).await.state, Available);
 }

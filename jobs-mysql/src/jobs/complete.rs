@@ -46,7 +46,7 @@ SET j.state = 'completed', j.finalized_at = COALESCE($2, UTC_TIMESTAMP(6)),
 const DELETE_COMPLETED: &str = concat!(
     "DELETE j FROM ",
     batch!(""),
-    " WHERE NOT EXISTS (SELECT 1 FROM job_dependencies d WHERE d.depends_on = j.id)"
+    " WHERE NOT EXISTS (SELECT 1 FROM job_dependencies d FORCE INDEX (PRIMARY) WHERE d.depends_on = j.id)"
 );
 
 // The state an outcome writes: a job whose cancellation was requested while it ran ends
@@ -104,8 +104,13 @@ fn row(c: &Completion, other: bool) -> serde_json::Value {
     serde_json::Value::Array(row)
 }
 
+/// The batch array of `completions`, in id order: a statement joined to `jobs` by primary key locks the rows in the array's
+/// order, and every other statement that locks several jobs locks them ascending (two
+/// orders could deadlock).
 fn batch_json<'a>(completions: impl Iterator<Item = &'a Completion>, other: bool) -> String {
-    serde_json::Value::Array(completions.map(|c| row(c, other)).collect()).to_string()
+    let mut completions: Vec<&Completion> = completions.collect();
+    completions.sort_by_key(|c| c.id);
+    serde_json::Value::Array(completions.into_iter().map(|c| row(c, other)).collect()).to_string()
 }
 
 /// A job of a batch whose outcome may take a uniqueness key, as read after the batch broke

@@ -327,7 +327,7 @@ pub(crate) async fn prune(conn: &mut AsyncMysqlConnection, params: JobPruneParam
     CachedQuery::new(concat!(
         "DELETE d FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t ",
         "STRAIGHT_JOIN job_dependencies d FORCE INDEX (job_dependencies_job_idx) ON d.job_id = t.id ",
-        "WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = t.id)"
+        "WHERE NOT EXISTS (SELECT 1 FROM jobs j FORCE INDEX (PRIMARY) WHERE j.id = t.id)"
     ))
     .bind::<Text, _>(ids.as_str())
     .execute(conn)

@@ -132,7 +132,7 @@ SET d.outcome = $2, d.result = $3";
 pub(crate) const DELETE_EDGES_INTO_GONE: &str = concat!(
     "DELETE d FROM ",
     ids!("$1", "t"),
-    " STRAIGHT_JOIN job_dependencies d FORCE INDEX (job_dependencies_job_idx) ON d.job_id = t.id LEFT JOIN jobs j ON j.id = d.job_id WHERE j.id IS NULL"
+    " STRAIGHT_JOIN job_dependencies d FORCE INDEX (job_dependencies_job_idx) ON d.job_id = t.id LEFT JOIN jobs j FORCE INDEX (PRIMARY) ON j.id = d.job_id WHERE j.id IS NULL"
 );
 
 pub(crate) const DELETE_EDGES_INTO: &str = concat!(

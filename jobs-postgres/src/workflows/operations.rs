@@ -10,6 +10,12 @@ use super::PgStore;
 use crate::driver::PgDriver;
 use crate::op_conn::{on_conn, on_tx};
 
+/// How long a sweep's settle waits for a row another transaction holds (an application's
+/// that locked a dependent, say) before its page fails and is passed over
+/// (`workflow::finish_page`); MariaDB's and MySQL's sessions wait as long. An eager settle
+/// skips such rows instead.
+const SWEEP_LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '5s'";
+
 impl PgDriver {
     /// See `JobInsertWorkflowParams`.
     pub(crate) async fn insert_workflow(
@@ -36,7 +42,12 @@ impl PgDriver {
             }
         };
         let done = workflow::settle_cascade(first, |ids| async move {
-            on_tx!(self, c => workflow::settle_round(&mut PgStore(c), &ids, limit, now, skip_locked))
+            on_tx!(self, c => async move {
+                if !skip_locked {
+                    diesel_async::RunQueryDsl::execute(diesel::sql_query(SWEEP_LOCK_TIMEOUT), &mut *c).await?;
+                }
+                workflow::settle_round(&mut PgStore(c), &ids, limit, now, skip_locked).await
+            })
         })
         .await;
         workflow::finish_page(done, next, finished.is_none())
