@@ -52,12 +52,13 @@ const DELETE_COMPLETED: &str = concat!(
 // The state an outcome writes: a job whose cancellation was requested while it ran ends
 // cancelled unless it succeeded; one that would run again while it waits for a
 // dependency (a retry of which re-opened its edge while it ran) waits in `pending`,
-// released when the dependency finishes. (No assignment below reads a column another one
+// released when the dependency finishes (not one a dependency failed meanwhile: see the
+// Postgres driver's `REQUESTED_STATE`). (No assignment below reads a column another one
 // assigns: MySQL does not promise their order in a multi-table UPDATE.)
 macro_rules! new_state {
     () => {
         "IF(c.state IN ('retryable', 'scheduled', 'available'), \
-         IF(j.cancel_requested_at IS NOT NULL, 'cancelled', IF(j.waiting_on > 0, 'pending', c.state)), c.state)"
+         IF(j.cancel_requested_at IS NOT NULL, 'cancelled', IF(j.waiting_on > 0 AND j.failed_on = 0, 'pending', c.state)), c.state)"
     };
 }
 

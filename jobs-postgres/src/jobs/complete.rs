@@ -27,9 +27,11 @@ macro_rules! running_at_attempt {
 
 // A job whose cancellation was requested while it ran ends cancelled unless it succeeded;
 // one that would run again while it waits for a dependency (a retry of which re-opened
-// its edge while it ran) waits in `pending`, released when the dependency finishes.
+// its edge while it ran) waits in `pending`, released when the dependency finishes. (Not
+// one a dependency failed meanwhile: a settle cancels only on a failure it settles, so
+// in `pending` it would wait for ever; it runs again, as it would have.)
 const REQUESTED_STATE: &str = "CASE WHEN jobs.cancel_requested_at IS NOT NULL AND c.state IN ('retryable', 'scheduled', 'available') \
-     THEN 'cancelled' WHEN jobs.waiting_on > 0 AND c.state IN ('retryable', 'scheduled', 'available') \
+     THEN 'cancelled' WHEN jobs.waiting_on > 0 AND jobs.failed_on = 0 AND c.state IN ('retryable', 'scheduled', 'available') \
      THEN 'pending' ELSE c.state END";
 
 /// Whether the requested state would take the job's uniqueness key while another job

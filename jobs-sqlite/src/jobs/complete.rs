@@ -73,12 +73,13 @@ fn successes_json<'a>(completions: impl Iterator<Item = &'a Completion>) -> Stri
 // The state an outcome asks for: a job whose cancellation was requested while it ran
 // ends cancelled unless it succeeded ($3 is the outcome's state); one that would run
 // again while it waits for a dependency (a retry of which re-opened its edge while it
-// ran) waits in `pending`, released when the dependency finishes. SQLite evaluates every
+// ran) waits in `pending`, released when the dependency finishes (not one a dependency
+// failed meanwhile: see the Postgres driver's `REQUESTED_STATE`). SQLite evaluates every
 // SET expression against the row as it was, so the expressions repeat it.
 macro_rules! requested_state {
     () => {
         "(CASE WHEN cancel_requested_at IS NOT NULL AND $3 IN ('retryable', 'scheduled', 'available') \
-         THEN 'cancelled' WHEN waiting_on > 0 AND $3 IN ('retryable', 'scheduled', 'available') \
+         THEN 'cancelled' WHEN waiting_on > 0 AND failed_on = 0 AND $3 IN ('retryable', 'scheduled', 'available') \
          THEN 'pending' ELSE $3 END)"
     };
 }
