@@ -95,6 +95,7 @@ macro_rules! with_cases {
             an_eager_settle_never_waits_for_an_application_transaction: [SkipLocked],
             a_completed_dependency_is_kept_on_a_delete_on_completion_queue: [],
             a_sweep_passes_over_a_page_an_application_holds: [SkipLocked],
+            a_rescued_step_waits_for_its_retried_dependency: [],
             a_workflows_members_are_listed_and_counted_by_its_id: [],
             a_batch_calls_back_once_when_sealed_and_every_member_finished: [],
             ]

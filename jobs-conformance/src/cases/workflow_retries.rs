@@ -4,7 +4,8 @@
 //! step retried while its dependency still fails it is cancelled again, not stranded; a
 //! deleted step leaves no edges; a wide fan-out takes a large result; an eager settle
 //! never waits for an application's transaction; a completed dependency is kept on a
-//! delete-on-completion queue; a sweep passes over a page an application holds.
+//! delete-on-completion queue; a sweep passes over a page an application holds; a step
+//! rescued while its dependency reruns waits for it.
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use jobs_core::driver::{
     Completion, DependsOn, JobCancelManyParams, JobCompleteManyParams, JobDeleteManyParams,
     JobDependenciesParams, JobRetryManyParams, JobSettleParams, JobState, OnFailure,
 };
+use jobs_core::maintenance::{Rescuer, RescuerConfig, ServiceContext};
 use serde_json::json;
 
 use super::workflows::{claim, finish, insert, settle, states, step, workflow};
@@ -246,4 +248,23 @@ pub async fn a_sweep_passes_over_a_page_an_application_holds(db: TestDb) {
     tx.rollback().await.expect("roll back");
     assert_eq!(settle(&db, None).await.released, 1);
     assert_eq!(db.job(after[0]).await.state, Available);
+}
+
+/// A step running while its dependency is retried, whose node is then lost, goes back
+/// to `pending`, not `available`: rescued, it waits for the dependency's rerun like a
+/// step that failed (it would otherwise run before its dependency, on the old result).
+pub async fn a_rescued_step_waits_for_its_retried_dependency(db: TestDb) {
+    use JobState::{Available, Completed, Pending};
+    let ids = chain(&db, "rescued", 2, OnFailure::Cancel).await;
+    finish(&db, "rescued-0", ids[0], Completed, None).await;
+    claim(&db, "rescued-1", ids[1]).await;
+    retry(&db, &ids[..1]).await;
+    // The step's node ("flow-node") never beat: the rescuer finds it lost.
+    let ctx = ServiceContext::new(db.driver.clone(), "rescuer-node");
+    let rescued = Rescuer::new(RescuerConfig::default()).run_once(&ctx).await.expect("rescue");
+    assert!(rescued.contains(&ids[1]), "the step is rescued: {rescued:?}");
+    let b = db.job(ids[1]).await;
+    assert_eq!((b.state, b.errors[0]["error_type"].clone()), (Pending, json!("rescued_node_lost")));
+    finish(&db, "rescued-0", ids[0], Completed, None).await;
+    assert_eq!(db.job(ids[1]).await.state, Available, "released by the dependency's rerun");
 }

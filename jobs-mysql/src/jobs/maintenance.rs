@@ -186,7 +186,8 @@ UPDATE JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$[0]', state VARCHAR(16) P
 STRAIGHT_JOIN jobs j FORCE INDEX (PRIMARY) ON j.id = c.id
 SET j.unique_key = IF(c.state <> 'available' AND c.key_taken = 1 AND FIND_IN_SET(c.state, j.unique_states) > 0,
                       NULL, j.unique_key),
-    j.state = c.state,
+    -- A workflow step whose dependency was retried while it ran waits for it again.
+    j.state = IF(c.state = 'available' AND j.waiting_on > 0 AND j.failed_on = 0, 'pending', c.state),
     j.max_attempts = c.max_attempts,
     j.finalized_at = IF(c.state = 'available', NULL, COALESCE($2, UTC_TIMESTAMP(6))),
     -- Appended as MariaDB and MySQL both can (MariaDB has no CAST … AS JSON).

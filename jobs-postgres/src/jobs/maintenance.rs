@@ -142,7 +142,9 @@ const WRITE_FATES: &str = concat!(
     "WITH clock AS (SELECT COALESCE($5::timestamptz, now()) AS now),
 rescued AS (
     UPDATE jobs
-    SET state = f.state::job_state,
+    -- A workflow step whose dependency was retried while it ran waits for it again.
+    SET state = CASE WHEN f.state = 'available' AND jobs.waiting_on > 0 AND jobs.failed_on = 0
+                     THEN 'pending' ELSE f.state::job_state END,
         max_attempts = f.max_attempts,
         finalized_at = CASE WHEN f.state <> 'available' THEN clock.now END,
         errors = jobs.errors || jsonb_build_array(f.entry::jsonb || jsonb_build_object('at', clock.now)),

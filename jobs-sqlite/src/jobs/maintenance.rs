@@ -182,7 +182,8 @@ impl StuckRow {
 // One job's fate: $1 id, $2 state, $3 attempts allowed, $4 error entry, $5 now (ms).
 const WRITE_FATE: &str = "\
 UPDATE jobs
-SET state = $2,
+-- A workflow step whose dependency was retried while it ran waits for it again.
+SET state = CASE WHEN $2 = 'available' AND waiting_on > 0 AND failed_on = 0 THEN 'pending' ELSE $2 END,
     max_attempts = $3,
     finalized_at = CASE WHEN $2 <> 'available' THEN $5 END,
     errors = json_insert(errors, '$[#]', json($4)),
