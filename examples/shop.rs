@@ -12,7 +12,8 @@
 //! binaries (removed on exit). It prints the URL, so `shop-worker` can join it. Then it:
 //! - serves `POST /signup` (`email=...`): writes the user and enqueues the welcome mail in
 //!   one transaction, and `POST /orders` (`user_id=...&cents=...`): writes the order and
-//!   enqueues its fulfilment, which fails twice and succeeds on the third attempt;
+//!   enqueues a workflow, its fulfilment (which fails twice and succeeds on the third
+//!   attempt) and then the customer's shipping mail, which reads the fulfilment's answer;
 //! - signs up 20 sample users (two addresses bounce: their mails fail and retry), places
 //!   orders, charges some (one cancels itself, one is discarded, one panics and retries),
 //!   schedules a follow-up mail for later, and runs two cron jobs (carts every minute, a
@@ -53,7 +54,7 @@ async fn sign_up(db: web::Data<Db>, form: web::Form<SignUp>) -> HttpResponse {
     }
 }
 
-/// `POST /orders`: the order and its fulfilment job commit together.
+/// `POST /orders`: the order and its workflow (fulfil, then mail) commit together.
 async fn place_order(db: web::Data<Db>, form: web::Form<NewOrder>) -> HttpResponse {
     match store::place_order(&db, form.user_id, form.cents).await {
         Ok(order_id) => HttpResponse::Created().body(format!("order {order_id} placed\n")),

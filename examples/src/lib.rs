@@ -112,6 +112,22 @@ pub async fn fulfil_order(ctx: JobContext, args: Fulfil) -> Result<String, Wareh
     Ok(format!("order {} shipped", args.order_id))
 }
 
+/// Arguments of [`mail_shipped`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Shipped {
+    /// The order that left the warehouse.
+    pub order_id: i64,
+}
+
+/// Tells the customer their order is on its way: the second step of an order's workflow
+/// ([`store::place_order`]), due only once [`fulfil_order`] completed, whose answer it
+/// reads. Were the fulfilment given up on, this mail would be cancelled, never sent.
+#[job(kind = "shop.mail_shipped", queue = "mailers", max_attempts = 5)]
+pub async fn mail_shipped(ctx: JobContext, args: Shipped) -> Result<String, jobs_core::Error> {
+    let shipped: String = ctx.dependency_result::<fulfil_order>().await?;
+    Ok(format!("mailed the customer of order {}: {shipped}", args.order_id))
+}
+
 /// Sends yesterday's figures to the team, every night at 03:00 UTC.
 #[job(kind = "shop.nightly_digest", queue = "reports", cron = "0 3 * * *")]
 pub async fn nightly_digest(ctx: JobContext) -> Result<String, jobs_core::Error> {
@@ -262,7 +278,9 @@ pub mod store {
     use diesel_async::{AsyncConnection, RunQueryDsl};
 
     use super::schema::{orders, users};
-    use super::{Db, Fulfil, Welcome, fulfil_order, send_welcome};
+    use jobs_core::{JobExt, Workflow};
+
+    use super::{Db, Fulfil, Shipped, Welcome, fulfil_order, mail_shipped, send_welcome};
 
     /// Signs up `email`: the user row and the welcome mail commit together. Returns the
     /// user's id.
@@ -279,7 +297,8 @@ pub mod store {
         })
     }
 
-    /// Places an order and queues its fulfilment, in one transaction. Returns the order id.
+    /// Places an order and queues its fulfilment and then the customer's mail (a workflow:
+    /// the mail waits for the fulfilment), in one transaction. Returns the order id.
     pub async fn place_order(db: &Db, user_id: i64, cents: i64) -> Result<i64, jobs_core::Error> {
         let last_id = sql::<BigInt>(db.last_insert_id());
         with_connection!(db, |conn| {
@@ -289,7 +308,11 @@ pub mod store {
                     .execute(tx)
                     .await?;
                 let order_id: i64 = diesel::select(last_id).get_result(tx).await?;
-                fulfil_order::enqueue(&mut *tx, Fulfil { order_id }).await?;
+                // Ship it, then mail the customer: one workflow, in the order's transaction.
+                let mut order = Workflow::new(format!("order {order_id}"));
+                let ship = order.add(fulfil_order::build(Fulfil { order_id }));
+                order.add_after(mail_shipped::build(Shipped { order_id }), [&ship]);
+                order.enqueue(&mut *tx).await?;
                 Ok(order_id)
             })
             .await

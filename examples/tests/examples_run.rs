@@ -135,10 +135,14 @@ async fn post(address: &str, path: &str, body: &str) -> String {
 const FULFILLED: &str = "SELECT count(*) AS n FROM jobs_all \
      WHERE kind = 'shop.fulfil_order' AND state = 'completed' AND attempt = 3";
 
+const MAILED: &str = "SELECT count(*) AS n FROM jobs_all \
+     WHERE kind = 'shop.mail_shipped' AND state = 'completed' AND workflow_id IS NOT NULL";
+
 /// Runs the demo shop (started by the caller) through its paces: a sign-up in one
-/// transaction, a rejected duplicate, orders that fail twice and succeed, cron schedules,
-/// a scheduled mail; then stops it with `stop` (SIGINT as Ctrl-C, SIGTERM as a container
-/// runtime does) and sees the worker drain and the process exit 0.
+/// transaction, a rejected duplicate, orders that fail twice, succeed and then mail the
+/// customer (a workflow), cron schedules, a scheduled mail; then stops it with `stop`
+/// (SIGINT as Ctrl-C, SIGTERM as a container runtime does) and sees the worker drain and
+/// the process exit 0.
 async fn the_shop_works(mut shop: Running, stop: nix::sys::signal::Signal) {
     let url = database_url(&shop.line_with("DATABASE_URL=").await);
     let dashboard = shop.line_with("dashboard: http://").await;
@@ -165,6 +169,9 @@ async fn the_shop_works(mut shop: Running, stop: nix::sys::signal::Signal) {
     );
     // Each sample order's fulfilment fails twice, then succeeds on the third attempt.
     wait_count(&url, FULFILLED, 2).await;
+    // Then each order's shipping mail, the workflow's second step, read the answer (it
+    // fails on a dependency without one) and completed.
+    wait_count(&url, MAILED, 2).await;
     // Both cron schedules are declared, active, with their next run computed.
     assert_eq!(
         count(
