@@ -278,7 +278,7 @@ pub mod store {
     use diesel_async::{AsyncConnection, RunQueryDsl};
 
     use super::schema::{orders, users};
-    use jobs_core::{JobExt, Workflow};
+    use jobs_core::Workflow;
 
     use super::{Db, Fulfil, Shipped, Welcome, fulfil_order, mail_shipped, send_welcome};
 

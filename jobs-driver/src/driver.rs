@@ -18,7 +18,7 @@ use crate::state::JobState;
 use crate::stats::*;
 use crate::workflow::{
     BatchChanged, Dependency, InsertedWorkflow, JobBatchParams, JobDependenciesParams,
-    JobInsertWorkflowParams, JobSettleParams, Settled,
+    JobInsertWorkflowParams, JobSettleParams, Settled, WorkflowGetParams, WorkflowInfo,
 };
 
 /// A database the engine can run on. One implementation per backend owns all of that
@@ -89,6 +89,8 @@ pub trait Driver: Send + Sync + std::fmt::Debug + 'static {
     async fn job_settle(&self, params: JobSettleParams<'_>) -> Result<Settled>;
     /// See [`JobDependenciesParams`].
     async fn job_dependencies(&self, params: JobDependenciesParams) -> Result<Vec<Dependency>>;
+    /// See [`WorkflowGetParams`].
+    async fn workflow_get(&self, params: WorkflowGetParams) -> Result<Option<WorkflowInfo>>;
 
     // --- jobs: reads ---
 

@@ -151,6 +151,10 @@ impl Driver for MysqlDriver {
         on_connection!(self, |c| crate::workflows::dependencies(c, params.job_id).await)
     }
 
+    async fn workflow_get(&self, params: WorkflowGetParams) -> Result<Option<WorkflowInfo>> {
+        on_connection!(self, |c| crate::workflows::workflow_get(c, params.id).await)
+    }
+
     async fn job_get(&self, params: JobGetParams) -> Result<Option<JobRow>> {
         on_connection!(self, |c| jobs_read::get(c, params.id).await)
     }

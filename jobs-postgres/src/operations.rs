@@ -121,6 +121,10 @@ impl Driver for PgDriver {
         on_conn!(self, c => workflows::dependencies(c, params.job_id))
     }
 
+    async fn workflow_get(&self, params: WorkflowGetParams) -> Result<Option<WorkflowInfo>> {
+        on_conn!(self, c => workflows::workflow_get(c, params.id))
+    }
+
     async fn job_get(&self, params: JobGetParams) -> Result<Option<JobRow>> {
         on_conn!(self, c => jobs::read::get(c, params.id))
     }

@@ -156,6 +156,10 @@ impl Driver for SqliteDriver {
         read(&self.pool, move |c| crate::workflows::dependencies(c, job_id)).await
     }
 
+    async fn workflow_get(&self, params: WorkflowGetParams) -> Result<Option<WorkflowInfo>> {
+        read(&self.pool, move |c| crate::workflows::workflow_get(c, params.id)).await
+    }
+
     async fn job_get(&self, params: JobGetParams) -> Result<Option<JobRow>> {
         read(&self.pool, move |c| jobs_read::get(c, params.id)).await
     }

@@ -87,6 +87,8 @@ async fn a_workflow_is_followed_and_acted_on_whole_in_the_browser() {
     click(&client, "#workflow-link").await;
     let progress = text(&client, "#workflow-progress").await;
     assert!(progress.contains("1 of 3 members finished"), "{progress}");
+    assert_eq!(text(&client, "#workflow-name").await, "signup", "its name");
+    assert!(progress.contains("cancels what waits"), "its setting: {progress}");
     let mut listed = Vec::new();
     for link in client.find_all(Locator::Css("#jobs .job-link")).await.expect("rows") {
         listed.push(link.text().await.expect("an id").parse::<i64>().expect("an id"));

@@ -1,9 +1,16 @@
 //! Reading a workflow's members: the list and the count of the jobs of one workflow
 //! (`JobFilter::workflow`), finished ones included wherever they are kept, with the other
 //! conditions of a filter — what the dashboard's workflow view and its whole-workflow
-//! cancel and retry read.
+//! cancel and retry read; a workflow's own row, read by id, pruned with its last member.
 
-use jobs_core::driver::{DependsOn, JobCountParams, JobFilter, JobListParams, JobOrder, JobState, OnFailure};
+use std::time::Duration;
+
+use chrono::Utc;
+use jobs_core::driver::{
+    BatchChange, BatchTarget, DependsOn, JobArchiveParams, JobBatchParams, JobCancelManyParams,
+    JobCountParams, JobFilter, JobListParams, JobOrder, JobPruneParams, JobState, NewJob, OnFailure,
+    WorkflowGetParams, WorkflowInfo,
+};
 use jobs_core::{Count, JobRow};
 
 use super::workflows::{finish, insert, step, workflow};
@@ -48,4 +55,74 @@ pub async fn a_workflows_members_are_listed_and_counted_by_its_id(db: TestDb) {
     let theirs = db.job(other[0]).await.workflow_id;
     let others = JobFilter { workflow: theirs, order: JobOrder::OldestFirst, ..JobFilter::default() };
     assert_eq!(listed(&db, &others).await, other);
+}
+
+async fn get(db: &TestDb, id: i64) -> Option<WorkflowInfo> {
+    db.driver.workflow_get(WorkflowGetParams { id }).await.expect("read the workflow")
+}
+
+/// A workflow's row reads by id (its name, what a failure does; a batch's callback and
+/// seal), and goes with its last member, not before: pruned one member at a time, from
+/// the jobs table and the archive where there is one. A batch not sealed stays (an add
+/// may be committing).
+pub async fn a_workflow_reads_by_id_and_goes_with_its_last_member(db: TestDb) {
+    let steps = vec![step("pruned-0", &[]), step("pruned-1", &[DependsOn::Step(0)])];
+    let ids = insert(&db, &workflow(OnFailure::Hold, steps)).await;
+    let id = db.job(ids[0]).await.workflow_id.expect("a step names its workflow");
+    let expected = WorkflowInfo {
+        id,
+        name: "flow".into(),
+        on_failure: OnFailure::Hold,
+        callback_id: None,
+        sealed: false,
+    };
+    assert_eq!(get(&db, id).await, Some(expected));
+    assert_eq!(get(&db, id + 1_000).await, None, "no such workflow");
+    let callback = NewJob::new("callback", "pruned-callback", "{}");
+    let change = BatchChange {
+        target: BatchTarget::New { name: "newsletter".into(), callback: Box::new(callback) },
+        members: vec![NewJob::new("member", "pruned-member", "{}")],
+        seal: true,
+    };
+    let batch = db.driver.job_batch(JobBatchParams { change: &change, now: None }).await.expect("open");
+    let read = get(&db, batch.batch_id).await.expect("the batch");
+    assert_eq!(
+        (read.name.as_str(), read.callback_id, read.sealed),
+        ("newsletter", Some(batch.callback_id), true)
+    );
+
+    for (step, queue) in ids.iter().zip(["pruned-0", "pruned-1"]) {
+        finish(&db, queue, *step, JobState::Completed, None).await;
+    }
+    db.driver
+        .job_archive(JobArchiveParams { limit: 1 })
+        .await
+        .expect("archive one (where there is an archive)");
+    let members = JobFilter { workflow: Some(id), ..JobFilter::default() };
+    let later = Some(Utc::now() + chrono::Duration::hours(1));
+    let prune =
+        JobPruneParams { state: JobState::Completed, retention: Duration::ZERO, limit: 1, now: later };
+    loop {
+        let left = counted(&db, &members).await;
+        assert_eq!(get(&db, id).await.is_some(), left != Count::Exact(0), "{left:?} members left");
+        if left == Count::Exact(0) {
+            break;
+        }
+        assert!(db.driver.job_prune(prune).await.expect("prune") > 0, "a member is pruned");
+    }
+    assert!(get(&db, batch.batch_id).await.is_some(), "a batch with members left stays");
+
+    // A batch not sealed may still take members: it stays when its last one goes.
+    let callback = NewJob::new("callback", "open-callback", "{}");
+    let change = BatchChange {
+        target: BatchTarget::New { name: "open".into(), callback: Box::new(callback) },
+        members: Vec::new(),
+        seal: false,
+    };
+    let open = db.driver.job_batch(JobBatchParams { change: &change, now: None }).await.expect("open");
+    let ids = [open.callback_id];
+    db.driver.job_cancel_many(JobCancelManyParams { ids: &ids }).await.expect("cancel the callback");
+    let prune = JobPruneParams { state: JobState::Cancelled, ..prune };
+    assert_eq!(db.driver.job_prune(prune).await.expect("prune"), 1, "the callback goes");
+    assert!(get(&db, open.batch_id).await.is_some(), "an unsealed batch stays");
 }

@@ -211,6 +211,9 @@ impl Driver for InlineDriver {
     async fn job_dependencies(&self, _: JobDependenciesParams) -> Result<Vec<Dependency>> {
         self.unsupported("read dependencies")
     }
+    async fn workflow_get(&self, _: WorkflowGetParams) -> Result<Option<WorkflowInfo>> {
+        self.unsupported("read workflows")
+    }
     async fn job_get(&self, _: JobGetParams) -> Result<Option<JobRow>> {
         self.unsupported("read jobs")
     }

@@ -3,7 +3,10 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use jobs_core::driver::{Capability, Driver, INDEXED_SEARCH_STATES, JobCountParams, JobListParams, JobOrder};
+use jobs_core::driver::{
+    Capability, Driver, INDEXED_SEARCH_STATES, JobCountParams, JobListParams, JobOrder, OnFailure,
+    WorkflowGetParams, WorkflowInfo,
+};
 use jobs_core::{Action, Count, JobFilter, JobRow, JobState};
 
 use super::overview::COUNT_CAP;
@@ -40,22 +43,51 @@ struct JobsPage {
     workflow: Option<Progress>,
 }
 
-/// A workflow's or batch's progress: members finished, of all its members.
+/// A workflow's or batch's heading: what it is, its name and setting, and its progress
+/// (members finished, of all its members).
 pub(crate) struct Progress {
     pub(crate) id: i64,
+    /// "Workflow" or "Batch".
+    pub(crate) what: &'static str,
+    /// The name it was enqueued with (`None`: no such row, or pruned with its members).
+    pub(crate) name: Option<String>,
+    /// Its setting: what a failure does (a workflow), or whether it is sealed (a batch).
+    pub(crate) note: &'static str,
     pub(crate) finished: String,
     pub(crate) total: String,
 }
 
-/// The progress of workflow `id` (two counts through the index of its members).
+/// The heading of workflow `id`: its row, then two counts through the index of its
+/// members.
 async fn progress(driver: &dyn Driver, id: i64) -> Result<Progress, DashboardError> {
+    let info = driver.workflow_get(WorkflowGetParams { id }).await?;
     let all = JobFilter { workflow: Some(id), ..JobFilter::default() };
     let finished = JobFilter { states: JobState::FINAL.to_vec(), ..all.clone() };
-    let (total, finished) = tokio::try_join!(
-        driver.job_count(JobCountParams { filter: &all, cap: COUNT_CAP }),
-        driver.job_count(JobCountParams { filter: &finished, cap: COUNT_CAP }),
-    )?;
-    Ok(Progress { id, finished: count_label(finished), total: count_label(total) })
+    let total = driver.job_count(JobCountParams { filter: &all, cap: COUNT_CAP }).await?;
+    let finished = driver.job_count(JobCountParams { filter: &finished, cap: COUNT_CAP }).await?;
+    let (what, note) = match &info {
+        Some(WorkflowInfo { callback_id: Some(_), sealed: true, .. }) => {
+            ("Batch", "sealed: its callback runs once every member finished")
+        }
+        Some(WorkflowInfo { callback_id: Some(_), .. }) => {
+            ("Batch", "open: members may still join; its callback waits for the seal")
+        }
+        Some(WorkflowInfo { on_failure: OnFailure::Cancel, .. }) => {
+            ("Workflow", "a failed step cancels what waits for it")
+        }
+        Some(WorkflowInfo { on_failure: OnFailure::Hold, .. }) => {
+            ("Workflow", "a failed step holds what waits for it for a person")
+        }
+        None => ("Workflow", "not found: it never existed, or went with its last member"),
+    };
+    Ok(Progress {
+        id,
+        what,
+        name: info.map(|i| i.name),
+        note,
+        finished: count_label(finished),
+        total: count_label(total),
+    })
 }
 
 impl JobsPage {

@@ -144,6 +144,23 @@ pub struct InsertedWorkflow {
     pub jobs: Vec<Inserted>,
 }
 
+/// A workflow's (or batch's) row, as `workflow_get` reads it: for people (the dashboard's
+/// workflow view). The pruner removes it with the last of its members.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowInfo {
+    /// Its id (its members' `workflow_id`).
+    pub id: i64,
+    /// The name it was enqueued with.
+    pub name: String,
+    /// What a failed member does to the members that wait for it.
+    pub on_failure: OnFailure,
+    /// Its callback, when it is a batch.
+    pub callback_id: Option<i64>,
+    /// A batch that takes no more members (its callback waits for the seal); a workflow
+    /// is never sealed.
+    pub sealed: bool,
+}
+
 /// One dependency of a job, as `job_dependencies` reads it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dependency {

@@ -26,10 +26,13 @@ pub use crate::validation::{MAX_WORKFLOW_NAME, MAX_WORKFLOW_STEPS};
 pub use batch::{BatchChange, BatchChanged, BatchTarget, change_batch};
 pub use definition::{
     DEPENDENCY_FAILED, Dependency, DependsOn, InsertedWorkflow, Needs, NewStep, NewWorkflow, OnFailure,
-    dependency_failed_entry,
+    WorkflowInfo, dependency_failed_entry,
 };
 pub use error::WorkflowError;
-pub use params::{JobBatchParams, JobDependenciesParams, JobInsertWorkflowParams, JobSettleParams, Settled};
+pub use params::{
+    JobBatchParams, JobDependenciesParams, JobInsertWorkflowParams, JobSettleParams, Settled,
+    WorkflowGetParams,
+};
 pub use plan::insert_workflow;
 pub use settle::{
     MAX_CASCADE_ROUNDS, REOPEN_LIMIT, Reopened, SettleRound, reopen, settle_after_control, settle_cascade,
@@ -38,5 +41,5 @@ pub use settle::{
 pub use store::{
     DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowRow, WorkflowStore,
 };
-pub use stored::{edges_json, pairs_json, stored_state};
+pub use stored::{WORKFLOW_GET, WorkflowInfoRow, edges_json, pairs_json, stored_state};
 pub use sweep::finish_page;

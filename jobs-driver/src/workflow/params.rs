@@ -63,6 +63,14 @@ pub struct Settled {
     pub next: Option<i64>,
 }
 
+/// `workflow_get`: workflow (or batch) `id`'s row; `None` when there is none (never was,
+/// or pruned with its last member).
+#[derive(Debug, Clone, Copy)]
+pub struct WorkflowGetParams {
+    /// The workflow.
+    pub id: i64,
+}
+
 /// `job_dependencies`: the dependencies of job `job_id`, with their outcome and copied
 /// result, ascending by dependency.
 #[derive(Debug, Clone, Copy)]

@@ -1,10 +1,13 @@
 //! Workflow rows as backends without JSON or enum column types store them (SQLite,
 //! MySQL): states and needs as names, results as JSON text, and a batch of edges as one
-//! JSON array that the insert statement unpacks.
+//! JSON array that the insert statement unpacks. A workflow's row reads alike everywhere
+//! ([`WorkflowInfoRow`], for every driver's [`WORKFLOW_GET`]).
 
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use serde_json::Value;
 
-use super::definition::{Dependency, Needs};
+use super::definition::{Dependency, Needs, OnFailure, WorkflowInfo};
 use super::store::{DependencyState, Edge};
 use crate::error::{DriverError, Result};
 use crate::state::JobState;
@@ -79,6 +82,38 @@ impl DependencyState {
         result_text: Option<&str>,
     ) -> Result<DependencyState> {
         Ok(DependencyState { id, kind, state: stored_state(state_name)?, result: result(result_text)? })
+    }
+}
+
+/// The statement `workflow_get` runs on every backend (`$1`: the id), read as a
+/// [`WorkflowInfoRow`].
+pub const WORKFLOW_GET: &str = "SELECT id, name, on_failure, callback_id, sealed_at IS NOT NULL AS sealed \
+     FROM job_workflows WHERE id = $1";
+
+/// A `job_workflows` row as [`WORKFLOW_GET`] reads it, on any backend.
+#[derive(Debug, QueryableByName)]
+pub struct WorkflowInfoRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Text)]
+    name: String,
+    #[diesel(sql_type = Text)]
+    on_failure: String,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    callback_id: Option<i64>,
+    #[diesel(sql_type = Bool)]
+    sealed: bool,
+}
+
+impl From<WorkflowInfoRow> for WorkflowInfo {
+    fn from(r: WorkflowInfoRow) -> WorkflowInfo {
+        WorkflowInfo {
+            id: r.id,
+            name: r.name,
+            on_failure: OnFailure::from_stored(&r.on_failure),
+            callback_id: r.callback_id,
+            sealed: r.sealed,
+        }
     }
 }
 

@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Bool, Datetime, Integer, Nullable, Text, Varbinary};
 use diesel_async::{AsyncConnection, AsyncMysqlConnection, RunQueryDsl};
+use jobs_driver::rows::Member;
 use jobs_driver::{
     DriverError, JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams, JobState, Notification,
     RescueFate, RescueReason, Result, Stuck,
@@ -303,8 +304,8 @@ pub(crate) async fn release_orphans(
 
 /// See [`JobPruneParams`].
 pub(crate) async fn prune(conn: &mut AsyncMysqlConnection, params: JobPruneParams) -> Result<i64> {
-    let doomed: Vec<crate::rows::Id> = CachedQuery::new(
-        "SELECT id FROM jobs WHERE state = $1 AND state_at < COALESCE($2, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND
+    let doomed: Vec<Member> = CachedQuery::new(
+        "SELECT id, workflow_id FROM jobs WHERE state = $1 AND state_at < COALESCE($2, UTC_TIMESTAMP(6)) - INTERVAL $3 MICROSECOND
          ORDER BY state_at LIMIT $4",
     )
     .bind::<Text, _>(params.state.as_str())
@@ -333,5 +334,19 @@ pub(crate) async fn prune(conn: &mut AsyncMysqlConnection, params: JobPruneParam
     .bind::<Text, _>(ids.as_str())
     .execute(conn)
     .await?;
+    // A workflow goes with its last member; a batch that may still take members (unsealed)
+    // stays, as on every backend.
+    let workflows = Member::workflows(&doomed);
+    if !workflows.is_empty() {
+        CachedQuery::new(concat!(
+            "DELETE w FROM JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$')) AS t ",
+            "STRAIGHT_JOIN job_workflows w FORCE INDEX (PRIMARY) ON w.id = t.id ",
+            "WHERE (w.callback_id IS NULL OR w.sealed_at IS NOT NULL) ",
+            "AND NOT EXISTS (SELECT 1 FROM jobs j FORCE INDEX (jobs_workflow_idx) WHERE j.workflow_id = w.id)"
+        ))
+        .bind::<Text, _>(super::read::ids_json(&workflows))
+        .execute(conn)
+        .await?;
+    }
     Ok(n as i64)
 }

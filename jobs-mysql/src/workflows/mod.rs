@@ -15,10 +15,10 @@ use diesel::mysql::Mysql;
 use diesel::sql_types::{BigInt, Integer, Nullable, Text};
 use diesel_async::{AsyncConnection, AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::workflow::{
-    self, DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowRow, WorkflowStore,
-    dependency_failed_entry,
+    self, DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WORKFLOW_GET, WorkflowInfoRow,
+    WorkflowRow, WorkflowStore, dependency_failed_entry,
 };
-use jobs_driver::{Dependency, Inserted, JobState, NewJob, Notification, OnFailure, Result};
+use jobs_driver::{Dependency, Inserted, JobState, NewJob, Notification, OnFailure, Result, WorkflowInfo};
 use serde_json::Value;
 
 use crate::cached::CachedQuery;
@@ -296,4 +296,13 @@ where
 {
     let rows: Vec<EdgeRow> = CachedQuery::new(DEPENDENCIES).bind::<BigInt, _>(job_id).load(conn).await?;
     rows.into_iter().map(|r| r.into_edge().map(Dependency::from)).collect()
+}
+
+/// Workflow `id`'s row (see `WorkflowGetParams`).
+pub(crate) async fn workflow_get<C>(conn: &mut C, id: i64) -> Result<Option<WorkflowInfo>>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
+    let rows: Vec<WorkflowInfoRow> = CachedQuery::new(WORKFLOW_GET).bind::<BigInt, _>(id).load(conn).await?;
+    Ok(rows.into_iter().next().map(WorkflowInfo::from))
 }

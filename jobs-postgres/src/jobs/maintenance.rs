@@ -276,7 +276,9 @@ macro_rules! prune_from {
             $table,
             ".id = d.id RETURNING ",
             $table,
-            ".id
+            ".id, ",
+            $table,
+            ".workflow_id
 )"
         )
     };
@@ -293,6 +295,21 @@ const PRUNE: &str = concat!(
 edges AS (
     DELETE FROM job_dependencies
     WHERE job_id IN (SELECT id FROM gone_jobs_archive UNION ALL SELECT id FROM gone_jobs)
+),
+-- A workflow goes with its last member (the statement's snapshot still sees the members
+-- it deletes: they are left out by id). A batch that may still take members (unsealed)
+-- stays: an add committed after this statement's snapshot would be missed. A row another
+-- transaction holds is left for a later prune.
+workflows AS (
+    DELETE FROM job_workflows w
+    WHERE w.id IN (SELECT id FROM job_workflows
+                   WHERE id IN (SELECT workflow_id FROM gone_jobs_archive UNION SELECT workflow_id FROM gone_jobs)
+                     AND (callback_id IS NULL OR sealed_at IS NOT NULL)
+                   FOR UPDATE SKIP LOCKED)
+      AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.workflow_id = w.id
+                                             AND j.id NOT IN (SELECT id FROM gone_jobs))
+      AND NOT EXISTS (SELECT 1 FROM jobs_archive a WHERE a.workflow_id = w.id
+                                                     AND a.id NOT IN (SELECT id FROM gone_jobs_archive))
 )
 SELECT (SELECT count(*) FROM gone_jobs_archive) + (SELECT count(*) FROM gone_jobs) AS n"
 );

@@ -11,10 +11,10 @@ use diesel::pg::Pg;
 use diesel::sql_types::{Array, BigInt, Int4, Jsonb, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::workflow::{
-    DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowRow, WorkflowStore,
-    dependency_failed_entry,
+    DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WORKFLOW_GET, WorkflowInfoRow,
+    WorkflowRow, WorkflowStore, dependency_failed_entry,
 };
-use jobs_driver::{Dependency, Inserted, JobState, NewJob, OnFailure, Result};
+use jobs_driver::{Dependency, Inserted, JobState, NewJob, OnFailure, Result, WorkflowInfo};
 use serde_json::Value;
 
 use crate::rows::Id;
@@ -305,4 +305,13 @@ where
 {
     let rows: Vec<EdgeRow> = diesel::sql_query(DEPENDENCIES).bind::<BigInt, _>(job_id).load(conn).await?;
     Ok(rows.into_iter().map(|r| Dependency::from(Edge::from(r))).collect())
+}
+
+/// Workflow `id`'s row (see `WorkflowGetParams`).
+pub(crate) async fn workflow_get<C>(conn: &mut C, id: i64) -> Result<Option<WorkflowInfo>>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let rows: Vec<WorkflowInfoRow> = diesel::sql_query(WORKFLOW_GET).bind::<BigInt, _>(id).load(conn).await?;
+    Ok(rows.into_iter().next().map(WorkflowInfo::from))
 }

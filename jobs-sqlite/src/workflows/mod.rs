@@ -9,10 +9,10 @@ use diesel::sql_types::{BigInt, Integer, Nullable, Text};
 use diesel::sqlite::Sqlite;
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::workflow::{
-    self, DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowRow, WorkflowStore,
-    dependency_failed_entry,
+    self, DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WORKFLOW_GET, WorkflowInfoRow,
+    WorkflowRow, WorkflowStore, dependency_failed_entry,
 };
-use jobs_driver::{Dependency, Inserted, JobState, NewJob, Notification, OnFailure, Result};
+use jobs_driver::{Dependency, Inserted, JobState, NewJob, Notification, OnFailure, Result, WorkflowInfo};
 use serde_json::Value;
 
 use crate::cached::CachedQuery;
@@ -253,4 +253,11 @@ pub(crate) fn dependencies(conn: &mut diesel::SqliteConnection, job_id: i64) -> 
     let rows: Vec<EdgeRow> =
         diesel::RunQueryDsl::load(CachedQuery::new(DEPENDENCIES).bind::<BigInt, _>(job_id), conn)?;
     rows.into_iter().map(|r| r.into_edge().map(Dependency::from)).collect()
+}
+
+/// Workflow `id`'s row (see `WorkflowGetParams`).
+pub(crate) fn workflow_get(conn: &mut diesel::SqliteConnection, id: i64) -> Result<Option<WorkflowInfo>> {
+    let rows: Vec<WorkflowInfoRow> =
+        diesel::RunQueryDsl::load(CachedQuery::new(WORKFLOW_GET).bind::<BigInt, _>(id), conn)?;
+    Ok(rows.into_iter().next().map(WorkflowInfo::from))
 }
