@@ -9,7 +9,7 @@ use jobs_driver::*;
 
 use crate::driver::{CAPABILITIES, MysqlDriver};
 
-use crate::jobs::{complete, control, due, insert, insert_full, list, maintenance, read as jobs_read};
+use crate::jobs::{complete, control, due, insert, insert_full, list, maintenance, prune, read as jobs_read};
 use crate::{
     kind_stats, leader, listener, migrate, nodes, queue_limits, queue_settings, queues, schedules, server,
     stats, wakeups,
@@ -110,7 +110,7 @@ impl Driver for MysqlDriver {
     }
 
     async fn job_prune(&self, params: JobPruneParams) -> Result<i64> {
-        on_connection!(self, |c| maintenance::prune(c, params).await)
+        on_connection!(self, |c| prune::prune(c, params).await)
     }
 
     async fn job_cancel_many(&self, params: JobCancelManyParams<'_>) -> Result<Vec<JobState>> {

@@ -86,7 +86,7 @@ impl Driver for PgDriver {
     }
 
     async fn job_prune(&self, params: JobPruneParams) -> Result<i64> {
-        on_conn!(self, c => jobs::maintenance::prune(c, params))
+        on_conn!(self, c => jobs::prune::prune(c, params))
     }
 
     async fn job_cancel_many(&self, params: JobCancelManyParams<'_>) -> Result<Vec<JobState>> {

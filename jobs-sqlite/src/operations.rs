@@ -8,7 +8,7 @@ use jobs_driver::*;
 
 use crate::driver::{CAPABILITIES, SqliteDriver};
 use crate::exec::{in_transaction, read, write};
-use crate::jobs::{complete, control, insert, insert_full, list, maintenance, read as jobs_read};
+use crate::jobs::{complete, control, insert, insert_full, list, maintenance, prune, read as jobs_read};
 use crate::time::{millis, now_ms};
 use crate::{
     kind_stats, leader, listener, migrate, nodes, queue_limits, queue_settings, queues, schedules, server,
@@ -116,7 +116,7 @@ impl Driver for SqliteDriver {
     }
 
     async fn job_prune(&self, params: JobPruneParams) -> Result<i64> {
-        write(&self.local, move |c| maintenance::prune(c, &params)).await
+        write(&self.local, move |c| prune::prune(c, &params)).await
     }
 
     async fn job_cancel_many(&self, params: JobCancelManyParams<'_>) -> Result<Vec<JobState>> {

@@ -8,8 +8,8 @@ use std::time::Duration;
 use chrono::Utc;
 use jobs_core::driver::{
     BatchChange, BatchTarget, DependsOn, JobArchiveParams, JobBatchParams, JobCancelManyParams,
-    JobCountParams, JobFilter, JobListParams, JobOrder, JobPruneParams, JobState, NewJob, OnFailure,
-    WorkflowGetParams, WorkflowInfo,
+    JobCountParams, JobDeleteManyParams, JobFilter, JobListParams, JobOrder, JobPruneParams, JobState,
+    NewJob, OnFailure, WorkflowGetParams, WorkflowInfo,
 };
 use jobs_core::{Count, JobRow};
 
@@ -63,8 +63,8 @@ async fn get(db: &TestDb, id: i64) -> Option<WorkflowInfo> {
 
 /// A workflow's row reads by id (its name, what a failure does; a batch's callback and
 /// seal), and goes with its last member, not before: pruned one member at a time, from
-/// the jobs table and the archive where there is one. A batch not sealed stays (an add
-/// may be committing).
+/// the jobs table and the archive where there is one, or deleted by a person. A batch not
+/// sealed stays (an add may be committing).
 pub async fn a_workflow_reads_by_id_and_goes_with_its_last_member(db: TestDb) {
     let steps = vec![step("pruned-0", &[]), step("pruned-1", &[DependsOn::Step(0)])];
     let ids = insert(&db, &workflow(OnFailure::Hold, steps)).await;
@@ -125,4 +125,17 @@ pub async fn a_workflow_reads_by_id_and_goes_with_its_last_member(db: TestDb) {
     let prune = JobPruneParams { state: JobState::Cancelled, ..prune };
     assert_eq!(db.driver.job_prune(prune).await.expect("prune"), 1, "the callback goes");
     assert!(get(&db, open.batch_id).await.is_some(), "an unsealed batch stays");
+
+    // A person's delete: a workflow goes with the last of its members, not before.
+    let steps = vec![step("deleted-0", &[]), step("deleted-1", &[DependsOn::Step(0)])];
+    let ids = insert(&db, &workflow(OnFailure::Cancel, steps)).await;
+    let id = db.job(ids[0]).await.workflow_id.expect("a step names its workflow");
+    let delete = |ids: Vec<i64>| {
+        let driver = db.driver.clone();
+        async move { driver.job_delete_many(JobDeleteManyParams { ids: &ids }).await.expect("delete") }
+    };
+    assert_eq!(delete(vec![ids[1]]).await, 1);
+    assert!(get(&db, id).await.is_some(), "a member is left");
+    assert_eq!(delete(vec![ids[0]]).await, 1);
+    assert_eq!(get(&db, id).await, None, "gone with its last member");
 }

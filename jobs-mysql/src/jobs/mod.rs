@@ -29,4 +29,5 @@ mod insert_read_back;
 mod insert_sql;
 pub(crate) mod list;
 pub(crate) mod maintenance;
+pub(crate) mod prune;
 pub(crate) mod read;

@@ -1,5 +1,6 @@
-//! The leader's queries: rescue stuck jobs, prune finished ones (due jobs are promoted in
-//! `due.rs`); and the node's own: hand back claims whose reply it never received.
+//! The leader's queries: rescue stuck jobs (due jobs are promoted in `due.rs`, finished
+//! ones pruned in `prune.rs`); and the node's own: hand back claims whose reply it never
+//! received.
 
 use chrono::{DateTime, Utc};
 use diesel::QueryableByName;
@@ -7,12 +8,11 @@ use diesel::pg::Pg;
 use diesel::sql_types::{Array, BigInt, Bool, Int4, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnection, AsyncConnectionCore, AsyncPgConnection, RunQueryDsl};
 use jobs_driver::{
-    DriverError, JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams, RescueFate, RescueReason,
-    Result, Stuck,
+    DriverError, JobReleaseOrphansParams, JobRescueStuckParams, RescueFate, RescueReason, Result, Stuck,
 };
 
 use crate::notifications::available_channel;
-use crate::rows::{Count, Id, millis};
+use crate::rows::{Id, millis};
 
 /// The columns of a [`Stuck`] row for the picked job `jobs` (a macro, for `concat!`).
 macro_rules! stuck_columns {
@@ -246,85 +246,4 @@ pub(crate) async fn rescue_stuck(
         write_fates(tx, stuck, params.rescuer, params.max_node_losses, params.now).await
     })
     .await
-}
-
-// Oldest first, in the archive and among the finished jobs still in `jobs` (those that
-// hold their uniqueness key, and those the archiver has not moved yet).
-macro_rules! prune_from {
-    ($table:literal) => {
-        concat!(
-            "doomed_",
-            $table,
-            " AS (
-    SELECT id FROM ",
-            $table,
-            ", clock
-    WHERE state = $1::job_state AND finalized_at < clock.cutoff
-    ORDER BY finalized_at
-    LIMIT $4
-    FOR UPDATE OF ",
-            $table,
-            " SKIP LOCKED
-), gone_",
-            $table,
-            " AS (
-    DELETE FROM ",
-            $table,
-            " USING doomed_",
-            $table,
-            " AS d WHERE ",
-            $table,
-            ".id = d.id RETURNING ",
-            $table,
-            ".id, ",
-            $table,
-            ".workflow_id
-)"
-        )
-    };
-}
-
-const PRUNE: &str = concat!(
-    "WITH clock AS (SELECT COALESCE($3::timestamptz, now()) - $2 * interval '1 millisecond' AS cutoff),\n",
-    prune_from!("jobs_archive"),
-    ",\n",
-    prune_from!("jobs"),
-    // A pruned job's own dependencies go with it (their copied results were its to read);
-    // its dependents keep theirs on it, settled, until they go.
-    ",
-edges AS (
-    DELETE FROM job_dependencies
-    WHERE job_id IN (SELECT id FROM gone_jobs_archive UNION ALL SELECT id FROM gone_jobs)
-),
--- A workflow goes with its last member (the statement's snapshot still sees the members
--- it deletes: they are left out by id). A batch that may still take members (unsealed)
--- stays: an add committed after this statement's snapshot would be missed. A row another
--- transaction holds is left for a later prune.
-workflows AS (
-    DELETE FROM job_workflows w
-    WHERE w.id IN (SELECT id FROM job_workflows
-                   WHERE id IN (SELECT workflow_id FROM gone_jobs_archive UNION SELECT workflow_id FROM gone_jobs)
-                     AND (callback_id IS NULL OR sealed_at IS NOT NULL)
-                   FOR UPDATE SKIP LOCKED)
-      AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.workflow_id = w.id
-                                             AND j.id NOT IN (SELECT id FROM gone_jobs))
-      AND NOT EXISTS (SELECT 1 FROM jobs_archive a WHERE a.workflow_id = w.id
-                                                     AND a.id NOT IN (SELECT id FROM gone_jobs_archive))
-)
-SELECT (SELECT count(*) FROM gone_jobs_archive) + (SELECT count(*) FROM gone_jobs) AS n"
-);
-
-/// See [`JobPruneParams`].
-pub(crate) async fn prune<C>(conn: &mut C, params: JobPruneParams) -> Result<i64>
-where
-    C: AsyncConnectionCore<Backend = Pg> + Send,
-{
-    let row: Count = diesel::sql_query(PRUNE)
-        .bind::<Text, _>(params.state.as_str())
-        .bind::<BigInt, _>(millis(params.retention))
-        .bind::<Nullable<Timestamptz>, _>(params.now)
-        .bind::<BigInt, _>(params.limit)
-        .get_result(conn)
-        .await?;
-    Ok(row.n)
 }

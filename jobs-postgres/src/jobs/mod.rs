@@ -33,4 +33,5 @@ mod insert_rounds;
 pub(crate) mod list;
 pub(crate) mod maintenance;
 pub(crate) mod page;
+pub(crate) mod prune;
 pub(crate) mod read;

@@ -288,13 +288,20 @@ where
 }
 
 /// Deletes the jobs of `ids` that are not running (see `control::delete_many`), then the
-/// edges into those it deleted (the edges out of them settle as cancelled).
+/// edges into those it deleted (the edges out of them settle as cancelled), and the
+/// workflows it emptied.
 pub(crate) async fn delete_and_forget<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
+    use crate::jobs::prune::{DELETE_EMPTY_WORKFLOWS, WORKFLOWS_OF};
+    let workflows: Vec<Id> = diesel::sql_query(WORKFLOWS_OF).bind::<Array<BigInt>, _>(ids).load(conn).await?;
     let deleted = crate::jobs::control::delete_many(conn, ids).await?;
     diesel::sql_query(DELETE_EDGES_INTO_GONE).bind::<Array<BigInt>, _>(ids).execute(conn).await?;
+    if !workflows.is_empty() {
+        let workflows: Vec<i64> = workflows.iter().map(|w| w.id).collect();
+        diesel::sql_query(DELETE_EMPTY_WORKFLOWS).bind::<Array<BigInt>, _>(workflows).execute(conn).await?;
+    }
     Ok(deleted)
 }
 

@@ -1,12 +1,11 @@
-//! The leader's statements: promote due jobs, rescue stuck ones, prune finished ones; and
-//! the node's own: hand back claims whose reply it never received.
+//! The leader's statements: promote due jobs, rescue stuck ones (finished ones are pruned
+//! in `prune.rs`); and the node's own: hand back claims whose reply it never received.
 
 use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
 use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
-use jobs_driver::rows::Member;
 use jobs_driver::{
-    JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams, JobState, Notification, RescueFate,
-    RescueReason, Result, Stuck,
+    JobReleaseOrphansParams, JobRescueStuckParams, JobState, Notification, RescueFate, RescueReason, Result,
+    Stuck,
 };
 
 use crate::cached::CachedQuery;
@@ -272,43 +271,4 @@ pub(crate) fn release_orphans(
     let stuck = picked.into_iter().map(|r| r.stuck(RescueReason::Orphaned)).collect();
     // An orphan never ran: it is never discarded for its node losses.
     write_fates(conn, stuck, params.node, i32::MAX, now)
-}
-
-const PRUNE: &str = "\
-DELETE FROM jobs WHERE id IN (
-    SELECT id FROM jobs
-    WHERE state = $1 AND finalized_at IS NOT NULL AND finalized_at < $2
-    ORDER BY finalized_at
-    LIMIT $3
-)
-RETURNING id, workflow_id";
-
-/// A pruned job's own dependencies go with it (their copied results were its to read);
-/// its dependents keep theirs on it, settled, until they go.
-const PRUNE_EDGES: &str = "DELETE FROM job_dependencies WHERE job_id IN (SELECT value FROM json_each($1))";
-
-/// A workflow goes with its last member; a batch that may still take members (unsealed)
-/// stays, as on every backend.
-const PRUNE_WORKFLOWS: &str = "\
-DELETE FROM job_workflows WHERE id IN (SELECT value FROM json_each($1))
-  AND (callback_id IS NULL OR sealed_at IS NOT NULL)
-  AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.workflow_id = job_workflows.id)";
-
-/// See [`JobPruneParams`].
-pub(crate) fn prune(conn: &mut SqliteConnection, params: &JobPruneParams) -> Result<i64> {
-    let cutoff = now_ms(params.now).saturating_sub(millis(params.retention));
-    let gone: Vec<Member> = CachedQuery::new(PRUNE)
-        .bind::<Text, _>(params.state.as_str())
-        .bind::<BigInt, _>(cutoff)
-        .bind::<BigInt, _>(params.limit)
-        .load(conn)?;
-    let ids: Vec<i64> = gone.iter().map(|r| r.id).collect();
-    if !ids.is_empty() {
-        CachedQuery::new(PRUNE_EDGES).bind::<Text, _>(super::read::ids_json(&ids)).execute(conn)?;
-    }
-    let workflows = Member::workflows(&gone);
-    if !workflows.is_empty() {
-        CachedQuery::new(PRUNE_WORKFLOWS).bind::<Text, _>(super::read::ids_json(&workflows)).execute(conn)?;
-    }
-    Ok(ids.len() as i64)
 }

@@ -28,4 +28,5 @@ pub(crate) mod insert;
 pub(crate) mod insert_full;
 pub(crate) mod list;
 pub(crate) mod maintenance;
+pub(crate) mod prune;
 pub(crate) mod read;

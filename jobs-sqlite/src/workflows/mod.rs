@@ -238,13 +238,21 @@ where
 }
 
 /// Deletes the jobs of `ids` that are not running (see `control::delete_many`), then the
-/// edges into those it deleted (the edges out of them settle as cancelled).
+/// edges into those it deleted (the edges out of them settle as cancelled), and the
+/// workflows it emptied.
 pub(crate) async fn delete_and_forget<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
 where
     C: AsyncConnectionCore<Backend = Sqlite> + Send,
 {
+    use crate::jobs::prune::{DELETE_EMPTY_WORKFLOWS, WORKFLOWS_OF};
+    let json = ids_json(ids);
+    let workflows: Vec<Id> = CachedQuery::new(WORKFLOWS_OF).bind::<Text, _>(json.as_str()).load(conn).await?;
     let deleted = crate::jobs::control::delete_many(conn, ids).await?;
-    CachedQuery::new(DELETE_EDGES_INTO_GONE).bind::<Text, _>(ids_json(ids)).execute(conn).await?;
+    CachedQuery::new(DELETE_EDGES_INTO_GONE).bind::<Text, _>(json.as_str()).execute(conn).await?;
+    if !workflows.is_empty() {
+        let workflows = ids_json(&workflows.iter().map(|w| w.id).collect::<Vec<_>>());
+        CachedQuery::new(DELETE_EMPTY_WORKFLOWS).bind::<Text, _>(workflows).execute(conn).await?;
+    }
     Ok(deleted)
 }
 
