@@ -18,7 +18,8 @@ use crate::state::JobState;
 use crate::stats::*;
 use crate::workflow::{
     BatchChanged, Dependency, InsertedWorkflow, JobBatchParams, JobDependenciesParams,
-    JobInsertWorkflowParams, JobSettleParams, Settled, WorkflowGetParams, WorkflowInfo,
+    JobInsertWorkflowParams, JobSettleParams, Settled, WorkflowGetParams, WorkflowInfo, WorkflowPruneParams,
+    WorkflowPruned,
 };
 
 /// A database the engine can run on. One implementation per backend owns all of that
@@ -91,6 +92,8 @@ pub trait Driver: Send + Sync + std::fmt::Debug + 'static {
     async fn job_dependencies(&self, params: JobDependenciesParams) -> Result<Vec<Dependency>>;
     /// See [`WorkflowGetParams`].
     async fn workflow_get(&self, params: WorkflowGetParams) -> Result<Option<WorkflowInfo>>;
+    /// See [`WorkflowPruneParams`].
+    async fn workflow_prune(&self, params: WorkflowPruneParams) -> Result<WorkflowPruned>;
 
     // --- jobs: reads ---
 

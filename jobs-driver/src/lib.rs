@@ -93,5 +93,5 @@ pub use stats::{
 pub use workflow::{
     BatchChange, BatchChanged, BatchTarget, Dependency, DependsOn, InsertedWorkflow, JobBatchParams,
     JobDependenciesParams, JobInsertWorkflowParams, JobSettleParams, Needs, NewStep, NewWorkflow, OnFailure,
-    Settled, WorkflowError, WorkflowGetParams, WorkflowInfo,
+    Settled, WorkflowError, WorkflowGetParams, WorkflowInfo, WorkflowPruneParams, WorkflowPruned,
 };

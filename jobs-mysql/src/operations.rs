@@ -126,13 +126,7 @@ impl Driver for MysqlDriver {
     }
 
     async fn job_delete_many(&self, params: JobDeleteManyParams<'_>) -> Result<i64> {
-        let ids = params.ids;
-        let deleted = in_transaction!(self, |tx| Ok((
-            crate::workflows::delete_and_forget(tx, ids).await?,
-            Vec::new()
-        )))?;
-        self.settle_eagerly(ids).await;
-        Ok(deleted)
+        self.delete(params.ids).await
     }
 
     async fn job_insert_workflow(&self, params: JobInsertWorkflowParams<'_>) -> Result<InsertedWorkflow> {
@@ -153,6 +147,10 @@ impl Driver for MysqlDriver {
 
     async fn workflow_get(&self, params: WorkflowGetParams) -> Result<Option<WorkflowInfo>> {
         on_connection!(self, |c| crate::workflows::workflow_get(c, params.id).await)
+    }
+
+    async fn workflow_prune(&self, params: WorkflowPruneParams) -> Result<WorkflowPruned> {
+        self.prune_workflows(params).await
     }
 
     async fn job_get(&self, params: JobGetParams) -> Result<Option<JobRow>> {

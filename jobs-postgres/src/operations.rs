@@ -100,9 +100,7 @@ impl Driver for PgDriver {
     }
 
     async fn job_delete_many(&self, params: JobDeleteManyParams<'_>) -> Result<i64> {
-        let deleted = on_tx!(self, c => workflows::delete_and_forget(c, params.ids))?;
-        self.settle_eagerly(params.ids).await;
-        Ok(deleted)
+        self.delete(params.ids).await
     }
 
     async fn job_insert_workflow(&self, params: JobInsertWorkflowParams<'_>) -> Result<InsertedWorkflow> {
@@ -123,6 +121,10 @@ impl Driver for PgDriver {
 
     async fn workflow_get(&self, params: WorkflowGetParams) -> Result<Option<WorkflowInfo>> {
         on_conn!(self, c => workflows::workflow_get(c, params.id))
+    }
+
+    async fn workflow_prune(&self, params: WorkflowPruneParams) -> Result<WorkflowPruned> {
+        self.prune_workflows(params).await
     }
 
     async fn job_get(&self, params: JobGetParams) -> Result<Option<JobRow>> {

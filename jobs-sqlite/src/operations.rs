@@ -132,11 +132,7 @@ impl Driver for SqliteDriver {
     }
 
     async fn job_delete_many(&self, params: JobDeleteManyParams<'_>) -> Result<i64> {
-        let deleted: i64 = in_transaction!(self, |c| {
-            Ok((crate::workflows::delete_and_forget(c, params.ids).await?, Vec::new()))
-        })?;
-        self.settle_eagerly(params.ids).await;
-        Ok(deleted)
+        self.delete(params.ids).await
     }
 
     async fn job_insert_workflow(&self, params: JobInsertWorkflowParams<'_>) -> Result<InsertedWorkflow> {
@@ -158,6 +154,10 @@ impl Driver for SqliteDriver {
 
     async fn workflow_get(&self, params: WorkflowGetParams) -> Result<Option<WorkflowInfo>> {
         read(&self.pool, move |c| crate::workflows::workflow_get(c, params.id)).await
+    }
+
+    async fn workflow_prune(&self, params: WorkflowPruneParams) -> Result<WorkflowPruned> {
+        self.prune_workflows(params).await
     }
 
     async fn job_get(&self, params: JobGetParams) -> Result<Option<JobRow>> {

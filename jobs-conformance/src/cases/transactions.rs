@@ -11,7 +11,7 @@ use jobs_core::driver::{
     NewWorkflow, OnFailure, QueueIsPausedParams,
 };
 
-use super::workflows::claim;
+use super::workflows::{self, claim, insert, workflow};
 use crate::TestDb;
 use crate::factory::{JobFactory, insert_all, succeeded};
 use crate::jobs::{Ledger, record};
@@ -155,10 +155,10 @@ pub async fn a_retry_or_delete_in_the_applications_transaction_holds_only_if_it_
     );
 }
 
-/// An application's transaction that cancels, retries and deletes jobs and adds a
-/// workflow step after a finished job holds those jobs only, on a table as small as a
-/// new application's: while it is open, the driver completes a running job and claims
-/// an available one at once. (On a small table a planner may read the whole table; a
+/// An application's transaction that cancels, retries and deletes jobs (a workflow's
+/// step among them) and adds a workflow step after a finished job holds those jobs only,
+/// on a table as small as a new application's: while it is open, the driver completes a
+/// running job, claims an available one and inserts a new workflow at once. (On a small table a planner may read the whole table; a
 /// locking read or update under InnoDB's `REPEATABLE READ` then locks every row it
 /// read, until the transaction ends. Needs row locks: where one writer at a time holds
 /// the file, the transaction holds it all.)
@@ -169,14 +169,16 @@ pub async fn an_applications_transaction_holds_only_the_jobs_it_acts_on(db: Test
         vec![
             JobFactory::new("k").queue("held"),
             JobFactory::new("k").queue("held").state(JobState::Discarded, at),
-            JobFactory::new("k").queue("held"),
             JobFactory::new("k").queue("held").state(JobState::Completed, at),
             JobFactory::new("k").queue("busy").state(JobState::Running, at),
             JobFactory::new("k").queue("free"),
         ],
     )
     .await;
-    let (cancelled, retried, deleted, done, running, free) = (ids[0], ids[1], ids[2], ids[3], ids[4], ids[5]);
+    let (cancelled, retried, done, running, free) = (ids[0], ids[1], ids[2], ids[3], ids[4]);
+    // The job deleted is the last step of a workflow (the newest: its index entry is
+    // next to where the next workflow's go).
+    let deleted = insert(&db, &workflow(OnFailure::Cancel, vec![workflows::step("held", &[])])).await[0];
 
     let mut tx = db.app_transaction().await;
     tx.cancel(&[cancelled]).await.expect("cancel in the transaction");
@@ -201,6 +203,7 @@ pub async fn an_applications_transaction_holds_only_the_jobs_it_acts_on(db: Test
             .expect("complete a job the transaction does not touch");
         assert_eq!(applied, vec![running]);
         claim(&db, "free", free).await;
+        insert(&db, &workflow(OnFailure::Cancel, vec![workflows::step("later", &[])])).await;
     };
     tokio::time::timeout(Duration::from_secs(20), others)
         .await

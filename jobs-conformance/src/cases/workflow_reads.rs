@@ -9,7 +9,7 @@ use chrono::Utc;
 use jobs_core::driver::{
     BatchChange, BatchTarget, DependsOn, JobArchiveParams, JobBatchParams, JobCancelManyParams,
     JobCountParams, JobDeleteManyParams, JobFilter, JobListParams, JobOrder, JobPruneParams, JobState,
-    NewJob, OnFailure, WorkflowGetParams, WorkflowInfo,
+    NewJob, OnFailure, WorkflowGetParams, WorkflowInfo, WorkflowPruneParams,
 };
 use jobs_core::{Count, JobRow};
 
@@ -61,10 +61,24 @@ async fn get(db: &TestDb, id: i64) -> Option<WorkflowInfo> {
     db.driver.workflow_get(WorkflowGetParams { id }).await.expect("read the workflow")
 }
 
+/// The pruner's sweep of workflows' rows, in pages of two, to its end: how many went.
+async fn sweep(db: &TestDb) -> usize {
+    let (mut after, mut deleted) = (0, 0);
+    loop {
+        let page = db.driver.workflow_prune(WorkflowPruneParams { after, limit: 2 }).await.expect("sweep");
+        deleted += page.deleted;
+        match page.next {
+            Some(next) => after = next,
+            None => return deleted,
+        }
+    }
+}
+
 /// A workflow's row reads by id (its name, what a failure does; a batch's callback and
-/// seal), and goes with its last member, not before: pruned one member at a time, from
-/// the jobs table and the archive where there is one, or deleted by a person. A batch not
-/// sealed stays (an add may be committing).
+/// seal), and goes with its last member, not before: pruned one member at a time (then
+/// the pruner's sweep of workflows), from the jobs table and the archive where there is
+/// one; deleted by a person through the driver (at once) or in an application's
+/// transaction (then the sweep). A batch not sealed stays (an add may be committing).
 pub async fn a_workflow_reads_by_id_and_goes_with_its_last_member(db: TestDb) {
     let steps = vec![step("pruned-0", &[]), step("pruned-1", &[DependsOn::Step(0)])];
     let ids = insert(&db, &workflow(OnFailure::Hold, steps)).await;
@@ -98,6 +112,13 @@ pub async fn a_workflow_reads_by_id_and_goes_with_its_last_member(db: TestDb) {
         .job_archive(JobArchiveParams { limit: 1 })
         .await
         .expect("archive one (where there is an archive)");
+    // The first member (finished first: in the archive where there is one) keeps the row
+    // through the sweep when the other goes.
+    let mut tx = db.app_transaction().await;
+    assert_eq!(tx.delete(&ids[1..]).await.expect("delete in the transaction"), 1);
+    tx.commit().await.expect("commit");
+    sweep(&db).await;
+    assert!(get(&db, id).await.is_some(), "a member is left");
     let members = JobFilter { workflow: Some(id), ..JobFilter::default() };
     let later = Some(Utc::now() + chrono::Duration::hours(1));
     let prune =
@@ -109,6 +130,7 @@ pub async fn a_workflow_reads_by_id_and_goes_with_its_last_member(db: TestDb) {
             break;
         }
         assert!(db.driver.job_prune(prune).await.expect("prune") > 0, "a member is pruned");
+        sweep(&db).await;
     }
     assert!(get(&db, batch.batch_id).await.is_some(), "a batch with members left stays");
 
@@ -124,6 +146,7 @@ pub async fn a_workflow_reads_by_id_and_goes_with_its_last_member(db: TestDb) {
     db.driver.job_cancel_many(JobCancelManyParams { ids: &ids }).await.expect("cancel the callback");
     let prune = JobPruneParams { state: JobState::Cancelled, ..prune };
     assert_eq!(db.driver.job_prune(prune).await.expect("prune"), 1, "the callback goes");
+    sweep(&db).await;
     assert!(get(&db, open.batch_id).await.is_some(), "an unsealed batch stays");
 
     // A person's delete: a workflow goes with the last of its members, not before.
@@ -138,4 +161,19 @@ pub async fn a_workflow_reads_by_id_and_goes_with_its_last_member(db: TestDb) {
     assert!(get(&db, id).await.is_some(), "a member is left");
     assert_eq!(delete(vec![ids[0]]).await, 1);
     assert_eq!(get(&db, id).await, None, "gone with its last member");
+
+    // An application's delete leaves the row to the sweep, which takes it and nothing
+    // else: the batch still open, and a workflow with a member left, stay.
+    let steps = vec![step("app-0", &[]), step("app-1", &[DependsOn::Step(0)])];
+    let ids = insert(&db, &workflow(OnFailure::Cancel, steps)).await;
+    let id = db.job(ids[0]).await.workflow_id.expect("a step names its workflow");
+    let kept = insert(&db, &workflow(OnFailure::Cancel, vec![step("app-kept", &[])])).await;
+    let kept = db.job(kept[0]).await.workflow_id.expect("a step names its workflow");
+    let mut tx = db.app_transaction().await;
+    assert_eq!(tx.delete(&ids).await.expect("delete in the transaction"), 2);
+    tx.commit().await.expect("commit");
+    assert_eq!(sweep(&db).await, 1, "the emptied workflow goes");
+    assert_eq!(get(&db, id).await, None);
+    assert!(get(&db, kept).await.is_some(), "a workflow with a member stays");
+    assert!(get(&db, open.batch_id).await.is_some(), "an unsealed batch stays");
 }

@@ -1,11 +1,14 @@
 //! The pruner: deletes finished jobs older than their state's retention, in bounded
-//! batches so that it never holds long locks or bloats one transaction.
+//! batches so that it never holds long locks or bloats one transaction; then sweeps the
+//! workflows' rows, removing those no member is left in.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use jobs_driver::{JobPruneParams, JobState, StatsCompactParams, StatsPruneParams};
+use jobs_driver::{JobPruneParams, JobState, StatsCompactParams, StatsPruneParams, WorkflowPruneParams};
 
 use super::service_context::{ServiceContext, leader_loop, while_full};
 use crate::error::Result;
@@ -71,20 +74,26 @@ impl PrunerConfig {
     }
 }
 
+/// How many pages of workflows' rows one pass sweeps (at the default batch, 100,000
+/// rows): a larger table is swept over several passes, from where the last one stopped.
+const WORKFLOW_PAGES_PER_PASS: usize = 20;
+
 /// Deletes old finished jobs.
 #[derive(Debug, Clone, Default)]
 pub struct Pruner {
     config: PrunerConfig,
+    /// Where the next sweep of workflows' rows starts (`0`: at the first).
+    workflows_after: Arc<AtomicI64>,
 }
 
 impl Pruner {
     /// A pruner with `config`.
     pub fn new(config: PrunerConfig) -> Pruner {
-        Pruner { config }
+        Pruner { config, workflows_after: Arc::default() }
     }
 
-    /// One pass over the three final states (and the old outcome counters). Returns how
-    /// many jobs went.
+    /// One pass over the three final states, the workflows they emptied, and the old
+    /// outcome counters. Returns how many jobs went.
     pub async fn run_once(&self, ctx: &ServiceContext) -> Result<i64> {
         self.config.validate()?;
         let mut total = 0;
@@ -106,6 +115,10 @@ impl Pruner {
             })
             .await?;
         }
+        // A failed sweep of workflows' rows waits for the next pass; the counters go on.
+        if let Err(e) = self.prune_workflows(ctx).await {
+            tracing::warn!(error = %e, "sweeping emptied workflows failed: the next pass goes on");
+        }
         ctx.driver.stats_prune(StatsPruneParams { keep: self.config.stats, now: ctx.clock.db_now() }).await?;
         let compact = StatsCompactParams {
             older_than: self.config.stats_hourly_after,
@@ -114,6 +127,30 @@ impl Pruner {
         };
         ctx.driver.stats_compact(compact).await?;
         Ok(total)
+    }
+
+    /// Sweeps the workflows' rows on from where the last pass stopped, at most
+    /// `WORKFLOW_PAGES_PER_PASS` (20) pages of `batch`, and removes those no member is left
+    /// in (`Driver::workflow_prune`): after the jobs the pruner removed, and any a person
+    /// (through an application's connection) or a delete-on-completion queue removed.
+    /// Each row costs a lookup or two in an index of members; only empty ones are locked.
+    /// Returns how many rows went.
+    pub async fn prune_workflows(&self, ctx: &ServiceContext) -> Result<usize> {
+        let limit = usize::try_from(self.config.batch).unwrap_or(usize::MAX);
+        let mut deleted = 0;
+        for _ in 0..WORKFLOW_PAGES_PER_PASS {
+            let after = self.workflows_after.load(Ordering::Relaxed);
+            let page = ctx.driver.workflow_prune(WorkflowPruneParams { after, limit }).await?;
+            deleted += page.deleted;
+            self.workflows_after.store(page.next.unwrap_or(0), Ordering::Relaxed);
+            if page.next.is_none() {
+                break;
+            }
+        }
+        if deleted > 0 {
+            tracing::debug!(deleted, "pruned emptied workflows");
+        }
+        Ok(deleted)
     }
 
     /// Runs every interval while the node leads, until `stop` fires.

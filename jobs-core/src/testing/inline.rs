@@ -214,6 +214,9 @@ impl Driver for InlineDriver {
     async fn workflow_get(&self, _: WorkflowGetParams) -> Result<Option<WorkflowInfo>> {
         self.unsupported("read workflows")
     }
+    async fn workflow_prune(&self, _: WorkflowPruneParams) -> Result<WorkflowPruned> {
+        self.unsupported("prune workflows")
+    }
     async fn job_get(&self, _: JobGetParams) -> Result<Option<JobRow>> {
         self.unsupported("read jobs")
     }

@@ -16,8 +16,10 @@
 mod batch;
 mod definition;
 pub(crate) mod error;
+mod forget;
 mod params;
 mod plan;
+mod reopen;
 mod settle;
 mod store;
 mod stored;
@@ -29,17 +31,16 @@ pub use definition::{
     WorkflowInfo, dependency_failed_entry,
 };
 pub use error::WorkflowError;
+pub use forget::{forget_after_delete, prune_workflows};
 pub use params::{
     JobBatchParams, JobDependenciesParams, JobInsertWorkflowParams, JobSettleParams, Settled,
-    WorkflowGetParams,
+    WorkflowGetParams, WorkflowPruneParams, WorkflowPruned,
 };
 pub use plan::insert_workflow;
-pub use settle::{
-    MAX_CASCADE_ROUNDS, REOPEN_LIMIT, Reopened, SettleRound, reopen, settle_after_control, settle_cascade,
-    settle_round,
-};
+pub use reopen::{REOPEN_LIMIT, Reopened, reopen};
+pub use settle::{MAX_CASCADE_ROUNDS, SettleRound, settle_after_control, settle_cascade, settle_round};
 pub use store::{
     DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WorkflowRow, WorkflowStore,
 };
-pub use stored::{WORKFLOW_GET, WorkflowInfoRow, edges_json, pairs_json, stored_state};
+pub use stored::{WORKFLOW_GET, WORKFLOWS_AFTER, WorkflowInfoRow, edges_json, pairs_json, stored_state};
 pub use sweep::finish_page;

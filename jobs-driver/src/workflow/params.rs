@@ -78,3 +78,27 @@ pub struct JobDependenciesParams {
     /// The dependent.
     pub job_id: i64,
 }
+
+/// `workflow_prune`: a page of the sweep of workflows' rows. Of the next `limit`
+/// workflows after `after` (by id), deletes the rows no member is left in, in the jobs
+/// table or the archive: a workflow's row lives as long as any of its members, and goes
+/// after its last (pruned, deleted by a person or by a delete-on-completion queue). A
+/// batch not sealed stays (it may still take members), and so does a row another
+/// transaction holds (a batch's add): the next sweep comes back to it. In a transaction
+/// of its own; never waits for a lock.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkflowPruneParams {
+    /// The sweep's cursor: `0` at first, then the last page's [`WorkflowPruned::next`].
+    pub after: i64,
+    /// The most workflows the page reads.
+    pub limit: usize,
+}
+
+/// What [`workflow_prune`](crate::Driver::workflow_prune) did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkflowPruned {
+    /// Workflows' rows deleted.
+    pub deleted: usize,
+    /// Where the next page starts (`None`: the sweep reached the last workflow).
+    pub next: Option<i64>,
+}

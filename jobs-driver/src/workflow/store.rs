@@ -206,4 +206,18 @@ pub trait WorkflowStore: Send {
     /// looked up by primary key; never a scan of finished jobs, nor of every unsettled
     /// edge at each pass.
     async fn finished_with_unsettled(&mut self, after: i64, limit: usize) -> Result<SweepPage>;
+
+    /// The workflows of the jobs `job_ids` that exist (wherever they are), ascending,
+    /// distinct; no lock.
+    async fn workflows_of(&mut self, job_ids: &[i64]) -> Result<Vec<i64>>;
+
+    /// The ids of the first `limit` workflows after `after`, ascending; no lock.
+    async fn workflows_after(&mut self, after: i64, limit: usize) -> Result<Vec<i64>>;
+
+    /// Of the workflows `ids`, deletes the rows no member is left in (the jobs table, and
+    /// the archive where there is one), but a batch not sealed (it may still take
+    /// members) and a row another transaction holds (skipped, never waited for); returns
+    /// how many it deleted. Run after the members' removal committed, on the driver's
+    /// connection: it locks only workflows' rows, in id order.
+    async fn delete_empty_workflows(&mut self, ids: &[i64]) -> Result<usize>;
 }

@@ -90,6 +90,11 @@ impl DependencyState {
 pub const WORKFLOW_GET: &str = "SELECT id, name, on_failure, callback_id, sealed_at IS NOT NULL AS sealed \
      FROM job_workflows WHERE id = $1";
 
+/// The statement of [`WorkflowStore::workflows_after`](super::WorkflowStore::workflows_after)
+/// on every backend: the ids of the first `$2` workflows after `$1`, ascending (read as
+/// [`Id`](crate::rows::Id)s).
+pub const WORKFLOWS_AFTER: &str = "SELECT id FROM job_workflows WHERE id > $1 ORDER BY id LIMIT $2";
+
 /// A `job_workflows` row as [`WORKFLOW_GET`] reads it, on any backend.
 #[derive(Debug, QueryableByName)]
 pub struct WorkflowInfoRow {

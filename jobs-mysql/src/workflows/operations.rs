@@ -5,7 +5,7 @@ use diesel_async::AsyncConnection;
 use jobs_driver::workflow::{self, WorkflowStore};
 use jobs_driver::{
     BatchChanged, DriverError, InsertedWorkflow, JobBatchParams, JobInsertWorkflowParams, JobSettleParams,
-    Result, Settled,
+    Result, Settled, WorkflowPruneParams, WorkflowPruned,
 };
 
 use super::MysqlStore;
@@ -85,5 +85,46 @@ impl MysqlDriver {
     /// committed): a failure is logged, and left to the settler's sweep.
     pub(crate) async fn settle_eagerly(&self, ids: &[i64]) {
         workflow::settle_after_control(ids, |params| self.settle(params)).await;
+    }
+
+    /// Deletes the jobs of `ids` that are not running, and the edges into them; after the
+    /// commit, settles the edges out of them and removes the workflows they emptied.
+    pub(crate) async fn delete(&self, ids: &[i64]) -> Result<i64> {
+        let mut conn = self.conn().await?;
+        let outcome = conn
+            .transaction::<_, DriverError, _>(async |tx| {
+                let workflows = MysqlStore::new(&mut *tx).workflows_of(ids).await?;
+                Ok((super::delete_and_forget(tx, ids).await?, workflows))
+            })
+            .await;
+        conn.give_back(&outcome);
+        let (deleted, workflows) = outcome?;
+        self.settle_eagerly(ids).await;
+        workflow::forget_after_delete(&workflows, |w| self.delete_empty_workflows(w)).await;
+        Ok(deleted)
+    }
+
+    /// See `WorkflowPruneParams`.
+    pub(crate) async fn prune_workflows(&self, params: WorkflowPruneParams) -> Result<WorkflowPruned> {
+        let mut conn = self.conn().await?;
+        let outcome = conn
+            .transaction::<_, DriverError, _>(async |tx| {
+                workflow::prune_workflows(&mut MysqlStore::new(tx), params).await
+            })
+            .await;
+        conn.give_back(&outcome);
+        outcome
+    }
+
+    /// Of `ids`, removes the workflows no member is left in, in a transaction of its own.
+    async fn delete_empty_workflows(&self, ids: &[i64]) -> Result<usize> {
+        let mut conn = self.conn().await?;
+        let outcome = conn
+            .transaction::<_, DriverError, _>(async |tx| {
+                MysqlStore::new(tx).delete_empty_workflows(ids).await
+            })
+            .await;
+        conn.give_back(&outcome);
+        outcome
     }
 }

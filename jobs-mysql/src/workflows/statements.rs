@@ -189,3 +189,34 @@ ORDER BY d.depends_on";
 pub(crate) const DEPENDENCIES: &str = "\
 SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE job_id = $1 ORDER BY depends_on";
+
+/// The workflows of the jobs `$1`: before a person's delete, those it may empty.
+pub(crate) const WORKFLOWS_OF: &str = concat!(
+    "SELECT DISTINCT j.workflow_id AS id FROM ",
+    ids!("$1", "t"),
+    " STRAIGHT_JOIN jobs j FORCE INDEX (PRIMARY) ON j.id = t.id WHERE j.workflow_id IS NOT NULL ORDER BY 1"
+);
+
+// The removal of emptied workflows, in three statements so that it locks only the rows
+// it deletes, in id order, never waiting: of `$1`, those no member is left in but a batch
+// still open to members (a plain read: current under the driver's `READ COMMITTED`; a
+// closed workflow never gains a member); then those locked, skipping a row another
+// transaction holds (MySQL spells no SKIP LOCKED in a multi-table DELETE); then the
+// delete of those.
+pub(crate) const EMPTY_CLOSED_WORKFLOWS: &str = concat!(
+    "SELECT w.id FROM ",
+    ids!("$1", "t"),
+    " STRAIGHT_JOIN job_workflows w FORCE INDEX (PRIMARY) ON w.id = t.id ",
+    "WHERE (w.callback_id IS NULL OR w.sealed_at IS NOT NULL) ",
+    "AND NOT EXISTS (SELECT 1 FROM jobs j FORCE INDEX (jobs_workflow_idx) WHERE j.workflow_id = w.id)"
+);
+pub(crate) const LOCK_WORKFLOWS: &str = concat!(
+    "SELECT w.id FROM ",
+    locking_ids!("$1", "t"),
+    " STRAIGHT_JOIN job_workflows w FORCE INDEX (PRIMARY) ON w.id = t.id ORDER BY w.id FOR UPDATE SKIP LOCKED"
+);
+pub(crate) const DELETE_WORKFLOWS: &str = concat!(
+    "DELETE w FROM ",
+    ids!("$1", "t"),
+    " STRAIGHT_JOIN job_workflows w FORCE INDEX (PRIMARY) ON w.id = t.id"
+);

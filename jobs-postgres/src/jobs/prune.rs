@@ -1,6 +1,6 @@
 //! The pruner's statement: finished jobs past their retention go, from the jobs table and
-//! the archive, their own dependency edges with them, and the workflows they emptied;
-//! and the statements that remove the workflows a person's delete emptied.
+//! the archive, their own dependency edges with them (the workflows they emptied go with
+//! the pruner's sweep of workflows, `Driver::workflow_prune`).
 
 use diesel::pg::Pg;
 use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz};
@@ -56,39 +56,9 @@ const PRUNE: &str = concat!(
 edges AS (
     DELETE FROM job_dependencies
     WHERE job_id IN (SELECT id FROM gone_jobs_archive UNION ALL SELECT id FROM gone_jobs)
-),
--- A workflow goes with its last member (the statement's snapshot still sees the members
--- it deletes: they are left out by id). A batch that may still take members (unsealed)
--- stays: an add committed after this statement's snapshot would be missed. A row another
--- transaction holds is left for a later prune.
-workflows AS (
-    DELETE FROM job_workflows w
-    WHERE w.id IN (SELECT id FROM job_workflows
-                   WHERE id IN (SELECT workflow_id FROM gone_jobs_archive UNION SELECT workflow_id FROM gone_jobs)
-                     AND (callback_id IS NULL OR sealed_at IS NOT NULL)
-                   FOR UPDATE SKIP LOCKED)
-      AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.workflow_id = w.id
-                                             AND j.id NOT IN (SELECT id FROM gone_jobs))
-      AND NOT EXISTS (SELECT 1 FROM jobs_archive a WHERE a.workflow_id = w.id
-                                                     AND a.id NOT IN (SELECT id FROM gone_jobs_archive))
 )
 SELECT (SELECT count(*) FROM gone_jobs_archive) + (SELECT count(*) FROM gone_jobs) AS n"
 );
-
-/// Of the workflows `$1`, deletes those no member is left in, after a person's delete (the
-/// prune's is in `PRUNE`, alike): never a batch that may still take members (unsealed),
-/// nor a row another transaction holds.
-pub(crate) const DELETE_EMPTY_WORKFLOWS: &str = "\
-DELETE FROM job_workflows w
-WHERE w.id IN (SELECT id FROM job_workflows
-               WHERE id = ANY ($1) AND (callback_id IS NULL OR sealed_at IS NOT NULL)
-               FOR UPDATE SKIP LOCKED)
-  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.workflow_id = w.id)
-  AND NOT EXISTS (SELECT 1 FROM jobs_archive a WHERE a.workflow_id = w.id)";
-
-/// The workflows of the jobs `$1`: before a delete, those it may empty.
-pub(crate) const WORKFLOWS_OF: &str =
-    "SELECT DISTINCT workflow_id AS id FROM jobs_all WHERE id = ANY ($1) AND workflow_id IS NOT NULL";
 
 /// See [`JobPruneParams`].
 pub(crate) async fn prune<C>(conn: &mut C, params: JobPruneParams) -> Result<i64>

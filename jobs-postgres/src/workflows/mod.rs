@@ -11,8 +11,8 @@ use diesel::pg::Pg;
 use diesel::sql_types::{Array, BigInt, Int4, Jsonb, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::workflow::{
-    DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WORKFLOW_GET, WorkflowInfoRow,
-    WorkflowRow, WorkflowStore, dependency_failed_entry,
+    DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WORKFLOW_GET, WORKFLOWS_AFTER,
+    WorkflowInfoRow, WorkflowRow, WorkflowStore, dependency_failed_entry,
 };
 use jobs_driver::{Dependency, Inserted, JobState, NewJob, OnFailure, Result, WorkflowInfo};
 use serde_json::Value;
@@ -269,6 +269,25 @@ where
             .await?;
         Ok(SweepPage::of(rows.into_iter().map(|r| (r.id, r.finished)).collect(), n))
     }
+
+    async fn workflows_of(&mut self, job_ids: &[i64]) -> Result<Vec<i64>> {
+        let rows: Vec<Id> =
+            diesel::sql_query(WORKFLOWS_OF).bind::<Array<BigInt>, _>(job_ids).load(self.0).await?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    async fn workflows_after(&mut self, after: i64, n: usize) -> Result<Vec<i64>> {
+        let rows: Vec<Id> = diesel::sql_query(WORKFLOWS_AFTER)
+            .bind::<BigInt, _>(after)
+            .bind::<BigInt, _>(limit(n))
+            .load(self.0)
+            .await?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    async fn delete_empty_workflows(&mut self, ids: &[i64]) -> Result<usize> {
+        Ok(diesel::sql_query(DELETE_EMPTY_WORKFLOWS).bind::<Array<BigInt>, _>(ids).execute(self.0).await?)
+    }
 }
 
 /// The time of an error entry: the injected clock's, or this machine's.
@@ -288,20 +307,15 @@ where
 }
 
 /// Deletes the jobs of `ids` that are not running (see `control::delete_many`), then the
-/// edges into those it deleted (the edges out of them settle as cancelled), and the
-/// workflows it emptied.
+/// edges into those it deleted (the edges out of them settle as cancelled). The
+/// workflows it emptied go after the commit (`jobs_driver::workflow::forget_after_delete`)
+/// or with the pruner's sweep.
 pub(crate) async fn delete_and_forget<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    use crate::jobs::prune::{DELETE_EMPTY_WORKFLOWS, WORKFLOWS_OF};
-    let workflows: Vec<Id> = diesel::sql_query(WORKFLOWS_OF).bind::<Array<BigInt>, _>(ids).load(conn).await?;
     let deleted = crate::jobs::control::delete_many(conn, ids).await?;
     diesel::sql_query(DELETE_EDGES_INTO_GONE).bind::<Array<BigInt>, _>(ids).execute(conn).await?;
-    if !workflows.is_empty() {
-        let workflows: Vec<i64> = workflows.iter().map(|w| w.id).collect();
-        diesel::sql_query(DELETE_EMPTY_WORKFLOWS).bind::<Array<BigInt>, _>(workflows).execute(conn).await?;
-    }
     Ok(deleted)
 }
 

@@ -3,7 +3,8 @@
 
 use jobs_driver::workflow::{self, WorkflowStore};
 use jobs_driver::{
-    BatchChanged, InsertedWorkflow, JobBatchParams, JobInsertWorkflowParams, JobSettleParams, Result, Settled,
+    BatchChanged, InsertedWorkflow, JobBatchParams, JobInsertWorkflowParams, JobSettleParams, Result,
+    Settled, WorkflowPruneParams, WorkflowPruned,
 };
 
 use super::PgStore;
@@ -57,5 +58,25 @@ impl PgDriver {
     /// committed): a failure is logged, and left to the settler's sweep.
     pub(crate) async fn settle_eagerly(&self, ids: &[i64]) {
         workflow::settle_after_control(ids, |params| self.settle(params)).await;
+    }
+
+    /// Deletes the jobs of `ids` that are not running, and the edges into them; after the
+    /// commit, settles the edges out of them and removes the workflows they emptied.
+    pub(crate) async fn delete(&self, ids: &[i64]) -> Result<i64> {
+        let (deleted, workflows) = on_tx!(self, c => async move {
+            let workflows = PgStore(&mut *c).workflows_of(ids).await?;
+            Ok((super::delete_and_forget(c, ids).await?, workflows))
+        })?;
+        self.settle_eagerly(ids).await;
+        workflow::forget_after_delete(&workflows, |w| async move {
+            on_tx!(self, c => PgStore(c).delete_empty_workflows(w))
+        })
+        .await;
+        Ok(deleted)
+    }
+
+    /// See `WorkflowPruneParams`.
+    pub(crate) async fn prune_workflows(&self, params: WorkflowPruneParams) -> Result<WorkflowPruned> {
+        on_tx!(self, c => workflow::prune_workflows(&mut PgStore(c), params))
     }
 }

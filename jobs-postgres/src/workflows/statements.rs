@@ -160,3 +160,20 @@ ORDER BY d.depends_on";
 pub(crate) const DEPENDENCIES: &str = "\
 SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE job_id = $1 ORDER BY depends_on";
+
+/// The workflows of the jobs `$1`, wherever they are: before a person's delete, those it
+/// may empty.
+pub(crate) const WORKFLOWS_OF: &str = "\
+SELECT DISTINCT workflow_id AS id FROM jobs_all WHERE id = ANY ($1) AND workflow_id IS NOT NULL ORDER BY id";
+
+/// Of the workflows `$1`, deletes those no member is left in (`jobs` or the archive):
+/// never a batch that may still take members (unsealed), nor a row another transaction
+/// holds (skipped). Locks only the empty rows it deletes (a closed workflow never gains a
+/// member: the statement's snapshot holds).
+pub(crate) const DELETE_EMPTY_WORKFLOWS: &str = "\
+DELETE FROM job_workflows
+WHERE id IN (SELECT w.id FROM job_workflows w
+             WHERE w.id = ANY ($1) AND (w.callback_id IS NULL OR w.sealed_at IS NOT NULL)
+               AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.workflow_id = w.id)
+               AND NOT EXISTS (SELECT 1 FROM jobs_archive a WHERE a.workflow_id = w.id)
+             ORDER BY w.id FOR UPDATE SKIP LOCKED)";

@@ -9,8 +9,8 @@ use diesel::sql_types::{BigInt, Integer, Nullable, Text};
 use diesel::sqlite::Sqlite;
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::workflow::{
-    self, DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WORKFLOW_GET, WorkflowInfoRow,
-    WorkflowRow, WorkflowStore, dependency_failed_entry,
+    self, DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WORKFLOW_GET, WORKFLOWS_AFTER,
+    WorkflowInfoRow, WorkflowRow, WorkflowStore, dependency_failed_entry,
 };
 use jobs_driver::{Dependency, Inserted, JobState, NewJob, Notification, OnFailure, Result, WorkflowInfo};
 use serde_json::Value;
@@ -218,6 +218,25 @@ where
             .await?;
         Ok(SweepPage::of(rows.into_iter().map(|r| (r.id, r.finished)).collect(), n))
     }
+
+    async fn workflows_of(&mut self, job_ids: &[i64]) -> Result<Vec<i64>> {
+        let rows: Vec<Id> =
+            CachedQuery::new(WORKFLOWS_OF).bind::<Text, _>(ids_json(job_ids)).load(self.conn).await?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    async fn workflows_after(&mut self, after: i64, n: usize) -> Result<Vec<i64>> {
+        let rows: Vec<Id> = CachedQuery::new(WORKFLOWS_AFTER)
+            .bind::<BigInt, _>(after)
+            .bind::<BigInt, _>(limit(n))
+            .load(self.conn)
+            .await?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    async fn delete_empty_workflows(&mut self, ids: &[i64]) -> Result<usize> {
+        Ok(CachedQuery::new(DELETE_EMPTY_WORKFLOWS).bind::<Text, _>(ids_json(ids)).execute(self.conn).await?)
+    }
 }
 
 /// Retries `ids` (see `control::retry_many`), then re-opens their dependents' edges, in
@@ -238,21 +257,15 @@ where
 }
 
 /// Deletes the jobs of `ids` that are not running (see `control::delete_many`), then the
-/// edges into those it deleted (the edges out of them settle as cancelled), and the
-/// workflows it emptied.
+/// edges into those it deleted (the edges out of them settle as cancelled). The
+/// workflows it emptied go after the commit (`jobs_driver::workflow::forget_after_delete`)
+/// or with the pruner's sweep.
 pub(crate) async fn delete_and_forget<C>(conn: &mut C, ids: &[i64]) -> Result<i64>
 where
     C: AsyncConnectionCore<Backend = Sqlite> + Send,
 {
-    use crate::jobs::prune::{DELETE_EMPTY_WORKFLOWS, WORKFLOWS_OF};
-    let json = ids_json(ids);
-    let workflows: Vec<Id> = CachedQuery::new(WORKFLOWS_OF).bind::<Text, _>(json.as_str()).load(conn).await?;
     let deleted = crate::jobs::control::delete_many(conn, ids).await?;
-    CachedQuery::new(DELETE_EDGES_INTO_GONE).bind::<Text, _>(json.as_str()).execute(conn).await?;
-    if !workflows.is_empty() {
-        let workflows = ids_json(&workflows.iter().map(|w| w.id).collect::<Vec<_>>());
-        CachedQuery::new(DELETE_EMPTY_WORKFLOWS).bind::<Text, _>(workflows).execute(conn).await?;
-    }
+    CachedQuery::new(DELETE_EDGES_INTO_GONE).bind::<Text, _>(ids_json(ids)).execute(conn).await?;
     Ok(deleted)
 }
 

@@ -4,7 +4,7 @@
 use jobs_driver::workflow::{self, WorkflowStore};
 use jobs_driver::{
     BatchChanged, DriverError, InsertedWorkflow, JobBatchParams, JobInsertWorkflowParams, JobSettleParams,
-    Result, Settled,
+    Result, Settled, WorkflowPruneParams, WorkflowPruned,
 };
 
 use super::SqliteStore;
@@ -66,5 +66,30 @@ impl SqliteDriver {
     /// committed): a failure is logged, and left to the settler's sweep.
     pub(crate) async fn settle_eagerly(&self, ids: &[i64]) {
         workflow::settle_after_control(ids, |params| self.settle(params)).await;
+    }
+
+    /// Deletes the jobs of `ids` that are not running, and the edges into them; after the
+    /// commit, settles the edges out of them and removes the workflows they emptied.
+    pub(crate) async fn delete(&self, ids: &[i64]) -> Result<i64> {
+        let (deleted, workflows) = in_transaction!(self, |c| {
+            let workflows = SqliteStore::new(&mut *c, now_ms(None)).workflows_of(ids).await?;
+            Ok(((super::delete_and_forget(c, ids).await?, workflows), Vec::new()))
+        })?;
+        self.settle_eagerly(ids).await;
+        workflow::forget_after_delete(&workflows, |w| async move {
+            in_transaction!(self, |c| Ok((
+                SqliteStore::new(c, now_ms(None)).delete_empty_workflows(w).await?,
+                Vec::new()
+            )))
+        })
+        .await;
+        Ok(deleted)
+    }
+
+    /// See `WorkflowPruneParams`.
+    pub(crate) async fn prune_workflows(&self, params: WorkflowPruneParams) -> Result<WorkflowPruned> {
+        in_transaction!(self, |c| {
+            Ok((workflow::prune_workflows(&mut SqliteStore::new(c, now_ms(None)), params).await?, Vec::new()))
+        })
     }
 }

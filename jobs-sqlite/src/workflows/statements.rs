@@ -93,3 +93,16 @@ ORDER BY d.depends_on";
 pub(crate) const DEPENDENCIES: &str = "\
 SELECT depends_on, job_id, kind, needs, outcome, result FROM job_dependencies
 WHERE job_id = $1 ORDER BY depends_on";
+
+/// The workflows of the jobs `$1` (a JSON array of ids): before a person's delete, those
+/// it may empty.
+pub(crate) const WORKFLOWS_OF: &str = "SELECT DISTINCT workflow_id AS id FROM jobs \
+     WHERE id IN (SELECT value FROM json_each($1)) AND workflow_id IS NOT NULL ORDER BY 1";
+
+/// Of the workflows `$1` (a JSON array of ids), deletes those no member is left in, but
+/// a batch that may still take members (unsealed), as on every backend (one writer holds
+/// the file: no row is another's).
+pub(crate) const DELETE_EMPTY_WORKFLOWS: &str = "\
+DELETE FROM job_workflows WHERE id IN (SELECT value FROM json_each($1))
+  AND (callback_id IS NULL OR sealed_at IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.workflow_id = job_workflows.id)";
