@@ -268,3 +268,65 @@ pub async fn a_rescued_step_waits_for_its_retried_dependency(db: TestDb) {
     finish(&db, "rescued-0", ids[0], Completed, None).await;
     assert_eq!(db.job(ids[1]).await.state, Available, "released by the dependency's rerun");
 }
+
+/// A step running while its dependency is retried and then fails, whose own run then
+/// fails, is handed back or is lost, never runs again past that dependency: in a
+/// workflow that cancels on failure it is cancelled by that very write, naming the
+/// dependency, and so is what waits for it; in one that holds, they wait in `pending`. A
+/// retry of the dependency, which then completes, brings the chain back and lets it run.
+pub async fn a_step_a_dependency_failed_while_it_ran_never_runs_past_it(db: TestDb) {
+    use JobState::{Available, Cancelled, Completed, Discarded, Pending, Retryable, Running};
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Ends {
+        Fails,
+        HandedBack,
+        Lost,
+    }
+    let ends = [Ends::Fails, Ends::HandedBack, Ends::Lost];
+    let shapes = ends.into_iter().flat_map(|e| [(OnFailure::Cancel, e), (OnFailure::Hold, e)]);
+    for (n, (on_failure, ends)) in shapes.enumerate() {
+        let name = format!("failed-under-{n}");
+        let (first, second) = (format!("{name}-0"), format!("{name}-1"));
+        let ids = chain(&db, &name, 3, on_failure).await;
+        finish(&db, &first, ids[0], Completed, None).await;
+        let running = claim(&db, &second, ids[1]).await;
+        retry(&db, &ids[..1]).await;
+        finish(&db, &first, ids[0], Discarded, None).await;
+        assert_eq!(db.job(ids[1]).await.state, Running, "a running step runs on");
+        if ends == Ends::Lost {
+            // The step's node ("flow-node") never beat: the rescuer finds it lost.
+            let ctx = ServiceContext::new(db.driver.clone(), "rescuer-node");
+            let rescued = Rescuer::new(RescuerConfig::default()).run_once(&ctx).await.expect("rescue");
+            assert!(rescued.contains(&ids[1]), "the step is rescued: {rescued:?}");
+        } else {
+            let ran = succeeded(ids[1], &second, running.attempt);
+            let outcome = match ends {
+                Ends::Fails => Completion { state: Retryable, delay_ms: Some(0), ..ran },
+                _ => Completion { state: Available, give_back_attempt: true, ..ran },
+            };
+            let params = JobCompleteManyParams { completions: std::slice::from_ref(&outcome), now: None };
+            assert_eq!(db.driver.job_complete_many(params).await.expect("end the run"), vec![ids[1]]);
+        }
+        let step = db.job(ids[1]).await;
+        if on_failure == OnFailure::Cancel {
+            assert_eq!(step.state, Cancelled, "{ends:?}");
+            let entry = last_error(&step);
+            assert_eq!(
+                (entry["error_type"].clone(), entry["dependency"].clone()),
+                (json!("dependency_failed"), json!(ids[0]))
+            );
+        } else {
+            assert_eq!(step.state, Pending, "held for a person ({ends:?})");
+        }
+        // The settler's sweep settles what waits for it (the completer settled a failure
+        // already): cancelled in turn, or still waiting.
+        settle(&db, None).await;
+        let third = if on_failure == OnFailure::Cancel { Cancelled } else { Pending };
+        assert_eq!(db.job(ids[2]).await.state, third, "{ends:?}");
+        retry(&db, &ids[..1]).await;
+        assert_eq!(states(&db, &ids).await, [Available, Pending, Pending], "the chain waits for its head");
+        finish(&db, &first, ids[0], Completed, None).await;
+        assert_eq!(states(&db, &ids).await, [Completed, Available, Pending], "released by the head's rerun");
+        db.driver.job_delete_many(JobDeleteManyParams { ids: &ids }).await.expect("clear the queues");
+    }
+}

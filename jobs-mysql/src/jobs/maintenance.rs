@@ -180,20 +180,34 @@ FOR UPDATE SKIP LOCKED"
 // as text, the fates going back first. A job that ends in one of its unique states while
 // another job holds its key, or takes it by this rescue, gives the key up (`key_taken`,
 // worked out by [`rescue`] from the pick: MySQL cannot read the table it updates).
-const RESCUE: &str = "\
+const RESCUE: &str = concat!(
+    "\
 UPDATE JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$[0]', state VARCHAR(16) PATH '$[1]',
                                       max_attempts INT PATH '$[2]', entry TEXT PATH '$[3]',
                                       key_taken INT PATH '$[4]')) AS c
 STRAIGHT_JOIN jobs j FORCE INDEX (PRIMARY) ON j.id = c.id
 SET j.unique_key = IF(c.state <> 'available' AND c.key_taken = 1 AND FIND_IN_SET(c.state, j.unique_states) > 0,
                       NULL, j.unique_key),
-    -- A workflow step whose dependency was retried while it ran waits for it again.
-    j.state = IF(c.state = 'available' AND j.waiting_on > 0 AND j.failed_on = 0, 'pending', c.state),
+    -- A workflow step going back never runs past a dependency that failed it while it
+    -- ran (retried, then failed): held in `pending` where its workflow holds, cancelled
+    -- naming it where it cancels (as the completion's `new_state!`); one whose
+    -- dependency was retried while it ran waits for it again.
+    j.state = IF(c.state <> 'available', c.state, IF(j.failed_on > 0, IF(",
+    holds_on_failure!(),
+    ", 'pending', 'cancelled'), IF(j.waiting_on > 0, 'pending', c.state))),
     j.max_attempts = c.max_attempts,
-    j.finalized_at = IF(c.state = 'available', NULL, COALESCE($2, UTC_TIMESTAMP(6))),
+    j.finalized_at = IF(c.state = 'available' AND (j.failed_on = 0 OR ",
+    holds_on_failure!(),
+    "), NULL, COALESCE($2, UTC_TIMESTAMP(6))),
     -- Appended as MariaDB and MySQL both can (MariaDB has no CAST … AS JSON).
-    j.errors = JSON_MERGE_PRESERVE(j.errors, CONCAT('[', c.entry, ']'))
-WHERE j.state = 'running'";
+    j.errors = JSON_MERGE_PRESERVE(j.errors, CONCAT('[', c.entry, ']'),
+                                   IF(c.state = 'available' AND j.failed_on > 0 AND NOT ",
+    holds_on_failure!(),
+    ", ",
+    failed_dependency_entry!("COALESCE($2, UTC_TIMESTAMP(6))"),
+    ", JSON_ARRAY()))
+WHERE j.state = 'running'"
+);
 
 /// Gives each of `stuck` its fate ([`RescueFate::decide_all`]) in one statement. Returns the
 /// ids and the wake-ups added.

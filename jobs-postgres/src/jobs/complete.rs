@@ -25,14 +25,34 @@ macro_rules! running_at_attempt {
     };
 }
 
-// A job whose cancellation was requested while it ran ends cancelled unless it succeeded;
-// one that would run again while it waits for a dependency (a retry of which re-opened
-// its edge while it ran) waits in `pending`, released when the dependency finishes. (Not
-// one a dependency failed meanwhile: a settle cancels only on a failure it settles, so
-// in `pending` it would wait for ever; it runs again, as it would have.)
-const REQUESTED_STATE: &str = "CASE WHEN jobs.cancel_requested_at IS NOT NULL AND c.state IN ('retryable', 'scheduled', 'available') \
-     THEN 'cancelled' WHEN jobs.waiting_on > 0 AND jobs.failed_on = 0 AND c.state IN ('retryable', 'scheduled', 'available') \
-     THEN 'pending' ELSE c.state END";
+// The state an outcome writes. A success stands (a request to cancel does not change
+// it). An outcome that would run the job again (a failure to retry, a snooze, a
+// hand-back) is, instead:
+// - `cancelled`, when its cancellation was requested while it ran;
+// - for a workflow's step that a dependency failed while it ran (that dependency was
+//   retried, then failed): never run again past it. In a workflow that holds, it waits
+//   in `pending` for a person; in one that cancels, it is cancelled with an entry naming
+//   the dependency (`CANCELLED_BY_DEPENDENCY`), as a settle cancels a waiting step, so
+//   that a retry of the dependency brings it back;
+// - `pending` while it waits for a dependency (a retry of which re-opened its edge while
+//   it ran), released when the dependency finishes.
+const REQUESTED_STATE: &str = concat!(
+    "CASE WHEN c.state NOT IN ('retryable', 'scheduled', 'available') THEN c.state \
+     WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled' \
+     WHEN jobs.failed_on > 0 AND ",
+    holds_on_failure!("jobs"),
+    " THEN 'pending' WHEN jobs.failed_on > 0 THEN 'cancelled' \
+     WHEN jobs.waiting_on > 0 THEN 'pending' ELSE c.state END"
+);
+
+/// Whether the outcome's job is cancelled because a dependency failed it (see
+/// `REQUESTED_STATE`).
+const CANCELLED_BY_DEPENDENCY: &str = concat!(
+    "(c.state IN ('retryable', 'scheduled', 'available') AND jobs.cancel_requested_at IS NULL \
+      AND jobs.failed_on > 0 AND NOT ",
+    holds_on_failure!("jobs"),
+    ")"
+);
 
 /// Whether the requested state would take the job's uniqueness key while another job
 /// holds it (a duplicate enqueued while this one ran, its key not unique while running):
@@ -62,7 +82,9 @@ SET state = ({new_state})::job_state,
                      THEN jsonb_build_array(jsonb_build_object('attempt', jobs.attempt, 'at', clock.now,
                               'error_type', 'unique_conflict',
                               'message', 'another job holds its uniqueness key: discarded instead of ' || c.state))
-                     ELSE '[]'::jsonb END,
+                     ELSE '[]'::jsonb END
+             || CASE WHEN {CANCELLED_BY_DEPENDENCY} AND NOT {conflict}
+                     THEN {entry} ELSE '[]'::jsonb END,
     scheduled_at = CASE WHEN c.delay_ms IS NULL THEN jobs.scheduled_at
                         ELSE clock.now + c.delay_ms * interval '1 millisecond' END,
     attempt = jobs.attempt - (c.give_back = 1)::int,
@@ -77,7 +99,8 @@ FROM unnest($1::int8[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::int8
 WHERE {fence}
 RETURNING jobs.id",
         fence = running_at_attempt!(),
-        cap = jobs_driver::MAX_GIVEN_BACK_ENTRIES
+        cap = jobs_driver::MAX_GIVEN_BACK_ENTRIES,
+        entry = failed_dependency_entry!("jobs", "clock.now"),
     )
 });
 

@@ -142,12 +142,26 @@ const WRITE_FATES: &str = concat!(
     "WITH clock AS (SELECT COALESCE($5::timestamptz, now()) AS now),
 rescued AS (
     UPDATE jobs
-    -- A workflow step whose dependency was retried while it ran waits for it again.
-    SET state = CASE WHEN f.state = 'available' AND jobs.waiting_on > 0 AND jobs.failed_on = 0
-                     THEN 'pending' ELSE f.state::job_state END,
+    -- A workflow step going back never runs past a dependency that failed it while it
+    -- ran (retried, then failed): held in `pending` where its workflow holds, cancelled
+    -- naming it where it cancels (as `complete.rs`'s `REQUESTED_STATE`); one whose
+    -- dependency was retried while it ran waits for it again.
+    SET state = CASE WHEN f.state <> 'available' THEN f.state::job_state
+                     WHEN jobs.failed_on > 0 AND ",
+    holds_on_failure!("jobs"),
+    " THEN 'pending'
+                     WHEN jobs.failed_on > 0 THEN 'cancelled'
+                     WHEN jobs.waiting_on > 0 THEN 'pending' ELSE 'available' END,
         max_attempts = f.max_attempts,
-        finalized_at = CASE WHEN f.state <> 'available' THEN clock.now END,
-        errors = jobs.errors || jsonb_build_array(f.entry::jsonb || jsonb_build_object('at', clock.now)),
+        finalized_at = CASE WHEN f.state <> 'available' OR jobs.failed_on > 0 AND NOT ",
+    holds_on_failure!("jobs"),
+    " THEN clock.now END,
+        errors = jobs.errors || jsonb_build_array(f.entry::jsonb || jsonb_build_object('at', clock.now))
+                 || CASE WHEN f.state = 'available' AND jobs.failed_on > 0 AND NOT ",
+    holds_on_failure!("jobs"),
+    " THEN ",
+    failed_dependency_entry!("jobs", "clock.now"),
+    " ELSE '[]'::jsonb END,
         -- A job that ends in one of its unique states while another job holds its key,
         -- or takes it by this rescue (going back, or ending earlier in id order in one of
         -- its own unique states), gives the key up: the unique index never fails the

@@ -21,6 +21,37 @@ macro_rules! key_held_by_another {
     };
 }
 
+/// Whether the workflow of job `$j` holds its dependents when a dependency fails them
+/// (else it cancels them; a job in no workflow has no dependency).
+macro_rules! holds_on_failure {
+    ($j:literal) => {
+        concat!(
+            "EXISTS (SELECT 1 FROM job_workflows w WHERE w.id = ",
+            $j,
+            ".workflow_id AND w.on_failure = 'hold')"
+        )
+    };
+}
+
+/// The error entry (a one-element `jsonb` array, `[]` where none) of job `$j` cancelled
+/// because a dependency failed it, at `$now`: the first such dependency, as
+/// `jobs_driver::workflow::dependency_failed_entry` writes it.
+macro_rules! failed_dependency_entry {
+    ($j:literal, $now:literal) => {
+        concat!(
+            "COALESCE((SELECT jsonb_build_array(jsonb_build_object('attempt', 0, 'at', ",
+            $now,
+            ", 'error_type', 'dependency_failed',
+                'message', 'dependency ' || d.depends_on || ' ended ' || d.outcome::text, 'dependency', d.depends_on))
+             FROM job_dependencies d
+             WHERE d.job_id = ",
+            $j,
+            ".id AND d.needs = 'completed' AND d.outcome <> 'completed'
+             ORDER BY d.depends_on LIMIT 1), '[]'::jsonb)"
+        )
+    };
+}
+
 pub(crate) mod archive;
 pub(crate) mod claim;
 pub(crate) mod complete;

@@ -70,17 +70,34 @@ fn successes_json<'a>(completions: impl Iterator<Item = &'a Completion>) -> Stri
     text
 }
 
-// The state an outcome asks for: a job whose cancellation was requested while it ran
-// ends cancelled unless it succeeded ($3 is the outcome's state); one that would run
-// again while it waits for a dependency (a retry of which re-opened its edge while it
-// ran) waits in `pending`, released when the dependency finishes (not one a dependency
-// failed meanwhile: see the Postgres driver's `REQUESTED_STATE`). SQLite evaluates every
-// SET expression against the row as it was, so the expressions repeat it.
+// The state an outcome asks for ($3 is the outcome's state), as the Postgres driver's
+// `REQUESTED_STATE` says: a success stands; an outcome that would run the job again is
+// `cancelled` when its cancellation was requested while it ran; for a step a dependency
+// failed while it ran, `pending` where its workflow holds and `cancelled` where it
+// cancels (`cancelled_by_dependency!`); `pending` while it waits for a dependency a
+// retry re-opened. SQLite evaluates every SET expression against the row as it was, so
+// the expressions repeat it.
 macro_rules! requested_state {
     () => {
-        "(CASE WHEN cancel_requested_at IS NOT NULL AND $3 IN ('retryable', 'scheduled', 'available') \
-         THEN 'cancelled' WHEN waiting_on > 0 AND failed_on = 0 AND $3 IN ('retryable', 'scheduled', 'available') \
-         THEN 'pending' ELSE $3 END)"
+        concat!(
+            "(CASE WHEN $3 NOT IN ('retryable', 'scheduled', 'available') THEN $3 \
+             WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
+             WHEN failed_on > 0 AND ",
+            holds_on_failure!(),
+            " THEN 'pending' WHEN failed_on > 0 THEN 'cancelled' \
+             WHEN waiting_on > 0 THEN 'pending' ELSE $3 END)"
+        )
+    };
+}
+
+// Whether the outcome's job is cancelled because a dependency failed it.
+macro_rules! cancelled_by_dependency {
+    () => {
+        concat!(
+            "($3 IN ('retryable', 'scheduled', 'available') AND cancel_requested_at IS NULL AND failed_on > 0 AND NOT ",
+            holds_on_failure!(),
+            ")"
+        )
     };
 }
 
@@ -117,6 +134,25 @@ macro_rules! own_entry {
     };
 }
 
+// The errors with the outcome's own entry, and a `unique_conflict` one where its key is
+// held.
+macro_rules! outcome_errors {
+    () => {
+        concat!(
+            "(CASE WHEN ",
+            conflict!(),
+            "
+             THEN json_insert(",
+            own_entry!(),
+            ", '$[#]', json_object('attempt', attempt, 'at', json($9), 'error_type', 'unique_conflict',
+                    'message', 'another job holds its uniqueness key: discarded instead of ' || $3))
+             ELSE ",
+            own_entry!(),
+            " END)"
+        )
+    };
+}
+
 // Every other outcome, one at a time.
 const COMPLETE_OTHER: &str = concat!(
     "UPDATE jobs SET state = ",
@@ -126,14 +162,13 @@ const COMPLETE_OTHER: &str = concat!(
     " IN ('completed', 'discarded', 'cancelled') THEN $8 END,
     result = COALESCE($4, result),
     errors = CASE WHEN ",
+    cancelled_by_dependency!(),
+    " AND NOT ",
     conflict!(),
-    "
-             THEN json_insert(",
-    own_entry!(),
-    ", '$[#]', json_object('attempt', attempt, 'at', json($9), 'error_type', 'unique_conflict',
-                    'message', 'another job holds its uniqueness key: discarded instead of ' || $3))
-             ELSE ",
-    own_entry!(),
+    " THEN ",
+    with_failed_dependency_entry!(outcome_errors!(), "$9"),
+    " ELSE ",
+    outcome_errors!(),
     " END,
     scheduled_at = CASE WHEN $6 IS NULL THEN scheduled_at ELSE $8 + $6 END,
     unique_key = CASE WHEN instr(unique_states, '\"discarded\"') > 0 AND ",

@@ -179,14 +179,27 @@ impl StuckRow {
     }
 }
 
-// One job's fate: $1 id, $2 state, $3 attempts allowed, $4 error entry, $5 now (ms).
-const WRITE_FATE: &str = "\
+// One job's fate: $1 id, $2 state, $3 attempts allowed, $4 error entry, $5 now (ms), $6
+// now (JSON).
+const WRITE_FATE: &str = concat!(
+    "\
 UPDATE jobs
--- A workflow step whose dependency was retried while it ran waits for it again.
-SET state = CASE WHEN $2 = 'available' AND waiting_on > 0 AND failed_on = 0 THEN 'pending' ELSE $2 END,
+-- A workflow step going back never runs past a dependency that failed it while it ran
+-- (retried, then failed): held in `pending` where its workflow holds, cancelled naming it
+-- where it cancels (as `complete.rs`'s `requested_state!`); one whose dependency was
+-- retried while it ran waits for it again.
+SET state = CASE WHEN $2 <> 'available' THEN $2 WHEN failed_on > 0 AND ",
+    holds_on_failure!(),
+    " THEN 'pending' WHEN failed_on > 0 THEN 'cancelled' WHEN waiting_on > 0 THEN 'pending' ELSE $2 END,
     max_attempts = $3,
-    finalized_at = CASE WHEN $2 <> 'available' THEN $5 END,
-    errors = json_insert(errors, '$[#]', json($4)),
+    finalized_at = CASE WHEN $2 <> 'available' OR failed_on > 0 AND NOT ",
+    holds_on_failure!(),
+    " THEN $5 END,
+    errors = CASE WHEN $2 = 'available' AND failed_on > 0 AND NOT ",
+    holds_on_failure!(),
+    " THEN ",
+    with_failed_dependency_entry!("json_insert(errors, '$[#]', json($4))", "$6"),
+    " ELSE json_insert(errors, '$[#]', json($4)) END,
     -- A job that ends in one of its unique states while another job holds its key gives
     -- the key up (the unique index never fails the rescue). The fates going back are
     -- written first, so a job ending here sees a key taken back by this rescue, and at
@@ -195,7 +208,8 @@ SET state = CASE WHEN $2 = 'available' AND waiting_on > 0 AND failed_on = 0 THEN
                            AND EXISTS (SELECT 1 FROM jobs o WHERE o.unique_key = jobs.unique_key
                                        AND instr(o.unique_states, '\"' || o.state || '\"') > 0 AND o.id <> jobs.id)
                       THEN NULL ELSE unique_key END
-WHERE id = $1 AND state = 'running'";
+WHERE id = $1 AND state = 'running'"
+);
 
 /// Gives each of `stuck` its fate ([`RescueFate::decide_all`]); returns the ids and the
 /// wake-ups added.
@@ -207,6 +221,7 @@ fn write_fates(
     now_ms: i64,
 ) -> Result<(Vec<i64>, Vec<Notification>)> {
     let at = crate::time::from_ms(now_ms);
+    let at_json = serde_json::to_string(&at).unwrap_or_else(|_| "null".into());
     let mut ids = Vec::with_capacity(stuck.len());
     let mut available = Vec::new();
     let mut fates = RescueFate::decide_all(&stuck, rescuer, max_node_losses, at);
@@ -220,6 +235,7 @@ fn write_fates(
             .bind::<Integer, _>(fate.max_attempts)
             .bind::<Text, _>(fate.entry.to_string())
             .bind::<BigInt, _>(now_ms)
+            .bind::<Text, _>(at_json.as_str())
             .execute(conn)?;
         if written == 1 {
             ids.push(fate.id);

@@ -21,6 +21,35 @@ macro_rules! key_held_by_another {
     };
 }
 
+/// Whether the workflow of the row being updated (`jobs`) holds its dependents when a
+/// dependency fails them (else it cancels them; a job in no workflow has no dependency).
+macro_rules! holds_on_failure {
+    () => {
+        "EXISTS (SELECT 1 FROM job_workflows w WHERE w.id = jobs.workflow_id AND w.on_failure = 'hold')"
+    };
+}
+
+/// `$errors` (a JSON array) with, for the row being updated (`jobs`) cancelled because a
+/// dependency failed it, the entry naming the first such dependency at `$at` (a JSON
+/// value), as `jobs_driver::workflow::dependency_failed_entry` writes it.
+macro_rules! with_failed_dependency_entry {
+    ($errors:expr, $at:literal) => {
+        concat!(
+            "COALESCE((SELECT json_insert(",
+            $errors,
+            ", '$[#]', json_object('attempt', 0, 'at', json(",
+            $at,
+            "), 'error_type', 'dependency_failed',
+                'message', 'dependency ' || d.depends_on || ' ended ' || d.outcome, 'dependency', d.depends_on))
+             FROM job_dependencies d
+             WHERE d.job_id = jobs.id AND d.needs = 'completed' AND d.outcome <> 'completed'
+             ORDER BY d.depends_on LIMIT 1), ",
+            $errors,
+            ")"
+        )
+    };
+}
+
 pub(crate) mod claim;
 pub(crate) mod complete;
 pub(crate) mod control;

@@ -154,8 +154,11 @@ impl System {
             let losses = entries(row).iter().filter(|e| uncertain(e)).count() as i32;
             let cause = match row.state {
                 JobState::Cancelled if before.cancel_requested_at.is_some() => Some("a cancel was requested"),
+                // Waiting, or a run that ended to go again (handed back, rescued) while a
+                // dependency failed it.
                 JobState::Cancelled
-                    if error_type(&last) == DEPENDENCY_FAILED && before.state == JobState::Pending =>
+                    if error_type(&last) == DEPENDENCY_FAILED
+                        && matches!(before.state, JobState::Pending | JobState::Running) =>
                 {
                     Some("a dependency failed it")
                 }
