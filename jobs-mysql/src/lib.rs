@@ -33,6 +33,7 @@
 mod cached;
 mod connection;
 mod driver;
+mod exec;
 mod jobs;
 mod kind_stats;
 mod leader;

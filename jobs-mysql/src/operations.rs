@@ -15,31 +15,7 @@ use crate::{
     stats, wakeups,
 };
 
-/// Runs `$body` (async, on `$tx`, returning the result and the notifications it added) in
-/// a transaction on a pooled connection; delivers the notifications once it commits.
-macro_rules! in_transaction {
-    ($driver:expr, |$tx:ident| $body:expr) => {{
-        let mut conn = $driver.conn().await?;
-        let outcome = conn.transaction::<_, DriverError, _>(async |$tx| $body).await;
-        conn.give_back(&outcome);
-        let (result, told) = outcome?;
-        $driver.deliver(&told);
-        Ok::<_, DriverError>(result)
-    }};
-}
-
-/// Runs `$body` (async, on `$conn`, a connection lent from the pool: see `pool::Lent`).
-macro_rules! on_connection {
-    ($driver:expr, |$conn:ident| $body:expr) => {{
-        let mut lent = $driver.conn().await?;
-        let outcome = {
-            let $conn = &mut *lent;
-            $body
-        };
-        lent.give_back(&outcome);
-        outcome
-    }};
-}
+use crate::exec::{in_transaction, on_connection};
 
 #[async_trait]
 impl Driver for MysqlDriver {
@@ -142,11 +118,11 @@ impl Driver for MysqlDriver {
     }
 
     async fn job_dependencies(&self, params: JobDependenciesParams) -> Result<Vec<Dependency>> {
-        on_connection!(self, |c| crate::workflows::dependencies(c, params.job_id).await)
+        on_connection!(self, |c| crate::workflows::reads::dependencies(c, params.job_id).await)
     }
 
     async fn workflow_get(&self, params: WorkflowGetParams) -> Result<Option<WorkflowInfo>> {
-        on_connection!(self, |c| crate::workflows::workflow_get(c, params.id).await)
+        on_connection!(self, |c| crate::workflows::reads::workflow_get(c, params.id).await)
     }
 
     async fn workflow_prune(&self, params: WorkflowPruneParams) -> Result<WorkflowPruned> {

@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use jobs_core::driver::Capability;
 use jobs_core::driver::{
     ClaimedJob, Completion, DependsOn, DriverError, InsertedWorkflow, JobCancelManyParams, JobClaimParams,
     JobCompleteManyParams, JobDeleteManyParams, JobDependenciesParams, JobInsertWorkflowParams,
@@ -198,9 +197,10 @@ pub async fn a_failed_dependency_cancels_or_holds_and_a_retry_resumes(db: TestDb
 
 /// Dependencies on existing jobs: one that is gone is refused and nothing is written; a
 /// step that waits may not be unique; a dependency already completed counts at once (the
-/// step is due), one already failed cancels the step at once; a dependency that finishes
-/// while the insert's transaction is still open, and a finish no completion settled (a
-/// person's cancel, a crash before the settle), are settled by the settler's sweep.
+/// step is due), one already failed cancels the step at once; a running one's success
+/// waits for the insert's transaction and is kept for the step, also on a
+/// delete-on-completion queue; a finish no completion settled (a person's cancel, a
+/// crash before the settle) is settled by the settler's sweep.
 pub async fn workflow_steps_may_depend_on_existing_jobs(db: TestDb) {
     use JobState::{Available, Cancelled, Completed, Discarded, Pending};
     let now = Utc::now();
@@ -244,34 +244,36 @@ pub async fn workflow_steps_may_depend_on_existing_jobs(db: TestDb) {
     let ids = insert(&db, &flow).await;
     assert_eq!(states(&db, &ids).await, [Available, Cancelled]);
 
-    // The dependency is running when the application's transaction inserts the step, and
-    // completes (and is settled, finding nothing committed) before it commits. Where
-    // writers take turns (SQLite), the race cannot happen: there the completion's settle
-    // is left out, as a crash between the two would.
+    // The dependency is running, on a delete-on-completion queue, when an application's
+    // transaction adds a step after it. Its success waits for that transaction (the
+    // insert marked it depended on), then keeps it, completed, for the step to read:
+    // gone, it would read as cancelled and cancel the step. (The completion has a second
+    // to finish before the commit: nothing else holds the job; where writers take turns,
+    // the transaction holds the file.)
     let running = claim(&db, "running", existing[2]).await;
-    let concurrent_writers = db.driver.capabilities().has(Capability::SkipLocked);
     let mut tx = db.app_transaction().await;
     let late = tx
         .insert_workflow(&workflow(OnFailure::Cancel, vec![step("late", &[DependsOn::Job(existing[2])])]))
         .await
-        .expect("insert in the transaction");
-    let mut tx = Some(tx);
-    if !concurrent_writers && let Some(tx) = tx.take() {
-        tx.commit().await.expect("commit");
-    }
-    let completion = succeeded(existing[2], "running", running.attempt);
-    db.driver
-        .job_complete_many(JobCompleteManyParams { completions: &[completion], now: None })
-        .await
-        .expect("complete");
-    if let Some(tx) = tx {
-        settle(&db, Some(&[existing[2]])).await;
-        tx.commit().await.expect("commit");
-    }
-    let late = late.jobs[0].id;
-    assert_eq!(db.job(late).await.state, Pending, "its edge is unsettled, its dependency finished");
-    assert_eq!(settle(&db, None).await.released, 1, "the sweep settles it");
-    assert_eq!(db.job(late).await.state, Available);
+        .expect("insert in the transaction")
+        .jobs[0]
+        .id;
+    let completion = Completion { delete: true, ..succeeded(existing[2], "running", running.attempt) };
+    let driver = db.driver.clone();
+    let mut completing = tokio::spawn(async move {
+        driver.job_complete_many(JobCompleteManyParams { completions: &[completion], now: None }).await
+    });
+    let early = tokio::time::timeout(Duration::from_secs(1), &mut completing).await;
+    assert!(
+        early.is_err(),
+        "the success of a job a step was just added after waits for the commit: {early:?}"
+    );
+    tx.commit().await.expect("commit");
+    let applied = completing.await.expect("the completion's task").expect("complete");
+    assert_eq!(applied, vec![existing[2]]);
+    assert_eq!(db.job(existing[2]).await.state, Completed, "kept for its dependent");
+    settle(&db, Some(&[existing[2]])).await;
+    assert_eq!(db.job(late).await.state, Available, "its dependency completed");
 
     // Finishes that no completion settled: a step's dependency deleted, another's cancelled.
     let flow = workflow(OnFailure::Hold, vec![step("p", &[]), step("q", &[DependsOn::Step(0)])]);

@@ -144,9 +144,14 @@ pub async fn change_batch<S: WorkflowStore + ?Sized>(
         store.update_jobs(&join).await?;
     }
     // A member whose key was held is that job: it may be finished (share-locked, so a
-    // retry of it waits for this), or in the batch already (no second edge).
+    // retry of it waits for this), running (marked, so that a success on a
+    // delete-on-completion queue keeps it for the callback's counts), or in the batch
+    // already (no second edge).
     let ids: BTreeSet<i64> = members.iter().map(|m| m.id).collect();
     let held: Vec<i64> = members.iter().filter(|m| m.existing).map(|m| m.id).collect();
+    if !held.is_empty() {
+        store.mark_depended_on(&held).await?;
+    }
     let finished: BTreeMap<i64, crate::state::JobState> = store
         .lock_dependencies(&held, false)
         .await?

@@ -16,9 +16,10 @@ pub async fn prune_workflows<S: WorkflowStore + ?Sized>(
     store: &mut S,
     params: WorkflowPruneParams,
 ) -> Result<WorkflowPruned> {
-    let page = store.workflows_after(params.after, params.limit.max(1)).await?;
+    let limit = params.limit.max(1);
+    let page = store.workflows_after(params.after, limit).await?;
     let deleted = if page.is_empty() { 0 } else { store.delete_empty_workflows(&page).await? };
-    let next = if page.len() >= params.limit.max(1) { page.last().copied() } else { None };
+    let next = if page.len() >= limit { page.last().copied() } else { None };
     Ok(WorkflowPruned { deleted, next })
 }
 

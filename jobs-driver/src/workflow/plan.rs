@@ -17,9 +17,10 @@ use crate::state::JobState;
 /// A step with unfinished dependencies is `pending`; one whose dependency already failed
 /// it is `pending` too (`Hold`) or `cancelled` (`Cancel`, and its dependents in the
 /// workflow in turn). An existing job named as a dependency must exist
-/// ([`WorkflowError::UnknownDependency`]). An unfinished one is not locked (a lock would
-/// make its completion wait for the caller's transaction): one that finishes before this
-/// commits leaves an unsettled edge the settler's sweep settles. A finished one is
+/// ([`WorkflowError::UnknownDependency`]). An unfinished one is marked depended on
+/// ([`WorkflowStore::mark_depended_on`]): its completion waits for the caller's
+/// transaction, and a success on a delete-on-completion queue keeps it, so that the step
+/// reads that it completed (gone, it would read as cancelled). A finished one is
 /// share-locked, so that a retry of it waits for this to commit and re-opens the edge.
 pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
     store: &mut S,
@@ -51,13 +52,22 @@ pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
     }
     let deduplicated: Vec<i64> = inserted.iter().filter(|i| i.existing).map(|i| i.id).collect();
     known.extend(states_by_id(store.dependency_states(&deduplicated).await?));
-    // The finished ones, share-locked and read again: a retry of one made before the lock
-    // reads as unfinished (a locking read is current under any isolation), and one after
-    // it waits for this transaction, then re-opens the edge settled here.
-    let finished: Vec<i64> = known.values().filter(|s| s.state.is_final()).map(|s| s.id).collect();
-    if !finished.is_empty() {
-        let current = states_by_id(store.lock_dependencies(&finished, false).await?);
-        for id in finished {
+    // The unfinished ones marked (their completion waits for this transaction, and then
+    // keeps them for their dependents, also on a delete-on-completion queue), and all
+    // share-locked and read again: one that finished meanwhile reads as finished, a retry
+    // of a finished one made before the lock reads as unfinished (a locking read is
+    // current under any isolation), and one after it waits for this transaction, then
+    // re-opens the edge settled here.
+    let mut depended: Vec<i64> = known.keys().copied().collect();
+    depended.sort_unstable();
+    let unfinished: Vec<i64> =
+        depended.iter().copied().filter(|id| known.get(id).is_some_and(|s| !s.state.is_final())).collect();
+    if !unfinished.is_empty() {
+        store.mark_depended_on(&unfinished).await?;
+    }
+    if !depended.is_empty() {
+        let current = states_by_id(store.lock_dependencies(&depended, false).await?);
+        for id in depended {
             let state = current.get(&id).cloned().ok_or(WorkflowError::UnknownDependency(id))?;
             known.insert(id, state);
         }

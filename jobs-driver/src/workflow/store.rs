@@ -148,6 +148,16 @@ pub trait WorkflowStore: Send {
     /// a job another transaction holds is skipped (left out) rather than waited for.
     async fn lock_dependencies(&mut self, ids: &[i64], skip_locked: bool) -> Result<Vec<DependencyState>>;
 
+    /// Marks the jobs of `ids` that are in the live table as depended on (`depended_on`:
+    /// a success on a delete-on-completion queue keeps it, completed, for its dependents
+    /// to read), which locks them for the rest of the transaction: a completion of one
+    /// waits for this transaction, and then reads the mark. Called by an insert for the
+    /// unfinished jobs it adds edges from, before it reads them again
+    /// ([`lock_dependencies`](Self::lock_dependencies)). A driver whose writers take
+    /// turns (SQLite: a completion runs wholly before or after the insert's transaction)
+    /// needs no mark and does nothing.
+    async fn mark_depended_on(&mut self, ids: &[i64]) -> Result<()>;
+
     /// Inserts the row of a workflow; returns its id.
     async fn insert_workflow_row(&mut self, name: &str, on_failure: OnFailure) -> Result<i64>;
 

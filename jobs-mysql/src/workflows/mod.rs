@@ -15,10 +15,10 @@ use diesel::mysql::Mysql;
 use diesel::sql_types::{BigInt, Integer, Nullable, Text};
 use diesel_async::{AsyncConnection, AsyncConnectionCore, RunQueryDsl};
 use jobs_driver::workflow::{
-    self, DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WORKFLOW_GET, WORKFLOWS_AFTER,
-    WorkflowInfoRow, WorkflowRow, WorkflowStore, dependency_failed_entry,
+    self, DependencyState, Edge, JobUpdate, Locked, SweepPage, Transition, WORKFLOWS_AFTER, WorkflowRow,
+    WorkflowStore, dependency_failed_entry,
 };
-use jobs_driver::{Dependency, Inserted, JobState, NewJob, Notification, OnFailure, Result, WorkflowInfo};
+use jobs_driver::{Inserted, JobState, NewJob, Notification, OnFailure, Result};
 use serde_json::Value;
 
 use crate::cached::CachedQuery;
@@ -28,6 +28,7 @@ use crate::rows::Id;
 use crate::time::naive_opt;
 
 mod operations;
+pub(crate) mod reads;
 mod rows;
 pub(crate) mod statements;
 
@@ -78,6 +79,11 @@ where
         rows.into_iter()
             .map(|r| DependencyState::from_stored(r.id, r.kind, &r.state, r.result.as_deref()))
             .collect()
+    }
+
+    async fn mark_depended_on(&mut self, ids: &[i64]) -> Result<()> {
+        CachedQuery::new(MARK_DEPENDED_ON).bind::<Text, _>(ids_json(ids)).execute(self.conn).await?;
+        Ok(())
     }
 
     async fn insert_workflow_row(&mut self, name: &str, on_failure: OnFailure) -> Result<i64> {
@@ -325,22 +331,4 @@ where
     let deleted = crate::jobs::control::delete_many(conn, ids).await?;
     CachedQuery::new(DELETE_EDGES_INTO_GONE).bind::<Text, _>(ids_json(ids)).execute(conn).await?;
     Ok(deleted)
-}
-
-/// The dependencies of `job_id` (see `JobDependenciesParams`).
-pub(crate) async fn dependencies<C>(conn: &mut C, job_id: i64) -> Result<Vec<Dependency>>
-where
-    C: AsyncConnectionCore<Backend = Mysql> + Send,
-{
-    let rows: Vec<EdgeRow> = CachedQuery::new(DEPENDENCIES).bind::<BigInt, _>(job_id).load(conn).await?;
-    rows.into_iter().map(|r| r.into_edge().map(Dependency::from)).collect()
-}
-
-/// Workflow `id`'s row (see `WorkflowGetParams`).
-pub(crate) async fn workflow_get<C>(conn: &mut C, id: i64) -> Result<Option<WorkflowInfo>>
-where
-    C: AsyncConnectionCore<Backend = Mysql> + Send,
-{
-    let rows: Vec<WorkflowInfoRow> = CachedQuery::new(WORKFLOW_GET).bind::<BigInt, _>(id).load(conn).await?;
-    Ok(rows.into_iter().next().map(WorkflowInfo::from))
 }

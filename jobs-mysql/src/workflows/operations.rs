@@ -4,12 +4,13 @@
 use diesel_async::AsyncConnection;
 use jobs_driver::workflow::{self, WorkflowStore};
 use jobs_driver::{
-    BatchChanged, DriverError, InsertedWorkflow, JobBatchParams, JobInsertWorkflowParams, JobSettleParams,
-    Result, Settled, WorkflowPruneParams, WorkflowPruned,
+    BatchChanged, InsertedWorkflow, JobBatchParams, JobInsertWorkflowParams, JobSettleParams, Result,
+    Settled, WorkflowPruneParams, WorkflowPruned,
 };
 
 use super::MysqlStore;
 use crate::driver::MysqlDriver;
+use crate::exec::{in_transaction, on_connection};
 
 impl MysqlDriver {
     /// See `JobInsertWorkflowParams`.
@@ -17,34 +18,20 @@ impl MysqlDriver {
         &self,
         params: JobInsertWorkflowParams<'_>,
     ) -> Result<InsertedWorkflow> {
-        let mut conn = self.conn().await?;
-        let outcome = conn
-            .transaction::<_, DriverError, _>(async |tx| {
-                let mut store = MysqlStore::new(tx);
-                let inserted = workflow::insert_workflow(&mut store, params.workflow, params.now).await?;
-                Ok((inserted, store.told))
-            })
-            .await;
-        conn.give_back(&outcome);
-        let (inserted, told) = outcome?;
-        self.deliver(&told);
-        Ok(inserted)
+        in_transaction!(self, |tx| {
+            let mut store = MysqlStore::new(tx);
+            let inserted = workflow::insert_workflow(&mut store, params.workflow, params.now).await?;
+            Ok((inserted, store.told))
+        })
     }
 
     /// See `JobBatchParams`.
     pub(crate) async fn batch(&self, params: JobBatchParams<'_>) -> Result<BatchChanged> {
-        let mut conn = self.conn().await?;
-        let outcome = conn
-            .transaction::<_, DriverError, _>(async |tx| {
-                let mut store = MysqlStore::new(tx);
-                let changed = workflow::change_batch(&mut store, params.change, params.now).await?;
-                Ok((changed, store.told))
-            })
-            .await;
-        conn.give_back(&outcome);
-        let (changed, told) = outcome?;
-        self.deliver(&told);
-        Ok(changed)
+        in_transaction!(self, |tx| {
+            let mut store = MysqlStore::new(tx);
+            let changed = workflow::change_batch(&mut store, params.change, params.now).await?;
+            Ok((changed, store.told))
+        })
     }
 
     /// See `JobSettleParams`: the sweep's page, then a transaction per round. The driver's
@@ -56,26 +43,17 @@ impl MysqlDriver {
         let (first, next) = match finished {
             Some(ids) => (ids.to_vec(), None),
             None => {
-                let mut conn = self.conn().await?;
-                let found = MysqlStore::new(&mut *conn).finished_with_unsettled(after, limit).await;
-                conn.give_back(&found);
-                let page = found?;
+                let page =
+                    on_connection!(self, |c| MysqlStore::new(c).finished_with_unsettled(after, limit).await)?;
                 (page.finished, page.next)
             }
         };
         let done = workflow::settle_cascade(first, |ids| async move {
-            let mut conn = self.conn().await?;
-            let outcome = conn
-                .transaction::<_, DriverError, _>(async |tx| {
-                    let mut store = MysqlStore::new(tx);
-                    let round = workflow::settle_round(&mut store, &ids, limit, now, skip_locked).await?;
-                    Ok((round, store.told))
-                })
-                .await;
-            conn.give_back(&outcome);
-            let (round, told) = outcome?;
-            self.deliver(&told);
-            Ok(round)
+            in_transaction!(self, |tx| {
+                let mut store = MysqlStore::new(tx);
+                let round = workflow::settle_round(&mut store, &ids, limit, now, skip_locked).await?;
+                Ok((round, store.told))
+            })
         })
         .await;
         workflow::finish_page(done, next, finished.is_none())
@@ -90,15 +68,10 @@ impl MysqlDriver {
     /// Deletes the jobs of `ids` that are not running, and the edges into them; after the
     /// commit, settles the edges out of them and removes the workflows they emptied.
     pub(crate) async fn delete(&self, ids: &[i64]) -> Result<i64> {
-        let mut conn = self.conn().await?;
-        let outcome = conn
-            .transaction::<_, DriverError, _>(async |tx| {
-                let workflows = MysqlStore::new(&mut *tx).workflows_of(ids).await?;
-                Ok((super::delete_and_forget(tx, ids).await?, workflows))
-            })
-            .await;
-        conn.give_back(&outcome);
-        let (deleted, workflows) = outcome?;
+        let (deleted, workflows) = in_transaction!(self, |tx| {
+            let workflows = MysqlStore::new(&mut *tx).workflows_of(ids).await?;
+            Ok(((super::delete_and_forget(tx, ids).await?, workflows), Vec::new()))
+        })?;
         self.settle_eagerly(ids).await;
         workflow::forget_after_delete(&workflows, |w| self.delete_empty_workflows(w)).await;
         Ok(deleted)
@@ -106,25 +79,13 @@ impl MysqlDriver {
 
     /// See `WorkflowPruneParams`.
     pub(crate) async fn prune_workflows(&self, params: WorkflowPruneParams) -> Result<WorkflowPruned> {
-        let mut conn = self.conn().await?;
-        let outcome = conn
-            .transaction::<_, DriverError, _>(async |tx| {
-                workflow::prune_workflows(&mut MysqlStore::new(tx), params).await
-            })
-            .await;
-        conn.give_back(&outcome);
-        outcome
+        in_transaction!(self, |tx| {
+            Ok((workflow::prune_workflows(&mut MysqlStore::new(tx), params).await?, Vec::new()))
+        })
     }
 
     /// Of `ids`, removes the workflows no member is left in, in a transaction of its own.
     async fn delete_empty_workflows(&self, ids: &[i64]) -> Result<usize> {
-        let mut conn = self.conn().await?;
-        let outcome = conn
-            .transaction::<_, DriverError, _>(async |tx| {
-                MysqlStore::new(tx).delete_empty_workflows(ids).await
-            })
-            .await;
-        conn.give_back(&outcome);
-        outcome
+        in_transaction!(self, |tx| Ok((MysqlStore::new(tx).delete_empty_workflows(ids).await?, Vec::new())))
     }
 }

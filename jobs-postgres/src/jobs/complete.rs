@@ -153,6 +153,9 @@ RETURNING jobs.id"
 
 // A job other jobs depend on stays (it completes as if kept): its dependents must read
 // that it completed, where a job gone reads as cancelled (`jobs_driver::workflow`).
+// `depended_on` is the mark of an insert that added an edge while the job was unfinished:
+// its lock made this wait for that insert's commit, and the row's latest version, read
+// after the wait, has the mark where the edge is past this statement's snapshot.
 pub(crate) const DELETE_COMPLETED: &str = concat!(
     "\
 DELETE FROM jobs
@@ -160,6 +163,7 @@ USING unnest($1::int8[], $2::int4[]) AS c(id, attempt)
 WHERE ",
     running_at_attempt!(),
     "
+  AND NOT jobs.depended_on
   AND NOT EXISTS (SELECT 1 FROM job_dependencies d WHERE d.depends_on = jobs.id)
 RETURNING jobs.id"
 );

@@ -109,6 +109,11 @@ where
             .collect())
     }
 
+    async fn mark_depended_on(&mut self, ids: &[i64]) -> Result<()> {
+        diesel::sql_query(MARK_DEPENDED_ON).bind::<Array<BigInt>, _>(ids).execute(self.0).await?;
+        Ok(())
+    }
+
     async fn insert_workflow_row(&mut self, name: &str, on_failure: OnFailure) -> Result<i64> {
         let row: Id = diesel::sql_query(INSERT_WORKFLOW)
             .bind::<Text, _>(name)

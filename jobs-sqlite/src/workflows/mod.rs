@@ -63,6 +63,12 @@ where
             .collect()
     }
 
+    async fn mark_depended_on(&mut self, _ids: &[i64]) -> Result<()> {
+        // The transaction holds the file: a completion runs wholly before it (the job is
+        // read finished, or gone: refused) or after it (the edge is there to read).
+        Ok(())
+    }
+
     async fn insert_workflow_row(&mut self, name: &str, on_failure: OnFailure) -> Result<i64> {
         let row: Id = CachedQuery::new(INSERT_WORKFLOW)
             .bind::<Text, _>(name)

@@ -10,6 +10,6 @@ CREATE OR REPLACE VIEW jobs_all AS
            errors, result, cancel_requested_at, unique_key, unique_states
     FROM jobs_archive;
 ALTER TABLE jobs_archive DROP COLUMN workflow_id, DROP COLUMN waiting_on, DROP COLUMN failed_on;
-ALTER TABLE jobs DROP COLUMN workflow_id, DROP COLUMN waiting_on, DROP COLUMN failed_on;
+ALTER TABLE jobs DROP COLUMN workflow_id, DROP COLUMN waiting_on, DROP COLUMN failed_on, DROP COLUMN depended_on;
 DROP TABLE job_dependencies;
 DROP TABLE job_workflows;

@@ -43,9 +43,14 @@ CREATE INDEX job_dependencies_unsettled_idx ON job_dependencies (depends_on) WHE
 -- state: `waiting_on` its unsettled edges, `failed_on` its settled edges whose outcome did
 -- not meet its needs. A pending job becomes due when both are zero. Constant defaults:
 -- adding them rewrites no row.
+-- `depended_on` (in `jobs` only): an insert added an edge out of the job while it was
+-- unfinished, and locked it doing so. A success on a delete-on-completion queue reads it
+-- after waiting for that insert's commit (the row read after a wait is the latest, where
+-- the edge may be past the statement's snapshot), and keeps the job for its dependents.
 ALTER TABLE jobs ADD COLUMN workflow_id bigint,
                  ADD COLUMN waiting_on integer NOT NULL DEFAULT 0,
-                 ADD COLUMN failed_on integer NOT NULL DEFAULT 0;
+                 ADD COLUMN failed_on integer NOT NULL DEFAULT 0,
+                 ADD COLUMN depended_on boolean NOT NULL DEFAULT false;
 ALTER TABLE jobs_archive ADD COLUMN workflow_id bigint,
                          ADD COLUMN waiting_on integer NOT NULL DEFAULT 0,
                          ADD COLUMN failed_on integer NOT NULL DEFAULT 0;
