@@ -97,6 +97,7 @@ macro_rules! with_cases {
             a_sweep_passes_over_a_page_an_application_holds: [SkipLocked],
             a_rescued_step_waits_for_its_retried_dependency: [],
             a_step_a_dependency_failed_while_it_ran_never_runs_past_it: [],
+            a_whole_workflows_retry_never_makes_a_step_due_before_its_dependency: [SkipLocked],
             a_workflows_members_are_listed_and_counted_by_its_id: [],
             a_workflow_reads_by_id_and_goes_with_its_last_member: [],
             a_batch_calls_back_once_when_sealed_and_every_member_finished: [],

@@ -204,6 +204,11 @@ impl Action {
     /// statement (each its own transaction, so a large filter never holds long locks).
     /// Returns how many jobs it changed, and those a retry left (see [`Applied`]): a job
     /// whose key is held never stops the others.
+    ///
+    /// A retry of a workflow's members (`filter.workflow`) reads their ids in pages and
+    /// retries them all in one call: retried a batch at a time, a step whose dependency
+    /// is in a later batch would be due, and run, with its dependency still completed
+    /// from before, and its dependency's rerun would then not run it again.
     pub async fn apply_to_matching(
         self,
         driver: &dyn Driver,
@@ -230,17 +235,27 @@ impl Action {
         // upper bound.
         let newest_first = JobFilter { order: jobs_driver::JobOrder::NewestFirst, ..filter.clone() };
         let filter = &newest_first;
+        let whole = self == Action::Retry && filter.workflow.is_some();
+        let mut gathered = Vec::new();
         let mut before = through.map(|id| id.saturating_add(1));
         loop {
             let ids = driver.job_list_ids(JobListParams { filter, before, limit: batch }).await?;
             let Some(&last) = ids.last() else { break };
-            let applied = self.apply(driver, &ids).await?;
-            total.changed += applied.changed;
-            total.key_held.extend(applied.key_held);
-            if (ids.len() as i64) < batch {
+            let full = ids.len() as i64 >= batch;
+            if whole {
+                gathered.extend(ids);
+            } else {
+                let applied = self.apply(driver, &ids).await?;
+                total.changed += applied.changed;
+                total.key_held.extend(applied.key_held);
+            }
+            if !full {
                 break;
             }
             before = Some(last);
+        }
+        if !gathered.is_empty() {
+            total = self.apply(driver, &gathered).await?;
         }
         Ok(total)
     }

@@ -5,13 +5,15 @@
 //! deleted step leaves no edges; a wide fan-out takes a large result; an eager settle
 //! never waits for an application's transaction; a completed dependency is kept on a
 //! delete-on-completion queue; a sweep passes over a page an application holds; a step
-//! rescued while its dependency reruns waits for it.
+//! rescued while its dependency reruns waits for it; a whole workflow's retry never makes
+//! a step due before its dependency.
 
 use std::time::Duration;
 
+use jobs_core::Action;
 use jobs_core::driver::{
     Completion, DependsOn, JobCancelManyParams, JobCompleteManyParams, JobDeleteManyParams,
-    JobDependenciesParams, JobRetryManyParams, JobSettleParams, JobState, OnFailure,
+    JobDependenciesParams, JobFilter, JobRetryManyParams, JobSettleParams, JobState, OnFailure,
 };
 use jobs_core::maintenance::{Rescuer, RescuerConfig, ServiceContext};
 use serde_json::json;
@@ -329,4 +331,44 @@ pub async fn a_step_a_dependency_failed_while_it_ran_never_runs_past_it(db: Test
         assert_eq!(states(&db, &ids).await, [Completed, Available, Pending], "released by the head's rerun");
         db.driver.job_delete_many(JobDeleteManyParams { ids: &ids }).await.expect("clear the queues");
     }
+}
+
+/// A whole workflow's retry (the dashboard's bulk retry of `/jobs?workflow=ID`, which
+/// reads in pages smaller than the workflow) never makes a step due while its dependency
+/// is still completed from before: the members go in one call. An application's
+/// transaction holds the oldest member meanwhile, so the retry waits for it: a retry a
+/// page at a time would by then have committed the newer page, making its first step due
+/// (and a worker would run it before its dependency reran). (Needs row locks: where one
+/// writer at a time holds the file, the transaction holds it all.)
+pub async fn a_whole_workflows_retry_never_makes_a_step_due_before_its_dependency(db: TestDb) {
+    use JobState::{Available, Completed, Discarded, Pending};
+    let flow = workflow(
+        OnFailure::Hold,
+        vec![
+            step("whole-held", &[]),
+            step("whole-0", &[]),
+            step("whole-1", &[DependsOn::Step(1)]),
+            step("whole-2", &[DependsOn::Step(2)]),
+        ],
+    );
+    let ids = insert(&db, &flow).await;
+    finish(&db, "whole-held", ids[0], Discarded, None).await;
+    for (i, queue) in ["whole-0", "whole-1", "whole-2"].into_iter().enumerate() {
+        finish(&db, queue, ids[i + 1], Completed, None).await;
+    }
+    let workflow_id = db.job(ids[0]).await.workflow_id.expect("a step names its workflow");
+
+    let mut tx = db.app_transaction().await;
+    tx.retry(&ids[..1]).await.expect("retry the oldest member in the transaction");
+    let driver = db.driver.clone();
+    let mut retrying = tokio::spawn(async move {
+        let filter = JobFilter { workflow: Some(workflow_id), ..JobFilter::default() };
+        Action::Retry.apply_to_matching(&*driver, &filter, 2).await
+    });
+    let early = tokio::time::timeout(Duration::from_secs(1), &mut retrying).await;
+    assert!(early.is_err(), "the retry waits for the member the transaction holds: {early:?}");
+    assert_eq!(db.job(ids[2]).await.state, Completed, "no step is due before its dependency's retry");
+    tx.commit().await.expect("commit");
+    retrying.await.expect("the retry's task").expect("retry the workflow");
+    assert_eq!(states(&db, &ids).await, [Available, Available, Pending, Pending]);
 }

@@ -143,19 +143,16 @@ pub async fn change_batch<S: WorkflowStore + ?Sized>(
         };
         store.update_jobs(&join).await?;
     }
-    // A member whose key was held is that job: it may be finished (share-locked, so a
-    // retry of it waits for this), running (marked, so that a success on a
-    // delete-on-completion queue keeps it for the callback's counts), or in the batch
-    // already (no second edge).
+    // A member whose key was held is that job, locked as a dependency: it may be finished
+    // (a retry of it waits for this), running (a success on a delete-on-completion queue
+    // keeps it for the callback's counts), or in the batch already (no second edge).
     let ids: BTreeSet<i64> = members.iter().map(|m| m.id).collect();
-    let held: Vec<i64> = members.iter().filter(|m| m.existing).map(|m| m.id).collect();
-    if !held.is_empty() {
-        store.mark_depended_on(&held).await?;
-    }
-    let finished: BTreeMap<i64, crate::state::JobState> = store
-        .lock_dependencies(&held, false)
+    let mut held: Vec<i64> = members.iter().filter(|m| m.existing).map(|m| m.id).collect();
+    held.sort_unstable();
+    held.dedup();
+    let finished: BTreeMap<i64, crate::state::JobState> = super::plan::hold_dependencies(store, &held)
         .await?
-        .into_iter()
+        .into_values()
         .filter(|s| s.state.is_final())
         .map(|s| (s.id, s.state))
         .collect();

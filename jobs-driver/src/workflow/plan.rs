@@ -17,11 +17,11 @@ use crate::state::JobState;
 /// A step with unfinished dependencies is `pending`; one whose dependency already failed
 /// it is `pending` too (`Hold`) or `cancelled` (`Cancel`, and its dependents in the
 /// workflow in turn). An existing job named as a dependency must exist
-/// ([`WorkflowError::UnknownDependency`]). An unfinished one is marked depended on
-/// ([`WorkflowStore::mark_depended_on`]): its completion waits for the caller's
-/// transaction, and a success on a delete-on-completion queue keeps it, so that the step
-/// reads that it completed (gone, it would read as cancelled). A finished one is
-/// share-locked, so that a retry of it waits for this to commit and re-opens the edge.
+/// ([`WorkflowError::UnknownDependency`], before anything is written). Each is locked and
+/// read ([`hold_dependencies`]): a completion of one waits for the caller's transaction,
+/// and a success on a delete-on-completion queue then keeps it, so that the step reads
+/// that it completed (gone, it would read as cancelled); a retry of a finished one waits
+/// for this to commit and re-opens the edge settled here.
 pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
     store: &mut S,
     workflow: &NewWorkflow,
@@ -39,7 +39,8 @@ pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
         .collect();
     external.sort_unstable();
     external.dedup();
-    let mut known = states_by_id(store.dependency_states(&external).await?);
+    // Locked before anything is written: a refusal leaves nothing behind.
+    let mut known = hold_dependencies(store, &external).await?;
     if let Some(missing) = external.iter().find(|id| !known.contains_key(id)) {
         return Err(WorkflowError::UnknownDependency(*missing).into());
     }
@@ -50,28 +51,24 @@ pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
     if inserted.len() != jobs.len() {
         return Err(DriverError::unexpected(format!("{} jobs inserted of {}", inserted.len(), jobs.len())));
     }
-    let deduplicated: Vec<i64> = inserted.iter().filter(|i| i.existing).map(|i| i.id).collect();
-    known.extend(states_by_id(store.dependency_states(&deduplicated).await?));
-    // The unfinished ones marked (their completion waits for this transaction, and then
-    // keeps them for their dependents, also on a delete-on-completion queue), and all
-    // share-locked and read again: one that finished meanwhile reads as finished, a retry
-    // of a finished one made before the lock reads as unfinished (a locking read is
-    // current under any isolation), and one after it waits for this transaction, then
-    // re-opens the edge settled here.
-    let mut depended: Vec<i64> = known.keys().copied().collect();
-    depended.sort_unstable();
-    let unfinished: Vec<i64> =
-        depended.iter().copied().filter(|id| known.get(id).is_some_and(|s| !s.state.is_final())).collect();
-    if !unfinished.is_empty() {
-        store.mark_depended_on(&unfinished).await?;
+    // A step whose key was held is that job: the steps after it depend on it as on an
+    // existing job.
+    let mut deduplicated: Vec<i64> = workflow
+        .steps
+        .iter()
+        .flat_map(|s| &s.after)
+        .filter_map(|d| match d {
+            DependsOn::Step(i) if inserted[*i].existing => Some(inserted[*i].id),
+            _ => None,
+        })
+        .collect();
+    deduplicated.sort_unstable();
+    deduplicated.dedup();
+    let held = hold_dependencies(store, &deduplicated).await?;
+    if let Some(gone) = deduplicated.iter().find(|id| !held.contains_key(id)) {
+        return Err(DriverError::unexpected(format!("job {gone}, which holds a step's key, is gone")));
     }
-    if !depended.is_empty() {
-        let current = states_by_id(store.lock_dependencies(&depended, false).await?);
-        for id in depended {
-            let state = current.get(&id).cloned().ok_or(WorkflowError::UnknownDependency(id))?;
-            known.insert(id, state);
-        }
-    }
+    known.extend(held);
 
     // Each step's fate, in step order (a step names only earlier ones).
     let mut cancelled_here: HashMap<i64, (i64, JobState)> = HashMap::new();
@@ -201,6 +198,31 @@ impl Ord for Transition {
         };
         key(self).cmp(&key(other))
     }
+}
+
+/// Locks the existing jobs `ids` (ascending) as dependencies, and reads their states,
+/// current: those in the live table marked ([`WorkflowStore::mark_dependencies`]), in
+/// id order; those in Postgres's archive
+/// share-locked. One moved back from the archive meanwhile (a retry) and unfinished is
+/// marked where it went. A job left out does not exist.
+pub(super) async fn hold_dependencies<S: WorkflowStore + ?Sized>(
+    store: &mut S,
+    ids: &[i64],
+) -> Result<HashMap<i64, DependencyState>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut held = states_by_id(store.mark_dependencies(ids).await?);
+    let rest: Vec<i64> = ids.iter().copied().filter(|id| !held.contains_key(id)).collect();
+    if !rest.is_empty() {
+        let archived = store.lock_dependencies(&rest, false).await?;
+        let moved: Vec<i64> = archived.iter().filter(|s| !s.state.is_final()).map(|s| s.id).collect();
+        held.extend(states_by_id(archived));
+        if !moved.is_empty() {
+            held.extend(states_by_id(store.mark_dependencies(&moved).await?));
+        }
+    }
+    Ok(held)
 }
 
 #[cfg(test)]

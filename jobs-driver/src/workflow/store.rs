@@ -133,9 +133,13 @@ pub struct JobUpdate {
 /// Lock order: a settle first share-locks the dependencies it settles
 /// ([`lock_dependencies`](Self::lock_dependencies)), so that a retry of one (which
 /// updates its row) waits for the settle to commit, and then reads the edges it settled;
-/// an insert share-locks the finished jobs it depends on the same way. A writer of a
-/// job's incoming edges first locks that job ([`lock_jobs`](Self::lock_jobs)), so counters
-/// and edges change together, and two settles lock their dependents in id order.
+/// an insert locks the existing jobs it depends on first, before it writes anything, in
+/// one pass in id order ([`mark_dependencies`](Self::mark_dependencies), then the
+/// archive's), so that a retry of one waits for it too and a completion of one keeps it.
+/// A writer of a job's incoming edges first locks that job ([`lock_jobs`](Self::lock_jobs)),
+/// so counters and edges change together, and two settles lock their dependents in id
+/// order. (A dependency's id is below its dependent's: locks in id order take a
+/// dependency before its dependents.)
 #[async_trait]
 pub trait WorkflowStore: Send {
     /// The state and result of each of `ids` that exists, wherever it is (Postgres: the
@@ -150,13 +154,14 @@ pub trait WorkflowStore: Send {
 
     /// Marks the jobs of `ids` that are in the live table as depended on (`depended_on`:
     /// a success on a delete-on-completion queue keeps it, completed, for its dependents
-    /// to read), which locks them for the rest of the transaction: a completion of one
-    /// waits for this transaction, and then reads the mark. Called by an insert for the
-    /// unfinished jobs it adds edges from, before it reads them again
-    /// ([`lock_dependencies`](Self::lock_dependencies)). A driver whose writers take
-    /// turns (SQLite: a completion runs wholly before or after the insert's transaction)
-    /// needs no mark and does nothing.
-    async fn mark_depended_on(&mut self, ids: &[i64]) -> Result<()>;
+    /// to read), locking them in id order for the rest of the transaction, and returns
+    /// their states, current. A completion of one waits for this transaction, and then
+    /// reads the mark (where the edge this transaction adds may be past its snapshot).
+    /// A job in Postgres's archive (finished) is left out: share-lock it with
+    /// [`lock_dependencies`](Self::lock_dependencies). A driver whose writers take turns
+    /// (SQLite: a completion runs wholly before or after the transaction) needs no mark,
+    /// and reads the states.
+    async fn mark_dependencies(&mut self, ids: &[i64]) -> Result<Vec<DependencyState>>;
 
     /// Inserts the row of a workflow; returns its id.
     async fn insert_workflow_row(&mut self, name: &str, on_failure: OnFailure) -> Result<i64>;

@@ -81,9 +81,10 @@ where
             .collect()
     }
 
-    async fn mark_depended_on(&mut self, ids: &[i64]) -> Result<()> {
+    async fn mark_dependencies(&mut self, ids: &[i64]) -> Result<Vec<DependencyState>> {
         CachedQuery::new(MARK_DEPENDED_ON).bind::<Text, _>(ids_json(ids)).execute(self.conn).await?;
-        Ok(())
+        // Locked by the mark: a locking read of them is current.
+        self.lock_dependencies(ids, false).await
     }
 
     async fn insert_workflow_row(&mut self, name: &str, on_failure: OnFailure) -> Result<i64> {

@@ -195,6 +195,11 @@ where
             _ => other.push(c),
         }
     }
+    // In id order, as every statement that locks several jobs takes them (an insert of a
+    // step locks the jobs it depends on so): two never wait for each other in a circle.
+    for part in [&mut succeeded, &mut deleted, &mut other] {
+        part.sort_unstable_by_key(|c| c.id);
+    }
     let mut applied = Vec::with_capacity(completions.len());
     if !deleted.is_empty() {
         let id: Vec<i64> = deleted.iter().map(|c| c.id).collect();
@@ -208,6 +213,7 @@ where
         // The rest were fenced out, or are dependencies, kept: written as kept successes
         // (fenced again).
         succeeded.extend(deleted.into_iter().filter(|c| !gone.contains(&c.id)));
+        succeeded.sort_unstable_by_key(|c| c.id);
         applied.extend(gone);
     }
     if !succeeded.is_empty() {

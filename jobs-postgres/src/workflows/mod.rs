@@ -90,10 +90,7 @@ where
         }
         let rows: Vec<StateRow> =
             diesel::sql_query(DEPENDENCY_STATES).bind::<Array<BigInt>, _>(ids).load(self.0).await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| DependencyState { id: r.id, kind: r.kind, state: r.state, result: r.result })
-            .collect())
+        Ok(rows.into_iter().map(StateRow::into_state).collect())
     }
 
     async fn lock_dependencies(&mut self, ids: &[i64], skip_locked: bool) -> Result<Vec<DependencyState>> {
@@ -103,15 +100,13 @@ where
         let k = usize::from(skip_locked);
         let sqls = [LOCK_DEPENDENCIES_HOT[k], LOCK_DEPENDENCIES_ARCHIVED[k]];
         let rows: Vec<StateRow> = lock_in_both(self.0, sqls, ids, skip_locked, |r: &StateRow| r.id).await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| DependencyState { id: r.id, kind: r.kind, state: r.state, result: r.result })
-            .collect())
+        Ok(rows.into_iter().map(StateRow::into_state).collect())
     }
 
-    async fn mark_depended_on(&mut self, ids: &[i64]) -> Result<()> {
-        diesel::sql_query(MARK_DEPENDED_ON).bind::<Array<BigInt>, _>(ids).execute(self.0).await?;
-        Ok(())
+    async fn mark_dependencies(&mut self, ids: &[i64]) -> Result<Vec<DependencyState>> {
+        let rows: Vec<StateRow> =
+            diesel::sql_query(MARK_DEPENDENCIES).bind::<Array<BigInt>, _>(ids).load(self.0).await?;
+        Ok(rows.into_iter().map(StateRow::into_state).collect())
     }
 
     async fn insert_workflow_row(&mut self, name: &str, on_failure: OnFailure) -> Result<i64> {

@@ -18,6 +18,17 @@ pub(super) struct StateRow {
     pub(super) result: Option<Value>,
 }
 
+impl StateRow {
+    pub(super) fn into_state(self) -> jobs_driver::workflow::DependencyState {
+        jobs_driver::workflow::DependencyState {
+            id: self.id,
+            kind: self.kind,
+            state: self.state,
+            result: self.result,
+        }
+    }
+}
+
 #[derive(QueryableByName)]
 pub(super) struct LockedRow {
     #[diesel(sql_type = BigInt)]

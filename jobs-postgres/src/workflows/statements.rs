@@ -21,10 +21,11 @@ pub(crate) const LOCK_DEPENDENCIES_HOT: [&str; 2] =
 pub(crate) const LOCK_DEPENDENCIES_ARCHIVED: [&str; 2] =
     [lock_dependencies!("jobs_archive", ""), lock_dependencies!("jobs_archive", " SKIP LOCKED")];
 
-/// Marks the jobs `$1` depended on, locking them in id order.
-pub(crate) const MARK_DEPENDED_ON: &str = "\
+/// Marks the jobs `$1` in `jobs` depended on, locking them in id order; their states.
+pub(crate) const MARK_DEPENDENCIES: &str = "\
 UPDATE jobs SET depended_on = true
-WHERE id IN (SELECT id FROM jobs WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE)";
+WHERE id IN (SELECT id FROM jobs WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE)
+RETURNING id, kind, state, result";
 
 /// Which of `$1` exist (after a lock left some out: they moved between the tables).
 pub(crate) const EXISTING: &str = "SELECT id FROM jobs_all WHERE id = ANY ($1)";

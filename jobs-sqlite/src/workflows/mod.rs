@@ -63,10 +63,10 @@ where
             .collect()
     }
 
-    async fn mark_depended_on(&mut self, _ids: &[i64]) -> Result<()> {
+    async fn mark_dependencies(&mut self, ids: &[i64]) -> Result<Vec<DependencyState>> {
         // The transaction holds the file: a completion runs wholly before it (the job is
         // read finished, or gone: refused) or after it (the edge is there to read).
-        Ok(())
+        self.dependency_states(ids).await
     }
 
     async fn insert_workflow_row(&mut self, name: &str, on_failure: OnFailure) -> Result<i64> {
