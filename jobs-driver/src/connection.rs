@@ -132,19 +132,8 @@ pub async fn begin_own_transaction<C: AsyncConnection>(conn: &mut C) -> Result<b
     Ok(own)
 }
 
-/// Begins a transaction of its own on `conn`, or a savepoint inside the caller's: an
-/// operation of several statements that fails leaves the caller's transaction as it was
-/// before it (a workflow refused half-way, a retry whose re-open failed). End it with
-/// [`end_own_transaction`] (it returns `true`).
-pub async fn begin_atomic<C: AsyncConnection>(conn: &mut C) -> Result<bool> {
-    use diesel_async::TransactionManager;
-    C::TransactionManager::begin_transaction(conn).await?;
-    Ok(true)
-}
-
 /// Ends the transaction [`begin_own_transaction`] opened (`own`): commits it when
-/// `outcome` is a success, rolls it back when not. Leaves the caller's transaction alone
-/// (a savepoint of [`begin_atomic`] is released or rolled back to).
+/// `outcome` is a success, rolls it back when not. Leaves the caller's transaction alone.
 pub async fn end_own_transaction<C: AsyncConnection, T>(
     conn: &mut C,
     own: bool,

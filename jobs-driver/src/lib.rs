@@ -59,7 +59,7 @@ pub mod workflow;
 
 pub use async_trait::async_trait;
 pub use capability::{Capabilities, Capability, INDEXED_SEARCH_STATES};
-pub use connection::{ConnectionDriver, begin_atomic, begin_own_transaction, end_own_transaction};
+pub use connection::{ConnectionDriver, begin_own_transaction, end_own_transaction};
 pub use driver::{Driver, HasDriver, Listener};
 pub use error::{DriverError, Result, is_transient};
 pub use job::*;

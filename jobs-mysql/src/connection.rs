@@ -10,7 +10,7 @@ use diesel::mysql::Mysql;
 use diesel_async::{AsyncConnection, AsyncConnectionCore};
 use jobs_driver::{
     BatchChange, BatchChanged, ConnectionDriver, Inserted, InsertedWorkflow, JobRow, JobState, NewJob,
-    NewWorkflow, Result, Retried, begin_atomic, end_own_transaction,
+    NewWorkflow, Result, Retried, begin_own_transaction, end_own_transaction,
 };
 
 use crate::MysqlDriver;
@@ -54,7 +54,7 @@ impl ConnectionDriver for MysqlDriver {
     where
         C: AsyncConnection<Backend = Mysql>,
     {
-        let own = begin_atomic(conn).await?;
+        let own = begin_own_transaction(conn).await?;
         let outcome = crate::workflows::retry_and_reopen(conn, ids).await.map(|(r, _)| r);
         end_own_transaction(conn, own, outcome).await
     }
@@ -63,7 +63,7 @@ impl ConnectionDriver for MysqlDriver {
     where
         C: AsyncConnection<Backend = Mysql>,
     {
-        let own = begin_atomic(conn).await?;
+        let own = begin_own_transaction(conn).await?;
         let mut store = crate::workflows::MysqlStore::new(&mut *conn);
         let outcome = jobs_driver::workflow::insert_workflow(&mut store, workflow, None).await;
         end_own_transaction(conn, own, outcome).await
@@ -73,7 +73,7 @@ impl ConnectionDriver for MysqlDriver {
     where
         C: AsyncConnection<Backend = Mysql>,
     {
-        let own = begin_atomic(conn).await?;
+        let own = begin_own_transaction(conn).await?;
         let mut store = crate::workflows::MysqlStore::new(&mut *conn);
         let outcome = jobs_driver::workflow::change_batch(&mut store, change, None).await;
         end_own_transaction(conn, own, outcome).await

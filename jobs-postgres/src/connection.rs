@@ -10,7 +10,7 @@ use diesel_async::{AsyncConnection, AsyncConnectionCore};
 use jobs_driver::workflow;
 use jobs_driver::{
     BatchChange, BatchChanged, ConnectionDriver, Inserted, InsertedWorkflow, JobRow, JobState, NewJob,
-    NewWorkflow, Result, Retried, begin_atomic, end_own_transaction,
+    NewWorkflow, Result, Retried, begin_own_transaction, end_own_transaction,
 };
 
 use crate::PgDriver;
@@ -54,7 +54,7 @@ impl ConnectionDriver for PgDriver {
     where
         C: AsyncConnection<Backend = Pg>,
     {
-        let own = begin_atomic(conn).await?;
+        let own = begin_own_transaction(conn).await?;
         let outcome = crate::workflows::retry_and_reopen(conn, ids).await;
         end_own_transaction(conn, own, outcome).await
     }
@@ -63,7 +63,7 @@ impl ConnectionDriver for PgDriver {
     where
         C: AsyncConnection<Backend = Pg>,
     {
-        let own = begin_atomic(conn).await?;
+        let own = begin_own_transaction(conn).await?;
         let outcome = workflow::insert_workflow(&mut crate::workflows::PgStore(conn), workflow, None).await;
         end_own_transaction(conn, own, outcome).await
     }
@@ -72,7 +72,7 @@ impl ConnectionDriver for PgDriver {
     where
         C: AsyncConnection<Backend = Pg>,
     {
-        let own = begin_atomic(conn).await?;
+        let own = begin_own_transaction(conn).await?;
         let outcome = workflow::change_batch(&mut crate::workflows::PgStore(conn), change, None).await;
         end_own_transaction(conn, own, outcome).await
     }

@@ -10,7 +10,7 @@ use diesel::sqlite::Sqlite;
 use diesel_async::{AsyncConnection, AsyncConnectionCore};
 use jobs_driver::{
     BatchChange, BatchChanged, ConnectionDriver, Inserted, InsertedWorkflow, JobRow, JobState, NewJob,
-    NewWorkflow, Result, Retried, begin_atomic, end_own_transaction,
+    NewWorkflow, Result, Retried, begin_own_transaction, end_own_transaction,
 };
 
 use crate::SqliteDriver;
@@ -52,7 +52,7 @@ impl ConnectionDriver for SqliteDriver {
     where
         C: AsyncConnection<Backend = Sqlite>,
     {
-        let own = begin_atomic(conn).await?;
+        let own = begin_own_transaction(conn).await?;
         let outcome = crate::workflows::retry_and_reopen(conn, ids, now_ms(None)).await.map(|(r, _)| r);
         end_own_transaction(conn, own, outcome).await
     }
@@ -61,7 +61,7 @@ impl ConnectionDriver for SqliteDriver {
     where
         C: AsyncConnection<Backend = Sqlite>,
     {
-        let own = begin_atomic(conn).await?;
+        let own = begin_own_transaction(conn).await?;
         let mut store = crate::workflows::SqliteStore::new(&mut *conn, now_ms(None));
         let outcome = jobs_driver::workflow::insert_workflow(&mut store, workflow, None).await;
         end_own_transaction(conn, own, outcome).await
@@ -71,7 +71,7 @@ impl ConnectionDriver for SqliteDriver {
     where
         C: AsyncConnection<Backend = Sqlite>,
     {
-        let own = begin_atomic(conn).await?;
+        let own = begin_own_transaction(conn).await?;
         let mut store = crate::workflows::SqliteStore::new(&mut *conn, now_ms(None));
         let outcome = jobs_driver::workflow::change_batch(&mut store, change, None).await;
         end_own_transaction(conn, own, outcome).await

@@ -6,6 +6,7 @@ use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Integer, Text};
 use diesel_async::RunQueryDsl;
 use jobs_core::driver::Driver;
+use jobs_core::driver::rows::Count;
 
 /// A pool on the database a driver runs on.
 #[derive(Clone)]
@@ -16,12 +17,6 @@ pub enum AnyDb {
     Sqlite(jobs_core::sqlite::Pool),
     /// MariaDB or MySQL.
     Mysql(jobs_core::mysql::Pool),
-}
-
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
 }
 
 /// One attempt the `fault.step` job recorded.

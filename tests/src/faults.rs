@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use std::collections::HashMap;
 
-use diesel::QueryableByName;
-use diesel::sql_types::BigInt;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use jobs_core::driver::rows::Count;
 use jobs_core::driver::{Count as Counted, Driver, JobCountParams, JobFilter, JobListParams};
 use jobs_core::postgres::Pool;
 use jobs_core::{IntoDriver, JobRow, JobState};
@@ -18,12 +17,6 @@ use crate::wait_for;
 
 /// Counts the completed jobs.
 pub const COMPLETED: &str = "SELECT count(*) AS n FROM jobs_all WHERE state = 'completed'";
-
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
 
 /// Runs a query returning one `bigint` column named `n`.
 pub async fn count(conn: &mut AsyncPgConnection, sql: &str) -> i64 {

@@ -5,9 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use diesel::QueryableByName;
-use diesel::sql_types::BigInt;
 use diesel_async::RunQueryDsl;
+use jobs_core::driver::rows::Count;
 use jobs_core::testing::MysqlTestDatabase;
 use jobs_core::{MysqlDriver, Worker, enqueue_many};
 use jobs_tests::conformance::jobs::{Ledger, record};
@@ -15,12 +14,6 @@ use jobs_tests::conformance::registry;
 use jobs_tests::wait_for;
 
 const DEADLINE: Duration = Duration::from_secs(60);
-
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_enqueues_shares_few_wake_up_rows_and_loses_none() {

@@ -231,14 +231,9 @@ async fn two_worker_processes_sharing_pgbouncers_server_connections_run_every_jo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_prepared_statement_outlives_its_transaction_on_pgbouncers_server_connection() {
-    use diesel::sql_types::BigInt;
+    use jobs_core::driver::rows::Count;
     use jobs_core::driver::{JobFilter, JobListParams, JobState};
 
-    #[derive(diesel::QueryableByName)]
-    struct Count {
-        #[diesel(sql_type = BigInt)]
-        n: i64,
-    }
     let db = TestDatabase::new().await.expect("test database");
     // One server connection: every client's statements meet in one server session.
     let bouncer = PgBouncer::start_in_front_of(db.url(), 1).expect("pgbouncer");

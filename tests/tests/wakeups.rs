@@ -5,9 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use diesel::QueryableByName;
-use diesel::sql_types::BigInt;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use jobs_core::driver::rows::Count;
 use jobs_core::postgres::Pool;
 use jobs_core::testing::TestDatabase;
 use jobs_core::{JobState, Worker, WorkerHandle};
@@ -41,12 +40,6 @@ async fn wait_state(pool: &Pool, id: i64, state: JobState) {
         (row.state == state).then_some(())
     })
     .await
-}
-
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
 }
 
 async fn count(conn: &mut AsyncPgConnection, sql: &str) -> i64 {

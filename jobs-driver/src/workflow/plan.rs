@@ -17,11 +17,11 @@ use crate::state::JobState;
 /// A step with unfinished dependencies is `pending`; one whose dependency already failed
 /// it is `pending` too (`Hold`) or `cancelled` (`Cancel`, and its dependents in the
 /// workflow in turn). An existing job named as a dependency must exist
-/// ([`WorkflowError::UnknownDependency`], before anything is written). Each is locked and
-/// read ([`hold_dependencies`]): a completion of one waits for the caller's transaction,
-/// and a success on a delete-on-completion queue then keeps it, so that the step reads
-/// that it completed (gone, it would read as cancelled); a retry of a finished one waits
-/// for this to commit and re-opens the edge settled here.
+/// ([`WorkflowError::UnknownDependency`], found before anything is written). Each is
+/// locked and read again ([`hold_dependencies`]): a completion of an unfinished one waits
+/// for the caller's transaction, and a success on a delete-on-completion queue then keeps
+/// it, so that the step reads that it completed (gone, it would read as cancelled); a
+/// retry of a finished one waits for this to commit and re-opens the edge settled here.
 pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
     store: &mut S,
     workflow: &NewWorkflow,
@@ -39,9 +39,10 @@ pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
         .collect();
     external.sort_unstable();
     external.dedup();
-    // Locked before anything is written: a refusal leaves nothing behind.
-    let mut known = hold_dependencies(store, &external).await?;
-    if let Some(missing) = external.iter().find(|id| !known.contains_key(id)) {
+    // Read first, unlocked, so that an unknown one is refused before anything is written
+    // (and no lock is taken on an id that does not exist: a gap lock on MySQL).
+    let mut first = states_by_id(store.dependency_states(&external).await?);
+    if let Some(missing) = external.iter().find(|id| !first.contains_key(id)) {
         return Err(WorkflowError::UnknownDependency(*missing).into());
     }
 
@@ -53,7 +54,7 @@ pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
     }
     // A step whose key was held is that job: the steps after it depend on it as on an
     // existing job.
-    let mut deduplicated: Vec<i64> = workflow
+    let deduplicated: Vec<i64> = workflow
         .steps
         .iter()
         .flat_map(|s| &s.after)
@@ -62,13 +63,14 @@ pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
             _ => None,
         })
         .collect();
-    deduplicated.sort_unstable();
-    deduplicated.dedup();
-    let held = hold_dependencies(store, &deduplicated).await?;
-    if let Some(gone) = deduplicated.iter().find(|id| !held.contains_key(id)) {
-        return Err(DriverError::unexpected(format!("job {gone}, which holds a step's key, is gone")));
+    first.extend(states_by_id(store.dependency_states(&deduplicated).await?));
+    let mut depended: Vec<i64> = external.into_iter().chain(deduplicated).collect();
+    depended.sort_unstable();
+    depended.dedup();
+    let known = hold_dependencies(store, &depended, &first).await?;
+    if let Some(gone) = depended.iter().find(|id| !known.contains_key(id)) {
+        return Err(WorkflowError::UnknownDependency(*gone).into());
     }
-    known.extend(held);
 
     // Each step's fate, in step order (a step names only earlier ones).
     let mut cancelled_here: HashMap<i64, (i64, JobState)> = HashMap::new();
@@ -200,29 +202,51 @@ impl Ord for Transition {
     }
 }
 
-/// Locks the existing jobs `ids` (ascending) as dependencies, and reads their states,
-/// current: those in the live table marked ([`WorkflowStore::mark_dependencies`]), in
-/// id order; those in Postgres's archive
-/// share-locked. One moved back from the archive meanwhile (a retry) and unfinished is
-/// marked where it went. A job left out does not exist.
+/// Locks the existing jobs `ids` (ascending) as dependencies, in one pass in id order,
+/// and reads their states, current. Each takes the lock its state as read (`first`) asks
+/// for: an unfinished one is marked ([`WorkflowStore::mark_dependencies`]: a completion
+/// of it waits, and keeps it), a finished one share-locked (a retry of it waits; two
+/// inserts after it do not wait for each other). Consecutive ids of one kind go in one
+/// statement. One retried between the read and its share lock reads unfinished, and is
+/// marked then, late (rare). A job left out is gone.
 pub(super) async fn hold_dependencies<S: WorkflowStore + ?Sized>(
     store: &mut S,
     ids: &[i64],
+    first: &HashMap<i64, DependencyState>,
 ) -> Result<HashMap<i64, DependencyState>> {
-    if ids.is_empty() {
-        return Ok(HashMap::new());
+    let unfinished = |id: &i64| first.get(id).is_some_and(|s| !s.state.is_final());
+    let mut held = HashMap::new();
+    for run in ids.chunk_by(|a, b| unfinished(a) == unfinished(b)) {
+        let states = if unfinished(&run[0]) {
+            mark_and_read(store, run).await?
+        } else {
+            store.lock_dependencies(run, false).await?
+        };
+        held.extend(states_by_id(states));
     }
-    let mut held = states_by_id(store.mark_dependencies(ids).await?);
-    let rest: Vec<i64> = ids.iter().copied().filter(|id| !held.contains_key(id)).collect();
-    if !rest.is_empty() {
-        let archived = store.lock_dependencies(&rest, false).await?;
-        let moved: Vec<i64> = archived.iter().filter(|s| !s.state.is_final()).map(|s| s.id).collect();
-        held.extend(states_by_id(archived));
-        if !moved.is_empty() {
-            held.extend(states_by_id(store.mark_dependencies(&moved).await?));
-        }
+    let late: Vec<i64> = ids
+        .iter()
+        .copied()
+        .filter(|id| !unfinished(id) && held.get(id).is_some_and(|s| !s.state.is_final()))
+        .collect();
+    if !late.is_empty() {
+        held.extend(states_by_id(mark_and_read(store, &late).await?));
     }
     Ok(held)
+}
+
+/// Marks `ids` where they are in the live table, and share-locks those that moved to the
+/// archive (Postgres) meanwhile; their states.
+async fn mark_and_read<S: WorkflowStore + ?Sized>(
+    store: &mut S,
+    ids: &[i64],
+) -> Result<Vec<DependencyState>> {
+    let mut states = store.mark_dependencies(ids).await?;
+    let rest: Vec<i64> = ids.iter().copied().filter(|id| !states.iter().any(|s| s.id == *id)).collect();
+    if !rest.is_empty() {
+        states.extend(store.lock_dependencies(&rest, false).await?);
+    }
+    Ok(states)
 }
 
 #[cfg(test)]

@@ -133,13 +133,13 @@ pub struct JobUpdate {
 /// Lock order: a settle first share-locks the dependencies it settles
 /// ([`lock_dependencies`](Self::lock_dependencies)), so that a retry of one (which
 /// updates its row) waits for the settle to commit, and then reads the edges it settled;
-/// an insert locks the existing jobs it depends on first, before it writes anything, in
-/// one pass in id order ([`mark_dependencies`](Self::mark_dependencies), then the
-/// archive's), so that a retry of one waits for it too and a completion of one keeps it.
-/// A writer of a job's incoming edges first locks that job ([`lock_jobs`](Self::lock_jobs)),
-/// so counters and edges change together, and two settles lock their dependents in id
-/// order. (A dependency's id is below its dependent's: locks in id order take a
-/// dependency before its dependents.)
+/// an insert locks the existing jobs it depends on in one pass in id order, the
+/// unfinished ones exclusively ([`mark_dependencies`](Self::mark_dependencies)) and the
+/// finished ones shared, so that a retry of one waits for it too and a completion of one
+/// keeps it. A writer of a job's incoming edges first locks that job
+/// ([`lock_jobs`](Self::lock_jobs)), so counters and edges change together, and two
+/// settles lock their dependents in id order. (A dependency's id is below its
+/// dependent's, but a batch's callback's, which is inserted before its members.)
 #[async_trait]
 pub trait WorkflowStore: Send {
     /// The state and result of each of `ids` that exists, wherever it is (Postgres: the

@@ -175,8 +175,8 @@ where
     let seen: Vec<Seen> = diesel::sql_query(hot).bind::<Array<BigInt>, _>(ids).load(conn).await?;
     let changed = seen.iter().filter(|s| s.changed).count() as i64;
     let mut key_held: Vec<i64> = seen.iter().filter(|s| s.held && !s.changed).map(|s| s.id).collect();
-    let stays = |id: &i64| seen.iter().any(|s| s.id == *id && !s.gone);
-    let rest: Vec<i64> = ids.iter().copied().filter(|id| !stays(id)).collect();
+    let stays: std::collections::HashSet<i64> = seen.iter().filter(|s| !s.gone).map(|s| s.id).collect();
+    let rest: Vec<i64> = ids.iter().copied().filter(|id| !stays.contains(id)).collect();
     if rest.is_empty() {
         return Ok(Retried { retried: changed, key_held });
     }

@@ -21,11 +21,15 @@ pub(crate) const LOCK_DEPENDENCIES_HOT: [&str; 2] =
 pub(crate) const LOCK_DEPENDENCIES_ARCHIVED: [&str; 2] =
     [lock_dependencies!("jobs_archive", ""), lock_dependencies!("jobs_archive", " SKIP LOCKED")];
 
-/// Marks the jobs `$1` in `jobs` depended on, locking them in id order; their states.
+/// Marks the jobs `$1` in `jobs` depended on, locking them in id order; their states. A
+/// row marked already is locked, not written again.
 pub(crate) const MARK_DEPENDENCIES: &str = "\
-UPDATE jobs SET depended_on = true
-WHERE id IN (SELECT id FROM jobs WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE)
-RETURNING id, kind, state, result";
+WITH locked AS (
+    SELECT id, kind, state, result, depended_on FROM jobs WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE
+), marked AS (
+    UPDATE jobs SET depended_on = true FROM locked WHERE jobs.id = locked.id AND NOT locked.depended_on
+)
+SELECT id, kind, state, result FROM locked";
 
 /// Which of `$1` exist (after a lock left some out: they moved between the tables).
 pub(crate) const EXISTING: &str = "SELECT id FROM jobs_all WHERE id = ANY ($1)";

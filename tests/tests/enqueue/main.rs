@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures::StreamExt;
+use jobs_core::driver::rows::Count;
 use jobs_core::postgres::connection::insert_many;
 use jobs_core::postgres::schema::jobs;
 use jobs_core::testing::{TestDatabase, job_context};
@@ -65,12 +65,6 @@ impl Job for Reindex {
 }
 
 jobs_core::register_job!(Reindex);
-
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
 
 async fn create_users_table(conn: &mut AsyncPgConnection) {
     diesel::sql_query("CREATE TABLE users (id bigint PRIMARY KEY, email text NOT NULL)")
