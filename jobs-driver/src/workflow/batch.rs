@@ -8,13 +8,13 @@
 //! the seal takes the one off once. So the callback is released by exactly one
 //! transaction: the one that brings its counters to zero, under its lock.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 
 use super::definition::{Needs, OnFailure};
 use super::error::WorkflowError;
-use super::store::{DependencyState, Edge, JobUpdate, Transition, WorkflowStore};
+use super::store::{Edge, JobUpdate, Transition, WorkflowStore};
 use crate::error::{DriverError, Result};
 use crate::job::{Inserted, NewJob};
 use crate::validation::{MAX_WORKFLOW_NAME, MAX_WORKFLOW_STEPS};
@@ -150,15 +150,12 @@ pub async fn change_batch<S: WorkflowStore + ?Sized>(
     let mut held: Vec<i64> = members.iter().filter(|m| m.existing).map(|m| m.id).collect();
     held.sort_unstable();
     held.dedup();
-    let first: HashMap<i64, DependencyState> =
-        store.dependency_states(&held).await?.into_iter().map(|s| (s.id, s)).collect();
-    let finished: BTreeMap<i64, crate::state::JobState> =
-        super::plan::hold_dependencies(store, &held, &first)
-            .await?
-            .into_values()
-            .filter(|s| s.state.is_final())
-            .map(|s| (s.id, s.state))
-            .collect();
+    let finished: BTreeMap<i64, crate::state::JobState> = super::plan::hold_dependencies(store, &held)
+        .await?
+        .into_values()
+        .filter(|s| s.state.is_final())
+        .map(|s| (s.id, s.state))
+        .collect();
     let ids: Vec<i64> = ids.into_iter().collect();
     let locked = store.lock_jobs(&[callback_id], false).await?;
     let callback = locked.first().ok_or(WorkflowError::UnknownBatch(batch_id))?;

@@ -39,10 +39,12 @@ pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
         .collect();
     external.sort_unstable();
     external.dedup();
-    // Read first, unlocked, so that an unknown one is refused before anything is written
-    // (and no lock is taken on an id that does not exist: a gap lock on MySQL).
-    let mut first = states_by_id(store.dependency_states(&external).await?);
-    if let Some(missing) = external.iter().find(|id| !first.contains_key(id)) {
+    // Read first, unlocked, so that no lock falls on an id that does not exist (on MySQL,
+    // a gap lock that would stop every insert); then the ones found are locked and read
+    // again, before anything is written: an unknown one is refused with nothing written.
+    let found: Vec<i64> = store.dependency_states(&external).await?.into_iter().map(|s| s.id).collect();
+    let mut known = hold_dependencies(store, &found).await?;
+    if let Some(missing) = external.iter().find(|id| !known.contains_key(id)) {
         return Err(WorkflowError::UnknownDependency(*missing).into());
     }
 
@@ -53,24 +55,27 @@ pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
         return Err(DriverError::unexpected(format!("{} jobs inserted of {}", inserted.len(), jobs.len())));
     }
     // A step whose key was held is that job: the steps after it depend on it as on an
-    // existing job.
-    let deduplicated: Vec<i64> = workflow
+    // existing job, locked the same way (after the others: a rare case, see the design
+    // note). It was found by the insert, in this transaction; gone since, the insert fails
+    // after its writes (roll the transaction back).
+    let mut deduplicated: Vec<i64> = workflow
         .steps
         .iter()
         .flat_map(|s| &s.after)
         .filter_map(|d| match d {
-            DependsOn::Step(i) if inserted[*i].existing => Some(inserted[*i].id),
+            DependsOn::Step(i) if inserted[*i].existing && !known.contains_key(&inserted[*i].id) => {
+                Some(inserted[*i].id)
+            }
             _ => None,
         })
         .collect();
-    first.extend(states_by_id(store.dependency_states(&deduplicated).await?));
-    let mut depended: Vec<i64> = external.into_iter().chain(deduplicated).collect();
-    depended.sort_unstable();
-    depended.dedup();
-    let known = hold_dependencies(store, &depended, &first).await?;
-    if let Some(gone) = depended.iter().find(|id| !known.contains_key(id)) {
+    deduplicated.sort_unstable();
+    deduplicated.dedup();
+    let held = hold_dependencies(store, &deduplicated).await?;
+    if let Some(gone) = deduplicated.iter().find(|id| !held.contains_key(id)) {
         return Err(WorkflowError::UnknownDependency(*gone).into());
     }
+    known.extend(held);
 
     // Each step's fate, in step order (a step names only earlier ones).
     let mut cancelled_here: HashMap<i64, (i64, JobState)> = HashMap::new();
@@ -202,51 +207,24 @@ impl Ord for Transition {
     }
 }
 
-/// Locks the existing jobs `ids` (ascending) as dependencies, in one pass in id order,
-/// and reads their states, current. Each takes the lock its state as read (`first`) asks
-/// for: an unfinished one is marked ([`WorkflowStore::mark_dependencies`]: a completion
-/// of it waits, and keeps it), a finished one share-locked (a retry of it waits; two
-/// inserts after it do not wait for each other). Consecutive ids of one kind go in one
-/// statement. One retried between the read and its share lock reads unfinished, and is
-/// marked then, late (rare). A job left out is gone.
+/// Locks the existing jobs `ids` (ascending) as dependencies and reads their states,
+/// current: those in the live table marked ([`WorkflowStore::mark_dependencies`], one
+/// statement, in id order: a completion of one waits for this transaction, and keeps it;
+/// a retry of one waits too), then those in Postgres's archive (finished) share-locked.
+/// A job left out is gone.
 pub(super) async fn hold_dependencies<S: WorkflowStore + ?Sized>(
     store: &mut S,
     ids: &[i64],
-    first: &HashMap<i64, DependencyState>,
 ) -> Result<HashMap<i64, DependencyState>> {
-    let unfinished = |id: &i64| first.get(id).is_some_and(|s| !s.state.is_final());
-    let mut held = HashMap::new();
-    for run in ids.chunk_by(|a, b| unfinished(a) == unfinished(b)) {
-        let states = if unfinished(&run[0]) {
-            mark_and_read(store, run).await?
-        } else {
-            store.lock_dependencies(run, false).await?
-        };
-        held.extend(states_by_id(states));
+    if ids.is_empty() {
+        return Ok(HashMap::new());
     }
-    let late: Vec<i64> = ids
-        .iter()
-        .copied()
-        .filter(|id| !unfinished(id) && held.get(id).is_some_and(|s| !s.state.is_final()))
-        .collect();
-    if !late.is_empty() {
-        held.extend(states_by_id(mark_and_read(store, &late).await?));
+    let mut held = states_by_id(store.mark_dependencies(ids).await?);
+    let rest: Vec<i64> = ids.iter().copied().filter(|id| !held.contains_key(id)).collect();
+    if !rest.is_empty() {
+        held.extend(states_by_id(store.lock_dependencies(&rest, false).await?));
     }
     Ok(held)
-}
-
-/// Marks `ids` where they are in the live table, and share-locks those that moved to the
-/// archive (Postgres) meanwhile; their states.
-async fn mark_and_read<S: WorkflowStore + ?Sized>(
-    store: &mut S,
-    ids: &[i64],
-) -> Result<Vec<DependencyState>> {
-    let mut states = store.mark_dependencies(ids).await?;
-    let rest: Vec<i64> = ids.iter().copied().filter(|id| !states.iter().any(|s| s.id == *id)).collect();
-    if !rest.is_empty() {
-        states.extend(store.lock_dependencies(&rest, false).await?);
-    }
-    Ok(states)
 }
 
 #[cfg(test)]

@@ -133,17 +133,19 @@ pub struct JobUpdate {
 /// Lock order: a settle first share-locks the dependencies it settles
 /// ([`lock_dependencies`](Self::lock_dependencies)), so that a retry of one (which
 /// updates its row) waits for the settle to commit, and then reads the edges it settled;
-/// an insert locks the existing jobs it depends on in one pass in id order, the
-/// unfinished ones exclusively ([`mark_dependencies`](Self::mark_dependencies)) and the
-/// finished ones shared, so that a retry of one waits for it too and a completion of one
-/// keeps it. A writer of a job's incoming edges first locks that job
+/// an insert locks the existing jobs it depends on before it writes, those in the live
+/// table exclusively in id order ([`mark_dependencies`](Self::mark_dependencies)), then
+/// those in Postgres's archive shared, as a settle's and a retry's locks go (the live
+/// table, then the archive), so that a retry of one waits for it too and a completion of
+/// one keeps it. A writer of a job's incoming edges first locks that job
 /// ([`lock_jobs`](Self::lock_jobs)), so counters and edges change together, and two
 /// settles lock their dependents in id order. (A dependency's id is below its
 /// dependent's, but a batch's callback's, which is inserted before its members.)
 #[async_trait]
 pub trait WorkflowStore: Send {
     /// The state and result of each of `ids` that exists, wherever it is (Postgres: the
-    /// archive too), in any order; no lock. Reads what committed before the statement.
+    /// archive too), in any order; no lock. Reads the transaction's snapshot (under
+    /// `REPEATABLE READ`, what committed before its first read).
     async fn dependency_states(&mut self, ids: &[i64]) -> Result<Vec<DependencyState>>;
 
     /// Share-locks the jobs of `ids` that exist, wherever they are (Postgres: the archive
