@@ -43,9 +43,13 @@ pub async fn insert_workflow<S: WorkflowStore + ?Sized>(
     // a gap lock that would stop every insert); then the ones found are locked and read
     // again, before anything is written: an unknown one is refused with nothing written.
     let found: Vec<i64> = store.dependency_states(&external).await?.into_iter().map(|s| s.id).collect();
-    let mut known = hold_dependencies(store, &found).await?;
-    if let Some(missing) = external.iter().find(|id| !known.contains_key(id)) {
+    if let Some(missing) = external.iter().find(|id| !found.contains(id)) {
         return Err(WorkflowError::UnknownDependency(*missing).into());
+    }
+    let mut known = hold_dependencies(store, &found).await?;
+    if let Some(gone) = external.iter().find(|id| !known.contains_key(id)) {
+        // Gone since the read (marks may be written: roll the transaction back).
+        return Err(WorkflowError::UnknownDependency(*gone).into());
     }
 
     let workflow_id = store.insert_workflow_row(&workflow.name, workflow.on_failure).await?;
@@ -208,10 +212,10 @@ impl Ord for Transition {
 }
 
 /// Locks the existing jobs `ids` (ascending) as dependencies and reads their states,
-/// current: those in the live table marked ([`WorkflowStore::mark_dependencies`], one
-/// statement, in id order: a completion of one waits for this transaction, and keeps it;
-/// a retry of one waits too), then those in Postgres's archive (finished) share-locked.
-/// A job left out is gone.
+/// current: those in the live table in one statement in id order, the unfinished ones
+/// marked ([`WorkflowStore::mark_dependencies`]: a completion of one waits for this
+/// transaction, and keeps it; a retry of one waits too), then those in Postgres's archive
+/// (finished) share-locked. A job left out is gone.
 pub(super) async fn hold_dependencies<S: WorkflowStore + ?Sized>(
     store: &mut S,
     ids: &[i64],
@@ -222,7 +226,14 @@ pub(super) async fn hold_dependencies<S: WorkflowStore + ?Sized>(
     let mut held = states_by_id(store.mark_dependencies(ids).await?);
     let rest: Vec<i64> = ids.iter().copied().filter(|id| !held.contains_key(id)).collect();
     if !rest.is_empty() {
-        held.extend(states_by_id(store.lock_dependencies(&rest, false).await?));
+        let archived = store.lock_dependencies(&rest, false).await?;
+        // Back from the archive meanwhile (a retry), and unfinished: marked where it went
+        // (a late lock; rare).
+        let back: Vec<i64> = archived.iter().filter(|s| !s.state.is_final()).map(|s| s.id).collect();
+        held.extend(states_by_id(archived));
+        if !back.is_empty() {
+            held.extend(states_by_id(store.mark_dependencies(&back).await?));
+        }
     }
     Ok(held)
 }

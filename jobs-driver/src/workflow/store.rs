@@ -134,8 +134,8 @@ pub struct JobUpdate {
 /// ([`lock_dependencies`](Self::lock_dependencies)), so that a retry of one (which
 /// updates its row) waits for the settle to commit, and then reads the edges it settled;
 /// an insert locks the existing jobs it depends on before it writes, those in the live
-/// table exclusively in id order ([`mark_dependencies`](Self::mark_dependencies)), then
-/// those in Postgres's archive shared, as a settle's and a retry's locks go (the live
+/// table in id order ([`mark_dependencies`](Self::mark_dependencies)), then those in
+/// Postgres's archive shared, as a settle's and a retry's locks go (the live
 /// table, then the archive), so that a retry of one waits for it too and a completion of
 /// one keeps it. A writer of a job's incoming edges first locks that job
 /// ([`lock_jobs`](Self::lock_jobs)), so counters and edges change together, and two
@@ -154,15 +154,16 @@ pub trait WorkflowStore: Send {
     /// a job another transaction holds is skipped (left out) rather than waited for.
     async fn lock_dependencies(&mut self, ids: &[i64], skip_locked: bool) -> Result<Vec<DependencyState>>;
 
-    /// Marks the jobs of `ids` that are in the live table as depended on (`depended_on`:
-    /// a success on a delete-on-completion queue keeps it, completed, for its dependents
-    /// to read), locking them in id order for the rest of the transaction, and returns
-    /// their states, current. A completion of one waits for this transaction, and then
-    /// reads the mark (where the edge this transaction adds may be past its snapshot).
-    /// A job in Postgres's archive (finished) is left out: share-lock it with
-    /// [`lock_dependencies`](Self::lock_dependencies). A driver whose writers take turns
-    /// (SQLite: a completion runs wholly before or after the transaction) needs no mark,
-    /// and reads the states.
+    /// Locks the jobs of `ids` that are in the live table, in id order, for the rest of
+    /// the transaction, marks the unfinished ones depended on where the driver needs it,
+    /// and returns their states, current. On Postgres the lock is exclusive and the mark
+    /// (`depended_on`) is what a success on a delete-on-completion queue reads, after
+    /// waiting for this transaction, to keep the job for its dependents (the edge this
+    /// transaction adds is past that statement's snapshot). On MySQL a share lock is
+    /// enough: the completion's `DELETE` waits for it and then reads the edge. A job in
+    /// Postgres's archive (finished) is left out: share-lock it with
+    /// [`lock_dependencies`](Self::lock_dependencies). SQLite's writers take turns: it
+    /// reads the states.
     async fn mark_dependencies(&mut self, ids: &[i64]) -> Result<Vec<DependencyState>>;
 
     /// Inserts the row of a workflow; returns its id.

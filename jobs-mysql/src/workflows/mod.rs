@@ -82,8 +82,11 @@ where
     }
 
     async fn mark_dependencies(&mut self, ids: &[i64]) -> Result<Vec<DependencyState>> {
-        CachedQuery::new(MARK_DEPENDED_ON).bind::<Text, _>(ids_json(ids)).execute(self.conn).await?;
-        // Locked by the mark: a locking read of them is current.
+        // No mark: a share lock is enough here. A completion's `DELETE` waits for it, and
+        // its `NOT EXISTS` then reads the edge this transaction added (InnoDB locks the
+        // subquery's rows: it waited for the uncommitted edge even with no lock on the
+        // job). An exclusive lock would make every enqueue of a finished dependency's
+        // uniqueness key wait for this transaction.
         self.lock_dependencies(ids, false).await
     }
 

@@ -47,13 +47,6 @@ pub(crate) const LOCK_DEPENDENCIES: [&str; 2] = [
     locking_read!("j.id, j.kind, j.state, j.result", "FOR UPDATE SKIP LOCKED"),
 ];
 
-/// Marks the jobs `$1` depended on, locking them (in id order).
-pub(crate) const MARK_DEPENDED_ON: &str = concat!(
-    "UPDATE ",
-    ids!("$1", "t"),
-    " STRAIGHT_JOIN jobs j FORCE INDEX (PRIMARY) ON j.id = t.id SET j.depended_on = TRUE"
-);
-
 pub(crate) const INSERT_WORKFLOW: &str =
     "INSERT INTO job_workflows (name, on_failure, created_at) VALUES ($1, $2, UTC_TIMESTAMP(6))";
 

@@ -21,13 +21,16 @@ pub(crate) const LOCK_DEPENDENCIES_HOT: [&str; 2] =
 pub(crate) const LOCK_DEPENDENCIES_ARCHIVED: [&str; 2] =
     [lock_dependencies!("jobs_archive", ""), lock_dependencies!("jobs_archive", " SKIP LOCKED")];
 
-/// Marks the jobs `$1` in `jobs` depended on, locking them in id order; their states. A
-/// row marked already is locked, not written again.
+/// Locks the jobs `$1` in `jobs` in id order and marks the unfinished ones depended on;
+/// their states. Only an unfinished job not marked yet is written: a row lock alone makes
+/// no enqueue of the same uniqueness key wait, a write until it commits would.
 pub(crate) const MARK_DEPENDENCIES: &str = "\
 WITH locked AS (
     SELECT id, kind, state, result, depended_on FROM jobs WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE
 ), marked AS (
-    UPDATE jobs SET depended_on = true FROM locked WHERE jobs.id = locked.id AND NOT locked.depended_on
+    UPDATE jobs SET depended_on = true FROM locked
+    WHERE jobs.id = locked.id AND NOT locked.depended_on
+      AND locked.state NOT IN ('completed', 'discarded', 'cancelled')
 )
 SELECT id, kind, state, result FROM locked";
 

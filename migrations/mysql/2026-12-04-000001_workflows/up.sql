@@ -32,12 +32,9 @@ CREATE TABLE job_dependencies (
 
 -- Added at the end of the row: instant on MySQL 8.0.29+ and MariaDB 10.3+, whatever the
 -- table's size. The index is built online (writes go on meanwhile).
--- `depended_on`: an insert added an edge out of the job while it was unfinished (a
--- success on a delete-on-completion queue keeps it; see Postgres's migration).
 ALTER TABLE jobs ADD COLUMN workflow_id BIGINT NULL,
                  ADD COLUMN waiting_on INT NOT NULL DEFAULT 0,
-                 ADD COLUMN failed_on INT NOT NULL DEFAULT 0,
-                 ADD COLUMN depended_on BOOLEAN NOT NULL DEFAULT FALSE;
+                 ADD COLUMN failed_on INT NOT NULL DEFAULT 0;
 CREATE INDEX jobs_workflow_idx ON jobs (workflow_id);
 
 -- The view lists the columns `jobs` had when it was made: made again, it has the new ones.

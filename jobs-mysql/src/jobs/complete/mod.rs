@@ -47,15 +47,13 @@ SET j.state = 'completed', j.finalized_at = COALESCE($2, UTC_TIMESTAMP(6)),
 
 // Completed on a delete-on-completion queue: `[id, attempt]`. A job other jobs depend on
 // stays (it completes as if kept): its dependents must read that it completed, where a
-// job gone reads as cancelled (`jobs_driver::workflow`). `depended_on` is the mark of an
-// insert that added an edge while it was unfinished (its lock made this wait for that
-// insert's commit, and the row read after the wait is the latest): the edge itself may
-// not be visible to this statement's read.
+// job gone reads as cancelled (`jobs_driver::workflow`). An edge an open transaction is
+// adding is waited for (InnoDB locks the subquery's rows; the insert share-locks the job
+// too), then read: no mark is needed here, where Postgres needs `depended_on`.
 const DELETE_COMPLETED: &str = concat!(
     "DELETE j FROM ",
     batch!(""),
-    " WHERE NOT j.depended_on
-  AND NOT EXISTS (SELECT 1 FROM job_dependencies d FORCE INDEX (PRIMARY) WHERE d.depends_on = j.id)"
+    " WHERE NOT EXISTS (SELECT 1 FROM job_dependencies d FORCE INDEX (PRIMARY) WHERE d.depends_on = j.id)"
 );
 
 // The state an outcome writes, as the Postgres driver's `REQUESTED_STATE` says: a success
