@@ -246,10 +246,10 @@ pub async fn workflow_steps_may_depend_on_existing_jobs(db: TestDb) {
 
     // The dependency is running, on a delete-on-completion queue, when an application's
     // transaction adds a step after it. Its success waits for that transaction (the
-    // insert marked it depended on), then keeps it, completed, for the step to read:
-    // gone, it would read as cancelled and cancel the step. (The completion has a second
-    // to finish before the commit: nothing else holds the job; where writers take turns,
-    // the transaction holds the file.)
+    // insert locked it, and on Postgres marked it), then keeps it, completed, for the
+    // step to read: gone, it would read as cancelled and cancel the step. (The
+    // completion has a second to finish before the commit: nothing else holds the job;
+    // where writers take turns, the transaction holds the file.)
     let running = claim(&db, "running", existing[2]).await;
     let mut tx = db.app_transaction().await;
     let late = tx

@@ -85,8 +85,7 @@ where
         // No mark: a share lock is enough here. A completion's `DELETE` waits for it, and
         // its `NOT EXISTS` then reads the edge this transaction added (InnoDB locks the
         // subquery's rows: it waited for the uncommitted edge even with no lock on the
-        // job). An exclusive lock would make every enqueue of a finished dependency's
-        // uniqueness key wait for this transaction.
+        // job). Two inserts after one job share the lock and never wait for each other.
         self.lock_dependencies(ids, false).await
     }
 
