@@ -17,7 +17,7 @@ fn visit(dir: &Path, files: &mut Vec<std::path::PathBuf>) -> std::io::Result<()>
 }
 
 fn main() -> std::io::Result<()> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/postgres");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut files = Vec::new();
     visit(&dir, &mut files)?;

@@ -25,6 +25,12 @@ pub trait Backend: Send + Sync + 'static {
     /// What the backend's driver declares.
     const CAPABILITIES: Capabilities;
 
+    /// How many steps the model-based test (`the_model_holds`, [`model`](crate::model))
+    /// takes on this backend when `JOBS_MODEL_STEPS` is not set: 10,000 (about a minute on
+    /// two cores). A variant of a backend whose full run is elsewhere (the same server
+    /// through a pooler, or with fewer capabilities) may take fewer.
+    const MODEL_STEPS: u64 = 10_000;
+
     /// A fresh, migrated database of the case's own, reached through a driver whose pool
     /// has `connections` connections.
     async fn database(connections: usize) -> TestDb;

@@ -26,7 +26,10 @@
 //! ```
 //!
 //! Cases put jobs into a given state through the row factory ([`factory`]), never through
-//! raw SQL, and observe them through the driver's reads. Their jobs are in [`jobs`].
+//! raw SQL, and observe them through the driver's reads. Their jobs are in [`jobs`]. The
+//! model-based test ([`model`]), which `suite!` runs too, empties the framework's tables
+//! between its cases with `DELETE FROM` on the application's connection: the one statement
+//! of the suite's own.
 
 pub mod app_transaction;
 mod backend;
@@ -34,6 +37,7 @@ pub mod cases;
 mod catalogue;
 pub mod factory;
 pub mod jobs;
+pub mod model;
 mod suite;
 
 use jobs_core::Registry;

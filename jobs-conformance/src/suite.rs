@@ -70,7 +70,8 @@ pub fn check_lacks<B: Backend>(lacks: &[Capability]) {
 
 /// Instantiates the suite for a backend: every case of [`CASES`] becomes a test; a case
 /// that needs a capability in `lacks` is an ignored test whose reason names it, and a
-/// generated test checks `lacks` ([`check_lacks`]). The tests need nothing of the caller's
+/// generated test checks `lacks` ([`check_lacks`]); the model-based test
+/// ([`model::run`](crate::model::run)) is the test `the_model_holds`. The tests need nothing of the caller's
 /// crate but this one (each case runs on a runtime [`run`] builds).
 ///
 /// ```ignore
@@ -87,6 +88,11 @@ macro_rules! suite {
         #[test]
         fn the_suite_skips_exactly_what_the_backend_lacks() {
             $crate::check_lacks::<$backend>(&[$($crate::__capability!($lacks)),*]);
+        }
+
+        #[test]
+        fn the_model_holds() {
+            $crate::model::run::<$backend>();
         }
     };
 }

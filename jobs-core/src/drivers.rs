@@ -9,8 +9,8 @@
 //! - [`IntoDriver`] and [`Enqueuer`] for the driver type.
 //!
 //! The rest of the engine sees only `jobs_driver`'s traits. A new database takes one line
-//! in `drivers!` here (and its `TestDatabase` in `drivers::testing`); the other places are listed
-//! in `docs/ARCHITECTURE.md`, "Adding a database".
+//! in `drivers!` here (its `TestDatabase` in `drivers::testing` is optional); the other
+//! places are listed in `docs/ARCHITECTURE.md`, "Adding a database".
 
 use std::sync::Arc;
 
@@ -112,6 +112,12 @@ drivers! {
     "mysql" => mysql: jobs_mysql::MysqlDriver for diesel::mysql::Mysql;
 }
 
+/// An example URL of each driver of the build, in the order of `drivers!` (for help texts:
+/// `postgres://user:password@host/database`, …).
+pub fn driver_url_examples() -> Vec<&'static str> {
+    OPENERS.iter().map(|o| o.example).collect()
+}
+
 /// The driver for a database URL, on a pool of at most `max_connections`: the scheme
 /// picks the backend (`postgres://` or `postgresql://` with the `postgres` feature,
 /// `sqlite://`, `sqlite:` or `file:` with the `sqlite` feature, `mysql://` or `mariadb://`
@@ -128,7 +134,7 @@ pub fn driver_for_url(url: &str, max_connections: usize) -> Result<Arc<dyn Drive
     if let Some(opener) = OPENERS.iter().find(|o| o.schemes.contains(&scheme)) {
         return Ok((opener.open)(url, max_connections)?);
     }
-    let known: Vec<&str> = OPENERS.iter().map(|o| o.example).collect();
+    let known = driver_url_examples();
     // Not echoed: the URL may hold a password.
     Err(Error::InvalidOption {
         option: "database_url",

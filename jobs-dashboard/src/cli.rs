@@ -24,12 +24,17 @@ mod error;
 
 pub use error::CliError;
 
+/// The `--database-url` help: the URL of each driver this build has.
+fn database_url_help() -> String {
+    format!("The database holding the jobs: {}", jobs_core::driver_url_examples().join(", "))
+}
+
 /// The command line.
 #[derive(Debug, Parser)]
 #[command(name = "jobs-dashboard", version, about = "Migrate, inspect and manage jobs; serve the dashboard.")]
 pub struct Cli {
-    /// The database holding the jobs: `postgres://…`, `sqlite://path`, `mysql://…`.
-    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
+    /// The database holding the jobs (the URL of a driver of this build, listed in the help).
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true, help = database_url_help())]
     database_url: Option<String>,
     #[command(subcommand)]
     command: Command,

@@ -1,4 +1,4 @@
-//! The embedded schema migrations (`migrations/mysql/`).
+//! The embedded schema migrations (the crate's `migrations/`).
 //!
 //! MySQL commits each DDL statement by itself, so a migration that fails halfway leaves
 //! what it created: the migrations are written to be re-run (each file one step), and
@@ -13,8 +13,8 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use jobs_driver::schema_migrations::{Harness, blocking};
 use jobs_driver::{DriverError as Error, Result};
 
-/// The SQL migrations from the workspace's `migrations/mysql/` folder, compiled in.
-pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../migrations/mysql");
+/// The SQL migrations from the crate's `migrations/` folder, compiled in.
+pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
 
 /// A table by name in the connection's database (see [`Harness::new`]).
 const TABLE_EXISTS: &str = "SELECT CAST(table_name AS CHAR) AS name FROM information_schema.tables \

@@ -8,8 +8,8 @@ use jobs_driver::{DriverError as Error, Result};
 
 use crate::migration_lock;
 
-/// The SQL migrations from the workspace's `migrations/postgres/` folder, compiled in.
-pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../migrations/postgres");
+/// The SQL migrations from the crate's `migrations/` folder, compiled in.
+pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
 
 /// A hash of the migration files' contents, computed at build time.
 pub const MIGRATIONS_HASH: &str = env!("JOBS_MIGRATIONS_HASH");

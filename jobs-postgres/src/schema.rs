@@ -1,4 +1,4 @@
-//! Diesel table definitions for the jobs schema (see `migrations/postgres/`).
+//! Diesel table definitions for the jobs schema (see `migrations/`).
 //!
 //! The driver builds its queries from these; applications may read the tables with them
 //! too (`jobs_core::postgres::schema` re-exports this module).

@@ -1,4 +1,4 @@
-//! The embedded schema migrations (`migrations/sqlite/`).
+//! The embedded schema migrations (the crate's `migrations/`).
 
 use diesel::SqliteConnection;
 use diesel::sqlite::Sqlite;
@@ -7,8 +7,8 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use jobs_driver::schema_migrations::{Harness, blocking};
 use jobs_driver::{DriverError as Error, Result};
 
-/// The SQL migrations from the workspace's `migrations/sqlite/` folder, compiled in.
-pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../migrations/sqlite");
+/// The SQL migrations from the crate's `migrations/` folder, compiled in.
+pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
 
 /// A table by name (see [`Harness::new`]).
 const TABLE_EXISTS: &str = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '{table}'";

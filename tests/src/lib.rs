@@ -8,7 +8,6 @@ pub mod browser;
 pub mod fault_jobs;
 pub mod faults;
 pub mod log_sink;
-pub mod model;
 pub mod processes;
 
 /// The conformance suite (`jobs-conformance`), as the tests have always named it.

@@ -118,9 +118,11 @@ async fn the_workers_archiver_moves_what_finished_in_place() {
 async fn the_migration_moves_existing_finished_rows() {
     let db = TestDatabase::new().await.expect("database");
     let mut conn = db.connect().await.expect("connect");
-    conn.batch_execute(include_str!("../../migrations/postgres/2026-11-28-000001_jobs_archive/down.sql"))
-        .await
-        .expect("down");
+    conn.batch_execute(include_str!(
+        "../../jobs-postgres/migrations/2026-11-28-000001_jobs_archive/down.sql"
+    ))
+    .await
+    .expect("down");
     conn.batch_execute(
         "INSERT INTO jobs (id, state, kind, finalized_at, unique_key, unique_states) VALUES
             (1, 'completed', 'k', now(), NULL, NULL),
@@ -131,7 +133,7 @@ async fn the_migration_moves_existing_finished_rows() {
     )
     .await
     .expect("rows of the old layout");
-    conn.batch_execute(include_str!("../../migrations/postgres/2026-11-28-000001_jobs_archive/up.sql"))
+    conn.batch_execute(include_str!("../../jobs-postgres/migrations/2026-11-28-000001_jobs_archive/up.sql"))
         .await
         .expect("up");
     let places: Vec<(i64, i64)> = {
@@ -142,9 +144,11 @@ async fn the_migration_moves_existing_finished_rows() {
         all
     };
     assert_eq!(places, vec![(0, 1), (0, 1), (1, 0), (0, 1), (1, 0)]);
-    conn.batch_execute(include_str!("../../migrations/postgres/2026-11-28-000001_jobs_archive/down.sql"))
-        .await
-        .expect("down again");
+    conn.batch_execute(include_str!(
+        "../../jobs-postgres/migrations/2026-11-28-000001_jobs_archive/down.sql"
+    ))
+    .await
+    .expect("down again");
     let back = count(&mut conn, "SELECT count(*) AS n FROM jobs WHERE id BETWEEN 1 AND 5").await;
     assert_eq!(back, 5, "every job back in jobs");
 }

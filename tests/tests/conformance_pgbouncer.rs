@@ -52,6 +52,9 @@ mod polling {
         const CAPABILITIES: Capabilities =
             Capabilities::ALL.without(Capability::ListenNotify).without(Capability::LivenessLocks);
 
+        /// The full run is `conformance_postgres`'s; this one is about the pooler.
+        const MODEL_STEPS: u64 = 2_000;
+
         async fn database(connections: usize) -> TestDb {
             super::through_pgbouncer(connections, false).await
         }
@@ -73,6 +76,9 @@ mod listening {
     #[async_trait]
     impl Backend for PgBouncerListeningDirectly {
         const CAPABILITIES: Capabilities = Capabilities::ALL;
+
+        /// The full run is `conformance_postgres`'s; this one is about the pooler.
+        const MODEL_STEPS: u64 = 2_000;
 
         async fn database(connections: usize) -> TestDb {
             super::through_pgbouncer(connections, true).await

@@ -2,7 +2,6 @@
 //! [`Enqueuer`] or a synchronous connection's driver, or through the task's
 //! [`enqueue_through`] driver (inline mode).
 
-use std::future::Future;
 use std::sync::Arc;
 
 use jobs_driver::{ConnectionDriver, Driver, Inserted, JobInsertManyParams, NewJob};
@@ -73,7 +72,7 @@ tokio::task_local! {
 /// mode plugs into: its driver runs the jobs instead of storing them
 /// (`testing::inline`).
 #[cfg(feature = "testing")]
-pub(crate) async fn enqueue_through<F: Future>(driver: Arc<dyn Driver>, body: F) -> F::Output {
+pub(crate) async fn enqueue_through<F: std::future::Future>(driver: Arc<dyn Driver>, body: F) -> F::Output {
     ENQUEUE_DRIVER.scope(driver, body).await
 }
 

@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Utc};
 
 use super::definition::{Needs, OnFailure};
-use super::error::WorkflowError;
 use super::store::{Edge, JobUpdate, Transition, WorkflowStore};
+use crate::error::WorkflowError;
 use crate::error::{DriverError, Result};
 use crate::job::{Inserted, NewJob};
 use crate::validation::{MAX_WORKFLOW_NAME, MAX_WORKFLOW_STEPS};

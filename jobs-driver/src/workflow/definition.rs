@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::error::WorkflowError;
+use crate::error::WorkflowError;
 use crate::job::{Inserted, NewJob};
 use crate::state::JobState;
 use crate::validation::{MAX_WORKFLOW_NAME, MAX_WORKFLOW_STEPS};

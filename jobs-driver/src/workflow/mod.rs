@@ -15,7 +15,6 @@
 
 mod batch;
 mod definition;
-pub(crate) mod error;
 mod forget;
 mod params;
 mod plan;
@@ -24,13 +23,13 @@ mod settle;
 mod store;
 mod stored;
 mod sweep;
+pub use crate::error::WorkflowError;
 pub use crate::validation::{MAX_WORKFLOW_NAME, MAX_WORKFLOW_STEPS};
 pub use batch::{BatchChange, BatchChanged, BatchTarget, change_batch};
 pub use definition::{
     DEPENDENCY_FAILED, Dependency, DependsOn, InsertedWorkflow, Needs, NewStep, NewWorkflow, OnFailure,
     WorkflowInfo, dependency_failed_entry,
 };
-pub use error::WorkflowError;
 pub use forget::{forget_after_delete, prune_workflows};
 pub use params::{
     JobBatchParams, JobDependenciesParams, JobInsertWorkflowParams, JobSettleParams, Settled,

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::{DateTime, Utc};
 
 use super::definition::{DependsOn, InsertedWorkflow, Needs, NewWorkflow, OnFailure};
-use super::error::WorkflowError;
 use super::store::{DependencyState, Edge, JobUpdate, Transition, WorkflowStore};
+use crate::error::WorkflowError;
 use crate::error::{DriverError, Result};
 use crate::state::JobState;
 

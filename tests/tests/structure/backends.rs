@@ -1,7 +1,7 @@
-//! Outside the driver crates, only jobs-core's `drivers.rs` names a driver.
+//! Outside the driver crates, only jobs-core's `drivers.rs` and manifest name a driver.
 
 use crate::sources::{code_only, contains_word, rust_files, without_comments, without_inline_modules};
-use crate::{crates, drivers, rust_name, workspace};
+use crate::{crates, drivers, listed_drivers, rust_name, workspace};
 
 /// What names a backend in the code of a crate that is not its driver: the driver crates
 /// (`jobs_postgres`), jobs-core's re-exports of them (`jobs_core::postgres`,
@@ -27,66 +27,148 @@ pub(crate) fn backend_names() -> Vec<String> {
             }
         }
     }
-    for diesel in
-        ["diesel::pg", "diesel::sqlite", "diesel::mysql", "AsyncPgConnection", "AsyncMysqlConnection"]
+    // Each driver's diesel backend, and its module (`diesel::pg::Pg`, `diesel::pg`).
+    for (_, _, _, backend) in listed_drivers() {
+        if let Some((module, _)) = backend.rsplit_once("::") {
+            names.push(module.to_owned());
+        }
+        names.push(backend);
+    }
+    for connection in
+        ["AsyncPgConnection", "AsyncMysqlConnection", "PgConnection", "MysqlConnection", "SqliteConnection"]
     {
-        names.push(diesel.to_owned());
+        names.push(connection.to_owned());
     }
     names
 }
 
-/// Outside the driver crates, only jobs-core's `drivers.rs` names a driver (its crate, its
-/// type, jobs-core's re-export of it, its diesel backend) or a backend's feature: the
-/// engine, the dashboard and the macros reach the database through `jobs_driver`'s traits
-/// alone, so a new driver changes none of them.
+/// The files of the published crates that may name a driver: jobs-core's `drivers.rs` (the
+/// one module that takes the drivers) and its manifest (their features and optional
+/// dependencies). `docs/ARCHITECTURE.md`, "Adding a database", lists them with the
+/// workspace's manifest, the tests' and the machine's.
+const MAY_NAME_A_DRIVER: [&str; 2] = ["jobs-core/src/drivers.rs", "jobs-core/Cargo.toml"];
+
+/// diesel lets only the crate that defines `JobState` derive its Postgres SQL type
+/// (`FromSqlRow` is generic over the backend, which the orphan rule forbids elsewhere):
+/// jobs-driver's `postgres` feature, which jobs-postgres turns on, in these files.
+const STATE_SQL_TYPE: [&str; 5] = [
+    "jobs-driver/src/state.rs",
+    "jobs-driver/src/lib.rs",
+    "jobs-driver/src/state_sql.rs",
+    "jobs-driver/src/sql_types.rs",
+    "jobs-driver/Cargo.toml",
+];
+
+/// Every file under `dir`, but what a build writes.
+fn all_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read dir") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n != "target") {
+                all_files(&path, out);
+            }
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+/// Outside the driver crates, no file of a published crate names a driver (its crate, its
+/// type, jobs-core's re-export of it, its diesel backend) or a backend's feature — not its
+/// code, its manifest, its build script, templates or assets — but [`MAY_NAME_A_DRIVER`]:
+/// the engine, the dashboard, the macros and the suite reach the database through
+/// `jobs_driver`'s traits alone, and build with jobs-core's `all-drivers`, so a new driver
+/// changes none of them. A crate's own tests (`<crate>/tests/`) pick a database to run on.
 #[test]
-pub(crate) fn only_jobs_cores_drivers_module_names_a_driver() {
+pub(crate) fn no_published_file_names_a_driver_but_jobs_cores_drivers_module() {
     let drivers = drivers();
     let names = backend_names();
     assert!(names.iter().any(|n| n == "PgDriver"), "the driver types are found: {names:?}");
-    let features: Vec<String> = drivers
-        .iter()
-        .map(|d| format!("feature = \"{}\"", rust_name(d).trim_start_matches("jobs_")))
-        .collect();
+    let feature_names: Vec<String> = listed_drivers().into_iter().map(|(feature, ..)| feature).collect();
+    let cfgs: Vec<String> = feature_names.iter().map(|f| format!("feature = \"{f}\"")).collect();
+    let crate_names: Vec<String> = drivers.iter().map(|d| d.trim_end_matches("/src").to_owned()).collect();
     let mut offenders = Vec::new();
     // The published crates that are not drivers (the tests and the examples name backends).
     let published = crates().into_iter().filter(|c| {
         let manifest = std::fs::read_to_string(workspace().join(c).join("../Cargo.toml")).expect("manifest");
         !drivers.contains(c) && !manifest.contains("publish = false")
     });
+    let mut checked = 0;
     for dir in published {
+        let root = dir.trim_end_matches("/src").to_owned();
         let mut files = Vec::new();
-        rust_files(&workspace().join(&dir), &mut files);
+        all_files(&workspace().join(&root), &mut files);
         for file in files {
-            if file.ends_with("jobs-core/src/drivers.rs") {
+            let relative =
+                file.strip_prefix(workspace()).expect("in the workspace").to_string_lossy().into_owned();
+            if MAY_NAME_A_DRIVER.contains(&relative.as_str())
+                || relative.starts_with(&format!("{root}/tests/"))
+            {
                 continue;
             }
-            let source = std::fs::read_to_string(&file).expect("read");
-            // diesel lets only the crate that defines `JobState` derive its Postgres SQL
-            // type (`FromSqlRow` is generic over the backend, which the orphan rule forbids
-            // elsewhere): jobs-driver's `postgres` feature, which jobs-postgres turns on.
-            let state_sql_type = ["state.rs", "lib.rs", "state_sql.rs", "sql_types.rs"]
-                .iter()
-                .any(|f| file.ends_with(format!("jobs-driver/src/{f}")));
-            let code = without_inline_modules(&code_only(&source));
-            for name in names.iter().filter(|n| contains_word(&code, n)) {
-                if !(state_sql_type && name == "diesel::pg") {
-                    offenders.push(format!("{} names `{name}`", file.display()));
+            let Ok(source) = std::fs::read_to_string(&file) else {
+                // Binary (an image): nothing to name a driver with.
+                continue;
+            };
+            checked += 1;
+            let state_sql_type = STATE_SQL_TYPE.contains(&relative.as_str());
+            let mut named = |what: String| {
+                let postgres_state_type =
+                    ["names `diesel::pg`", "has `feature = \"postgres\"`", "has the feature `postgres`"]
+                        .contains(&what.as_str());
+                if !(state_sql_type && postgres_state_type) {
+                    offenders.push(format!("{relative} {what}"));
                 }
-            }
-            let with_strings = without_comments(&source);
-            for feature in features.iter().filter(|f| with_strings.contains(f.as_str())) {
-                if !(state_sql_type && feature == "feature = \"postgres\"") {
-                    offenders.push(format!("{} has `{feature}`", file.display()));
+            };
+            if relative.ends_with(".rs") {
+                let code = without_inline_modules(&code_only(&source));
+                for name in names.iter().filter(|n| contains_word(&code, n)) {
+                    named(format!("names `{name}`"));
+                }
+                let with_strings = without_comments(&source);
+                for cfg in cfgs.iter().filter(|f| with_strings.contains(f.as_str())) {
+                    named(format!("has `{cfg}`"));
+                }
+            } else {
+                let text =
+                    if relative.ends_with(".toml") { without_hash_comments(&source) } else { source.clone() };
+                for name in names.iter().chain(&crate_names).filter(|n| contains_word(&text, n)) {
+                    named(format!("names `{name}`"));
+                }
+                if relative.ends_with("Cargo.toml") {
+                    for feature in &feature_names {
+                        let quoted = [format!("\"{feature}\""), format!("'{feature}'")];
+                        let key = text.lines().any(|l| {
+                            l.trim_start()
+                                .strip_prefix(feature.as_str())
+                                .is_some_and(|r| r.trim_start().starts_with('='))
+                        });
+                        // `jobs-core/postgres`, `jobs-core?/postgres`.
+                        let dependency = text.match_indices(&format!("/{feature}")).any(|(at, m)| {
+                            !text[at + m.len()..]
+                                .chars()
+                                .next()
+                                .is_some_and(|c| c.is_alphanumeric() || c == '_')
+                        });
+                        if quoted.iter().any(|q| text.contains(q)) || key || dependency {
+                            named(format!("has the feature `{feature}`"));
+                        }
+                    }
                 }
             }
         }
     }
+    assert!(checked > 100, "the published crates' files are read: {checked}");
     assert!(
         offenders.is_empty(),
-        "a backend named outside jobs-core/src/drivers.rs:\n{}",
+        "a driver named in a published crate outside jobs-core's drivers.rs and manifest:\n{}",
         offenders.join("\n")
     );
+}
+
+/// `text` without its `#` comments (a manifest's).
+fn without_hash_comments(text: &str) -> String {
+    text.lines().map(|l| l.split_once('#').map_or(l, |(code, _)| code)).collect::<Vec<_>>().join("\n")
 }
 
 #[test]

@@ -36,13 +36,15 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest};
 
 pub use ops::{Ending, Generator, Op, Unique};
-pub use system::{MAX_NODE_LOSSES, System, Target};
+pub use system::{MAX_NODE_LOSSES, System};
+
+use crate::backend::{Backend, TestDb};
 
 /// Steps per case, at most.
 const STEPS_PER_CASE: usize = 60;
 
 thread_local! {
-    static CURRENT: std::cell::RefCell<Option<(Arc<Target>, Arc<tokio::runtime::Runtime>)>> =
+    static CURRENT: std::cell::RefCell<Option<(Arc<TestDb>, Arc<tokio::runtime::Runtime>)>> =
         const { std::cell::RefCell::new(None) };
 }
 
@@ -56,8 +58,8 @@ impl StateMachineTest for Model {
     fn init_test(_: &()) -> System {
         CURRENT.with(|current| {
             let current = current.borrow();
-            let (target, runtime) = current.as_ref().expect("a model run on this thread");
-            System::new(target.clone(), runtime.clone())
+            let (db, runtime) = current.as_ref().expect("a model run on this thread");
+            System::new(db.clone(), runtime.clone())
         })
     }
 
@@ -72,18 +74,18 @@ thread_local! {
     static STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// Runs the model on the database `target` makes (on `name`), for at least
-/// `JOBS_MODEL_STEPS` steps (default `ci_steps`), from `JOBS_MODEL_SEED` or a random seed it prints.
-pub fn run<F>(name: &str, ci_steps: u64, target: F)
-where
-    F: std::future::Future<Output = Target>,
-{
+/// Runs the model on a database of `B` (one for the whole run, emptied between cases), for
+/// at least `JOBS_MODEL_STEPS` steps (default [`Backend::MODEL_STEPS`]), from `JOBS_MODEL_SEED` or a
+/// random seed it prints. [`suite!`](crate::suite) calls it as the test `the_model_holds`.
+pub fn run<B: Backend>() {
+    let name = std::any::type_name::<B>();
     let runtime = Arc::new(
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime"),
     );
-    let target = Arc::new(runtime.block_on(target));
-    CURRENT.with(|c| *c.borrow_mut() = Some((target, runtime)));
-    let steps: u64 = std::env::var("JOBS_MODEL_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(ci_steps);
+    let db = Arc::new(runtime.block_on(B::database(4)));
+    CURRENT.with(|c| *c.borrow_mut() = Some((db, runtime)));
+    let steps: u64 =
+        std::env::var("JOBS_MODEL_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(B::MODEL_STEPS);
     let seed: [u8; 32] = match std::env::var("JOBS_MODEL_SEED") {
         Ok(hex) => decode_seed(&hex),
         Err(_) => rand::random(),
@@ -102,13 +104,12 @@ where
     let strategy = Generator::sequential_strategy(1..STEPS_PER_CASE);
     // Shrinking replays failing sequences many times: their panics are not printed (the
     // final report carries the last one's message).
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    quiet_panics_on_this_thread(true);
     let result = runner.run(&strategy, |(initial, transitions, seen)| {
         Model::test_sequential(config.clone(), initial, transitions, seen);
         Ok(())
     });
-    std::panic::set_hook(hook);
+    quiet_panics_on_this_thread(false);
     let ran = STEPS.with(std::cell::Cell::get);
     if let Err(e) = result {
         panic!("model ({name}): a violation after {ran} steps (seed {seed_hex}); the shrunk sequence:\n{e}");
@@ -117,6 +118,27 @@ where
         "model ({name}): {ran} steps in {cases} cases, no violation, {:.1}s",
         started.elapsed().as_secs_f64()
     );
+}
+
+thread_local! {
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Silences panics on this thread while `quiet`, and only here: the model runs beside the
+/// suite's other cases in one test process, whose panics (and the worker's hook, which
+/// records a handler's backtrace) must go on as they were. The hook is installed once and
+/// never removed; it hands every other panic to the hook it found.
+fn quiet_panics_on_this_thread(quiet: bool) {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    QUIET.with(|q| q.set(quiet));
 }
 
 fn decode_seed(hex: &str) -> [u8; 32] {

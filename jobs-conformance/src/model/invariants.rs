@@ -84,7 +84,7 @@ impl System {
 
     /// Reads every row and checks the invariants against the rows before `op`.
     pub(super) fn check(&mut self, op: &Op, allowed: Allowed) {
-        let rows = self.block(crate::faults::all_jobs(self.driver()));
+        let rows = self.block(self.db().all_jobs());
         let mut now: HashMap<i64, JobRow> = HashMap::with_capacity(rows.len());
         for row in rows {
             let id = row.id;

@@ -8,16 +8,16 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use jobs_core::driver::{
-    Completion, Driver, JobArchiveParams, JobCancelManyParams, JobClaimParams, JobCompleteManyParams,
-    JobDeleteManyParams, JobInsertManyParams, JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams,
-    JobRetryManyParams, JobRow, JobScheduleDueParams, JobState, NewJob, NodeHeartbeatParams,
-    QueueSetLimitsParams, QueueSetPausedParams,
+    Capability, Completion, Driver, JobArchiveParams, JobCancelManyParams, JobClaimParams,
+    JobCompleteManyParams, JobDeleteManyParams, JobInsertManyParams, JobPruneParams, JobReleaseOrphansParams,
+    JobRescueStuckParams, JobRetryManyParams, JobRow, JobScheduleDueParams, JobState, NewJob,
+    NodeHeartbeatParams, QueueSetLimitsParams, QueueSetPausedParams,
 };
 
 use super::allowed::Allowed;
 use super::nodes::{Node, Run, completion};
 use super::ops::{Ending, KEYS, NODES, Op, QUEUES, Unique};
-use crate::conformance::app_transaction::Begin;
+use crate::backend::TestDb;
 
 /// How many times a job may be lost with its node before a rescue discards it, here.
 pub const MAX_NODE_LOSSES: i32 = 3;
@@ -26,21 +26,14 @@ pub(super) const STALE: Duration = Duration::from_secs(8);
 /// Claims younger than this are never released as orphans.
 pub(super) const ORPHAN_GRACE: Duration = Duration::from_secs(5);
 
-/// A database to run the model on.
-pub struct Target {
-    /// The driver.
-    pub driver: Arc<dyn Driver>,
-    /// An application's transactions.
-    pub begin: Begin,
-    /// Statements that empty every table the model writes, between cases.
-    pub wipe: Vec<&'static str>,
-    /// Whatever keeps the database alive.
-    pub keep_alive: Box<dyn std::any::Any + Send + Sync>,
-}
+/// The tables the model writes, which [`System::new`] empties between cases; with the
+/// [`Archive`](Capability::Archive) capability, `jobs_archive` too.
+const TABLES: [&str; 6] =
+    ["jobs", "job_nodes", "job_queues", "job_leaders", "job_dependencies", "job_workflows"];
 
 /// The system under test.
 pub struct System {
-    target: Arc<Target>,
+    db: Arc<TestDb>,
     runtime: Arc<tokio::runtime::Runtime>,
     pub(super) now: DateTime<Utc>,
     pub(super) nodes: Vec<Node>,
@@ -59,15 +52,22 @@ pub(super) fn node_name(i: usize) -> String {
 }
 
 impl System {
-    /// A fresh system on `target`: every table emptied, every node alive (registered), the
-    /// clock at now.
-    pub fn new(target: Arc<Target>, runtime: Arc<tokio::runtime::Runtime>) -> System {
-        let any = crate::any_db::AnyDb::of(&*target.driver);
-        for sql in &target.wipe {
-            runtime.block_on(any.execute(sql)).unwrap_or_else(|e| panic!("wipe `{sql}`: {e}"));
-        }
+    /// A fresh system on `db`: every table emptied (in an application's transaction: the
+    /// suite has no other way to write SQL), every node alive (registered), the clock at
+    /// now.
+    pub fn new(db: Arc<TestDb>, runtime: Arc<tokio::runtime::Runtime>) -> System {
+        let archive = db.driver().capabilities().has(Capability::Archive);
+        let tables = TABLES.iter().copied().chain(archive.then_some("jobs_archive"));
+        runtime.block_on(async {
+            let mut tx = db.app_transaction().await;
+            for table in tables {
+                let sql = format!("DELETE FROM {table}");
+                tx.execute(&sql).await.unwrap_or_else(|e| panic!("`{sql}`: {e}"));
+            }
+            tx.commit().await.expect("commit the emptied tables");
+        });
         let system = System {
-            target,
+            db,
             runtime,
             now: Utc::now(),
             nodes: vec![Node { alive: true, runs: Vec::new() }; NODES],
@@ -83,8 +83,12 @@ impl System {
         system
     }
 
+    pub(super) fn db(&self) -> &TestDb {
+        &self.db
+    }
+
     pub(super) fn driver(&self) -> &dyn Driver {
-        &*self.target.driver
+        &**self.db.driver()
     }
 
     pub(super) fn block<F: std::future::Future>(&self, f: F) -> F::Output {
@@ -133,9 +137,8 @@ impl System {
                     })
                     .collect();
                 if rolled_back {
-                    let begin = &self.target.begin;
                     self.block(async {
-                        let mut tx = begin().await;
+                        let mut tx = self.db.app_transaction().await;
                         tx.insert(&jobs).await.expect("enqueue in a transaction");
                         tx.rollback().await.expect("rollback");
                     });

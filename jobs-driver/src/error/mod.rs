@@ -1,4 +1,8 @@
-//! The error every driver operation returns.
+//! The error every driver operation returns, and the workflow's own ([`WorkflowError`]).
+
+mod workflow;
+
+pub use workflow::WorkflowError;
 
 /// What went wrong in a driver operation.
 ///
@@ -45,7 +49,7 @@ pub enum DriverError {
 
     /// A workflow that cannot be inserted (nothing was written).
     #[error("{0}")]
-    Workflow(#[from] crate::workflow::error::WorkflowError),
+    Workflow(#[from] WorkflowError),
 
     /// An I/O error from the operating system.
     #[error("i/o error: {0}")]
