@@ -26,14 +26,20 @@ pub use error::CliError;
 
 /// The `--database-url` help: the URL of each driver this build has.
 fn database_url_help() -> String {
-    format!("The database holding the jobs: {}", jobs_core::driver_url_examples().join(", "))
+    let examples = jobs_core::driver_url_examples();
+    if examples.is_empty() {
+        return "The database holding the jobs (this build has no driver: turn on a feature of jobs-core)"
+            .into();
+    }
+    format!("The database holding the jobs: {}", examples.join(", "))
 }
 
 /// The command line.
 #[derive(Debug, Parser)]
 #[command(name = "jobs-dashboard", version, about = "Migrate, inspect and manage jobs; serve the dashboard.")]
 pub struct Cli {
-    /// The database holding the jobs (the URL of a driver of this build, listed in the help).
+    /// The database holding the jobs (its help, `database_url_help`, lists a URL of each
+    /// driver of the build).
     #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true, help = database_url_help())]
     database_url: Option<String>,
     #[command(subcommand)]

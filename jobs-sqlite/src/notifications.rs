@@ -65,6 +65,14 @@ struct Row {
     payload: String,
 }
 
+/// One wake-up per distinct queue of `queues` (the statements that make jobs available
+/// return a row per job).
+pub(crate) fn per_queue(mut queues: Vec<&str>) -> Vec<Notification> {
+    queues.sort_unstable();
+    queues.dedup();
+    queues.into_iter().map(|queue| Notification::JobsAvailable { queue: queue.to_owned() }).collect()
+}
+
 /// The notifications after id `after`, oldest first, at most 1,000, with the last id read.
 pub(crate) fn read_after(conn: &mut SqliteConnection, after: i64) -> Result<(Vec<Notification>, i64)> {
     let rows: Vec<Row> = CachedQuery::new(

@@ -8,7 +8,7 @@ use jobs_driver::*;
 
 use crate::driver::{CAPABILITIES, SqliteDriver};
 use crate::exec::{in_transaction, read, write};
-use crate::jobs::{complete, control, insert, insert_full, list, maintenance, prune, read as jobs_read};
+use crate::jobs::{complete, control, due, insert, insert_full, list, maintenance, prune, read as jobs_read};
 use crate::time::{millis, now_ms};
 use crate::{
     kind_stats, leader, listener, migrate, nodes, queue_limits, queue_settings, queues, schedules, server,
@@ -66,7 +66,7 @@ impl Driver for SqliteDriver {
 
     async fn job_schedule_due(&self, params: JobScheduleDueParams) -> Result<i64> {
         let now = params.now;
-        self.write_notifying(move |c| maintenance::schedule_due(c, params.limit, now_ms(now))).await
+        self.write_notifying(move |c| due::schedule_due(c, params.limit, now_ms(now))).await
     }
 
     async fn job_rescue_stuck(&self, params: JobRescueStuckParams<'_>) -> Result<Vec<i64>> {

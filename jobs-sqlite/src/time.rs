@@ -14,6 +14,11 @@ pub(crate) fn from_ms(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or(DateTime::UNIX_EPOCH)
 }
 
+/// Stored milliseconds as the JSON an error entry's `at` holds (as the engine writes it).
+pub(crate) fn at_json(ms: i64) -> String {
+    serde_json::to_string(&from_ms(ms)).unwrap_or_else(|_| "null".into())
+}
+
 /// Stored milliseconds, when present, as a time.
 pub(crate) fn from_ms_opt(ms: Option<i64>) -> Option<DateTime<Utc>> {
     ms.map(from_ms)

@@ -79,8 +79,15 @@ thread_local! {
 /// random seed it prints. [`suite!`](crate::suite) calls it as the test `the_model_holds`.
 pub fn run<B: Backend>() {
     let name = std::any::type_name::<B>();
+    // The runtime is the model's own: its threads (SQLite's statements run on its
+    // blocking ones) are quiet too while shrinking replays failures.
     let runtime = Arc::new(
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime"),
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .on_thread_start(|| quiet_panics_on_this_thread(true))
+            .build()
+            .expect("runtime"),
     );
     let db = Arc::new(runtime.block_on(B::database(4)));
     CURRENT.with(|c| *c.borrow_mut() = Some((db, runtime)));
@@ -104,12 +111,13 @@ pub fn run<B: Backend>() {
     let strategy = Generator::sequential_strategy(1..STEPS_PER_CASE);
     // Shrinking replays failing sequences many times: their panics are not printed (the
     // final report carries the last one's message).
-    quiet_panics_on_this_thread(true);
-    let result = runner.run(&strategy, |(initial, transitions, seen)| {
-        Model::test_sequential(config.clone(), initial, transitions, seen);
-        Ok(())
-    });
-    quiet_panics_on_this_thread(false);
+    let result = {
+        let _quiet = Quiet::on_this_thread();
+        runner.run(&strategy, |(initial, transitions, seen)| {
+            Model::test_sequential(config.clone(), initial, transitions, seen);
+            Ok(())
+        })
+    };
     let ran = STEPS.with(std::cell::Cell::get);
     if let Err(e) = result {
         panic!("model ({name}): a violation after {ran} steps (seed {seed_hex}); the shrunk sequence:\n{e}");
@@ -124,13 +132,31 @@ thread_local! {
     static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// Panics on this thread silenced until dropped.
+struct Quiet;
+
+impl Quiet {
+    fn on_this_thread() -> Quiet {
+        quiet_panics_on_this_thread(true);
+        Quiet
+    }
+}
+
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        quiet_panics_on_this_thread(false);
+    }
+}
+
 /// Silences panics on this thread while `quiet`, and only here: the model runs beside the
 /// suite's other cases in one test process, whose panics (and the worker's hook, which
-/// records a handler's backtrace) must go on as they were. The hook is installed once and
-/// never removed; it hands every other panic to the hook it found.
+/// records a handler's backtrace) must go on as they were. The hook is installed once,
+/// after the worker's (so that the two installs never interleave and lose one), and never
+/// removed; it hands every other panic to the hook it found.
 fn quiet_panics_on_this_thread(quiet: bool) {
     static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
+        jobs_core::testing::install_panic_capture();
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             if !QUIET.with(std::cell::Cell::get) {

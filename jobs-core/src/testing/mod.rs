@@ -41,3 +41,12 @@ pub use inline::{InlineDriver, inline, inline_with};
 pub use job_context::{job_context, job_context_with};
 pub use perform::{drain_queue, drain_queue_with, perform_job, perform_job_with};
 pub use waiting::wait_for;
+
+/// Installs the worker's panic hook now (it records a handler's backtrace; a worker
+/// installs it when it starts), so that a test harness that sets a panic hook of its own
+/// installs it after this one, never at the same moment (`take_hook` and `set_hook` are
+/// two steps: two installs at once lose one). Idempotent.
+#[doc(hidden)]
+pub fn install_panic_capture() {
+    crate::worker::panic_capture::install_hook();
+}

@@ -28,7 +28,7 @@ mod handle;
 mod heartbeat;
 mod listener;
 mod liveness;
-mod panic_capture;
+pub(crate) mod panic_capture;
 mod prefetch;
 mod producer;
 mod running_jobs;

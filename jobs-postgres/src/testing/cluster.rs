@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use jobs_driver::Result;
 use jobs_driver::test_server::{ServerUser, SharedDir, private_dir, run};
 
-pub use super::server_binaries::{BIN_DIR_VAR, find_server_binaries};
+pub use super::binaries::{BIN_DIR_VAR, find_server_binaries};
 
 // `PgCluster::start_replica`: a child module, for the cluster's private fields.
 #[path = "replica.rs"]

@@ -4,12 +4,12 @@
 //! ([`PgBouncer`]).
 
 mod admin;
+mod binaries;
 pub mod cluster;
 mod database;
 #[cfg(test)]
 pub(crate) mod explain;
 pub mod pgbouncer;
-mod server_binaries;
 
 pub use cluster::PgCluster;
 pub use database::{Server, TestDatabase, replace_database};

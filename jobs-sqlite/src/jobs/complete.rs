@@ -214,7 +214,7 @@ pub(crate) fn complete_many(
             .load(conn)?;
         applied.extend(rows.into_iter().map(|r| r.id));
     }
-    let at_json = serde_json::to_string(&crate::time::from_ms(now_ms)).unwrap_or_else(|_| "null".into());
+    let at_json = crate::time::at_json(now_ms);
     for c in completions.iter().filter(|c| c.state != JobState::Completed) {
         let row: Option<Id> = CachedQuery::new(COMPLETE_OTHER)
             .bind::<BigInt, _>(c.id)

@@ -53,6 +53,7 @@ macro_rules! with_failed_dependency_entry {
 pub(crate) mod claim;
 pub(crate) mod complete;
 pub(crate) mod control;
+pub(crate) mod due;
 pub(crate) mod insert;
 pub(crate) mod insert_full;
 pub(crate) mod list;

@@ -136,23 +136,8 @@ pub(crate) fn no_published_file_names_a_driver_but_jobs_cores_drivers_module() {
                     named(format!("names `{name}`"));
                 }
                 if relative.ends_with("Cargo.toml") {
-                    for feature in &feature_names {
-                        let quoted = [format!("\"{feature}\""), format!("'{feature}'")];
-                        let key = text.lines().any(|l| {
-                            l.trim_start()
-                                .strip_prefix(feature.as_str())
-                                .is_some_and(|r| r.trim_start().starts_with('='))
-                        });
-                        // `jobs-core/postgres`, `jobs-core?/postgres`.
-                        let dependency = text.match_indices(&format!("/{feature}")).any(|(at, m)| {
-                            !text[at + m.len()..]
-                                .chars()
-                                .next()
-                                .is_some_and(|c| c.is_alphanumeric() || c == '_')
-                        });
-                        if quoted.iter().any(|q| text.contains(q)) || key || dependency {
-                            named(format!("has the feature `{feature}`"));
-                        }
+                    for feature in feature_names.iter().filter(|f| manifest_turns_on(&text, f)) {
+                        named(format!("has the feature `{feature}`"));
                     }
                 }
             }
@@ -164,6 +149,54 @@ pub(crate) fn no_published_file_names_a_driver_but_jobs_cores_drivers_module() {
         "a driver named in a published crate outside jobs-core's drivers.rs and manifest:\n{}",
         offenders.join("\n")
     );
+}
+
+/// Whether manifest `text` turns on, or defines, a backend's feature: `"postgres"`,
+/// `'postgres'`, `"postgres_backend"` (diesel's), a key `postgres = …`, `jobs-core/postgres`,
+/// `jobs-core?/postgres`, `diesel/postgres_backend`.
+fn manifest_turns_on(text: &str, feature: &str) -> bool {
+    let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    [feature.to_owned(), format!("{feature}_backend")].iter().any(|name| {
+        let quoted = text.contains(&format!("\"{name}\"")) || text.contains(&format!("'{name}'"));
+        let key = text.lines().any(|l| {
+            l.trim_start().strip_prefix(name.as_str()).is_some_and(|r| r.trim_start().starts_with('='))
+        });
+        let dependency = text
+            .match_indices(&format!("/{name}"))
+            .any(|(at, m)| !ident(text[at + m.len()..].chars().next()));
+        quoted || key || dependency
+    })
+}
+
+/// The workspace's diesel dependencies turn on no backend: each driver crate turns on its
+/// own, so that a build on one database compiles no other's client.
+#[test]
+pub(crate) fn the_workspaces_diesel_dependencies_name_no_backend() {
+    let manifest = std::fs::read_to_string(workspace().join("Cargo.toml")).expect("read Cargo.toml");
+    let diesel: Vec<&str> = manifest.lines().filter(|l| l.starts_with("diesel")).collect();
+    assert!(diesel.len() >= 3, "diesel, diesel-async, diesel_migrations: {diesel:?}");
+    for line in diesel {
+        let text = without_hash_comments(line);
+        for (feature, ..) in listed_drivers() {
+            assert!(!manifest_turns_on(&text, &feature), "the workspace's `{line}` turns on {feature}");
+        }
+    }
+}
+
+/// What [`the_workspaces_diesel_dependencies_name_no_backend`] promises: jobs-core on SQLite
+/// alone depends on no Postgres client (`cargo tree`, from the lock file).
+#[test]
+pub(crate) fn a_build_on_sqlite_alone_has_no_postgres_client() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = std::process::Command::new(cargo)
+        .args(["tree", "--offline", "-p", "jobs-core", "--no-default-features", "--features", "sqlite"])
+        .args(["-e", "normal", "-i", "tokio-postgres"])
+        .current_dir(workspace())
+        .output()
+        .expect("run cargo tree");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "cargo tree: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.trim().is_empty(), "jobs-core on SQLite alone pulls tokio-postgres:\n{stdout}");
 }
 
 /// `text` without its `#` comments (a manifest's).
@@ -179,4 +212,17 @@ pub(crate) fn the_backend_checker_sees_a_named_backend() {
     let source = "#[cfg(any(\n    feature = \"sqlite\",\n))] // feature = \"mysql\"";
     let cleaned = without_comments(source);
     assert!(cleaned.contains("feature = \"sqlite\"") && !cleaned.contains("mysql"));
+    for manifest in [
+        "features = [\"testing\", \"postgres\"]",
+        "features = ['postgres']",
+        "postgres= [\"dep:jobs-postgres\"]",
+        "x = [\"jobs-core?/postgres\"]",
+        "diesel = { features = [\"postgres_backend\"] }",
+        "x = [\"diesel/postgres_backend\"]",
+    ] {
+        assert!(manifest_turns_on(manifest, "postgres"), "{manifest}");
+    }
+    for manifest in ["features = [\"postgres-types\"]", "jobs-core = { features = [\"all-drivers\"] }"] {
+        assert!(!manifest_turns_on(manifest, "postgres"), "{manifest}");
+    }
 }
