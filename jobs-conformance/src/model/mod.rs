@@ -30,6 +30,7 @@ mod system;
 mod workflows;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -79,13 +80,18 @@ thread_local! {
 /// random seed it prints. [`suite!`](crate::suite) calls it as the test `the_model_holds`.
 pub fn run<B: Backend>() {
     let name = std::any::type_name::<B>();
-    // The runtime is the model's own: its threads (SQLite's statements run on its
-    // blocking ones) are quiet too while shrinking replays failures.
+    // The run's threads, this one and its runtime's (SQLite's statements run on the
+    // blocking ones), follow one switch: quiet while a sequence runs (see `Quiet`).
+    let quiet = Arc::new(AtomicBool::new(false));
+    follow_quiet(quiet.clone());
     let runtime = Arc::new(
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
-            .on_thread_start(|| quiet_panics_on_this_thread(true))
+            .on_thread_start({
+                let quiet = quiet.clone();
+                move || follow_quiet(quiet.clone())
+            })
             .build()
             .expect("runtime"),
     );
@@ -110,14 +116,13 @@ pub fn run<B: Backend>() {
     STEPS.with(|s| s.set(0));
     let strategy = Generator::sequential_strategy(1..STEPS_PER_CASE);
     // Shrinking replays failing sequences many times: their panics are not printed (the
-    // final report carries the last one's message).
-    let result = {
-        let _quiet = Quiet::on_this_thread();
-        runner.run(&strategy, |(initial, transitions, seen)| {
-            Model::test_sequential(config.clone(), initial, transitions, seen);
-            Ok(())
-        })
-    };
+    // final report carries the last one's message). Only the sequence's run is quiet: a
+    // panic of the generator's (outside it) prints.
+    let result = runner.run(&strategy, |(initial, transitions, seen)| {
+        let _quiet = Quiet::on(&quiet);
+        Model::test_sequential(config.clone(), initial, transitions, seen);
+        Ok(())
+    });
     let ran = STEPS.with(std::cell::Cell::get);
     if let Err(e) = result {
         panic!("model ({name}): a violation after {ran} steps (seed {seed_hex}); the shrunk sequence:\n{e}");
@@ -129,42 +134,45 @@ pub fn run<B: Backend>() {
 }
 
 thread_local! {
-    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The switch of the model run this thread belongs to, if it belongs to one.
+    static QUIET: std::cell::RefCell<Option<Arc<AtomicBool>>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Panics on this thread silenced until dropped.
-struct Quiet;
+/// A run's switch on, its panics silenced, until dropped.
+struct Quiet(Arc<AtomicBool>);
 
 impl Quiet {
-    fn on_this_thread() -> Quiet {
-        quiet_panics_on_this_thread(true);
-        Quiet
+    fn on(switch: &Arc<AtomicBool>) -> Quiet {
+        switch.store(true, Ordering::SeqCst);
+        Quiet(switch.clone())
     }
 }
 
 impl Drop for Quiet {
     fn drop(&mut self) {
-        quiet_panics_on_this_thread(false);
+        self.0.store(false, Ordering::SeqCst);
     }
 }
 
-/// Silences panics on this thread while `quiet`, and only here: the model runs beside the
-/// suite's other cases in one test process, whose panics (and the worker's hook, which
-/// records a handler's backtrace) must go on as they were. The hook is installed once,
-/// after the worker's (so that the two installs never interleave and lose one), and never
-/// removed; it hands every other panic to the hook it found.
-fn quiet_panics_on_this_thread(quiet: bool) {
+/// Makes this thread follow `switch`: its panics are silenced while it is on, and only
+/// this run's threads' (the model runs beside the suite's other cases, and beside another
+/// backend's model, in one test process: their panics, and the worker's hook that records
+/// a handler's backtrace, go on as they were). The hook is installed once, after the
+/// worker's (so the two installs never interleave and lose one), and never removed; it
+/// hands every other panic to the hook it found.
+fn follow_quiet(switch: Arc<AtomicBool>) {
     static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
         jobs_core::testing::install_panic_capture();
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if !QUIET.with(std::cell::Cell::get) {
+            let quiet = QUIET.with(|q| q.borrow().as_ref().is_some_and(|s| s.load(Ordering::SeqCst)));
+            if !quiet {
                 previous(info);
             }
         }));
     });
-    QUIET.with(|q| q.set(quiet));
+    QUIET.with(|q| *q.borrow_mut() = Some(switch));
 }
 
 fn decode_seed(hex: &str) -> [u8; 32] {

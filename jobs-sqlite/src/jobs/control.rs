@@ -119,11 +119,7 @@ where
     let key_held: Vec<i64> = blocked.into_iter().map(|b| b.id).collect();
     let free: Vec<i64> = ids.iter().copied().filter(|id| !key_held.contains(id)).collect();
     let changed = change(conn, RETRY, &free, now_ms).await?;
-    let mut queues: Vec<&str> = changed.iter().map(|c| c.queue.as_str()).collect();
-    queues.sort_unstable();
-    queues.dedup();
-    let woken: Vec<Notification> =
-        queues.into_iter().map(|queue| Notification::JobsAvailable { queue: queue.to_owned() }).collect();
+    let woken = crate::notifications::per_queue(changed.iter().map(|c| c.queue.as_str()).collect());
     tell(conn, &woken).await?;
     Ok((Retried { retried: changed.len() as i64, key_held }, woken))
 }

@@ -147,7 +147,7 @@ fn write_fates(
     now_ms: i64,
 ) -> Result<(Vec<i64>, Vec<Notification>)> {
     let at = crate::time::from_ms(now_ms);
-    let at_json = serde_json::to_string(&at).unwrap_or_else(|_| "null".into());
+    let at_json = crate::time::at_json(now_ms);
     let mut ids = Vec::with_capacity(stuck.len());
     let mut available = Vec::new();
     let mut fates = RescueFate::decide_all(&stuck, rescuer, max_node_losses, at);

@@ -198,12 +198,9 @@ where
             }
             Transition::Release => {
                 let released: Vec<Released> = run!(RELEASE).bind::<BigInt, _>(now_ms).load(self.conn).await?;
-                let mut queues: Vec<&str> =
+                let available =
                     released.iter().filter(|r| r.state == "available").map(|r| r.queue.as_str()).collect();
-                queues.sort_unstable();
-                queues.dedup();
-                for queue in queues {
-                    let woken = Notification::JobsAvailable { queue: queue.to_owned() };
+                for woken in notifications::per_queue(available) {
                     notifications::add_async(self.conn, &woken).await?;
                     self.told.push(woken);
                 }

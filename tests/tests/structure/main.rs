@@ -4,7 +4,8 @@
 //!   parent's `pub use` of its child included);
 //! - production code never reaches the `testing` modules;
 //! - outside the driver crates, no file of a published crate names a driver but jobs-core's
-//!   `drivers.rs` and manifest;
+//!   `drivers.rs` and manifest; the workspace's diesel dependencies turn on no backend, and
+//!   jobs-core on SQLite alone builds no other database's client;
 //! - `worker/mod.rs` and every file of every driver crate stay under 350 lines.
 
 use std::collections::{BTreeMap, BTreeSet};
