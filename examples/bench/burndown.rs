@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use jobs_core::driver::QueueSetPausedParams;
-use jobs_core::{Batch, JobState, Workflow, enqueue_many};
+use jobs_core::{Batch, JobState, QueueLimits, Workflow, enqueue_many, set_queue_limits};
 
 use crate::jobs::noop;
 use crate::measure::{BenchResult, Figures, machine_busy_seconds, percentile, postgres_cpu_seconds};
@@ -39,6 +39,20 @@ pub(crate) struct Shape {
     pub(crate) delete: bool,
     /// How the jobs depend on each other.
     pub(crate) dependencies: Dependencies,
+    /// The queue's cluster-wide limits.
+    pub(crate) limits: Limits,
+}
+
+/// A burn-down queue's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Limits {
+    /// None.
+    None,
+    /// A global limit equal to every process's slots together (it never binds: what it
+    /// costs is the limited claim itself).
+    GlobalAtSlots,
+    /// At most 1 running per key, the jobs spread round robin over this many keys.
+    OnePerKey(usize),
 }
 
 /// How a burn-down's jobs depend on each other.
@@ -67,7 +81,7 @@ impl Dependencies {
 async fn preload_dependent(admin: &Admin, n: usize, dependencies: Dependencies) -> BenchResult {
     let mut k = 0;
     match dependencies {
-        Dependencies::None => return preload(admin, n, 1, 0).await,
+        Dependencies::None => return preload(admin, n, 1, 0, 0).await,
         Dependencies::Chains(length) => {
             let length = length.max(1);
             while k < n {
@@ -99,15 +113,23 @@ async fn preload_dependent(admin: &Admin, n: usize, dependencies: Dependencies) 
 }
 
 /// Loads `n` available no-op jobs over `queues` queues, round robin, 10,000 per statement,
-/// each tagged with one of `tenants` tenants when there are any.
-pub(crate) async fn preload(admin: &Admin, n: usize, queues: usize, tenants: usize) -> BenchResult {
+/// each tagged with one of `tenants` tenants when there are any, and given one of `keys`
+/// partition keys when there are any.
+pub(crate) async fn preload(
+    admin: &Admin,
+    n: usize,
+    queues: usize,
+    tenants: usize,
+    keys: usize,
+) -> BenchResult {
     let names = queue_names(queues);
     let mut i = 0;
     while i < n {
         let batch = (n - i).min(10_000);
         let jobs = (i..i + batch).map(|k| {
             let job = noop::build(k as i64).queue(&names[k % names.len()]);
-            if tenants == 0 { job } else { job.tag(format!("tenant_{}", k % tenants)) }
+            let job = if tenants == 0 { job } else { job.tag(format!("tenant_{}", k % tenants)) };
+            if keys == 0 { job } else { job.partition_key(format!("customer_{}", k % keys)) }
         });
         enqueue_many(&admin.driver, jobs).await?;
         i += batch;
@@ -132,8 +154,25 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
     let admin = Admin::open(url, 4)?;
     admin.reset().await?;
     pause(&admin, shape.queues, true).await?;
+    let keys = match shape.limits {
+        Limits::OnePerKey(keys) => keys,
+        _ => 0,
+    };
+    let limits = match shape.limits {
+        Limits::None => None,
+        Limits::GlobalAtSlots => Some(QueueLimits {
+            global_limit: u32::try_from(shape.processes * shape.concurrency).ok(),
+            ..QueueLimits::default()
+        }),
+        Limits::OnePerKey(_) => Some(QueueLimits { per_key_limit: Some(1), ..QueueLimits::default() }),
+    };
+    for queue in queue_names(shape.queues) {
+        if let Some(limits) = limits {
+            set_queue_limits(&admin.driver, &queue, limits).await?;
+        }
+    }
     if shape.dependencies == Dependencies::None {
-        preload(&admin, shape.jobs, shape.queues, shape.tenants).await?;
+        preload(&admin, shape.jobs, shape.queues, shape.tenants, keys).await?;
     } else {
         preload_dependent(&admin, shape.jobs, shape.dependencies).await?;
     }

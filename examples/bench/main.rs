@@ -55,7 +55,9 @@ struct Args {
     #[arg(long, default_value = "postgres", value_parser = ["postgres", "sqlite", "mysql"])]
     backend: String,
     /// Scenarios to run, in order: ceiling, enqueue, burndown, burndown-delete, burndown-chains
-    /// (chains of 10), burndown-batches (sealed batches of 1,000 and a callback each), latency,
+    /// (chains of 10), burndown-batches (sealed batches of 1,000 and a callback each),
+    /// burndown-global-limit (a global limit equal to the slots), burndown-per-key (at most
+    /// 1 running per key over `--keys` keys), latency,
     /// latency-other-process, memory, sustained, dashboard. By default the ceiling runs between the framework's
     /// scenarios: each ratio divides by the mean of the ceiling runs just before and just
     /// after its scenario, because the machine's speed drifts over minutes.
@@ -97,6 +99,9 @@ struct Args {
     /// Burn-downs tag each job with one of this many tenants (`tenant_<N>`); 0: no tags.
     #[arg(long, default_value_t = 0)]
     tenants: usize,
+    /// Partition keys of the `burndown-per-key` scenario (at most 1 running per key).
+    #[arg(long, default_value_t = 1_000)]
+    keys: usize,
     /// Tasks enqueueing concurrently in the enqueue scenario (N); the batched run is repeated
     /// for each.
     #[arg(long, value_delimiter = ',', default_value = "4,8")]
@@ -233,6 +238,7 @@ async fn main() -> BenchResult {
         tenants: args.tenants,
         delete,
         dependencies: burndown::Dependencies::None,
+        limits: burndown::Limits::None,
     };
     // (framework figure, ceiling figure, ceiling runs before it)
     let mut ratios: Vec<(String, String, usize)> = Vec::new();
@@ -268,6 +274,19 @@ async fn main() -> BenchResult {
                 for s in &args.shapes {
                     let name = format!("{kind}_{}x{}", s.processes, s.concurrency);
                     let shape = burndown::Shape { dependencies, ..shape(s, false) };
+                    burndown::run(&url, shape, &name, &mut figures).await?;
+                    ratios.push((name, "ceiling_claim_100_update".to_owned(), ceilings_run));
+                }
+            }
+            "burndown-global-limit" | "burndown-per-key" => {
+                let (limits, kind) = if scenario == "burndown-global-limit" {
+                    (burndown::Limits::GlobalAtSlots, "burndown_global_limit".to_owned())
+                } else {
+                    (burndown::Limits::OnePerKey(args.keys), format!("burndown_per_key_{}", args.keys))
+                };
+                for s in &args.shapes {
+                    let name = format!("{kind}_{}x{}", s.processes, s.concurrency);
+                    let shape = burndown::Shape { limits, ..shape(s, false) };
                     burndown::run(&url, shape, &name, &mut figures).await?;
                     ratios.push((name, "ceiling_claim_100_update".to_owned(), ceilings_run));
                 }

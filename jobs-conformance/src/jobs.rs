@@ -323,5 +323,6 @@ pub fn registry() -> Registry {
         .and_then(|r| r.with::<once>())
         .and_then(|r| r.with::<greet>())
         .and_then(|r| r.with::<sum_dependencies>())
+        .and_then(|r| r.with::<crate::keyed::export>())
         .expect("the suite's kinds are distinct")
 }

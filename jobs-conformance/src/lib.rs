@@ -37,6 +37,7 @@ pub mod cases;
 mod catalogue;
 pub mod factory;
 pub mod jobs;
+pub mod keyed;
 pub mod model;
 mod suite;
 

@@ -72,6 +72,9 @@ where
 pub struct QueueLimits {
     /// At most this many of the queue's jobs running at once, across every node.
     pub global_limit: Option<u32>,
+    /// At most this many of the queue's jobs running at once per partition key, across
+    /// every node (keys served in turn; see `JobOptions::partition_by`).
+    pub per_key_limit: Option<u32>,
     /// At most so many of the queue's jobs started per period, across every node.
     pub rate: Option<jobs_driver::RateLimit>,
 }
@@ -79,7 +82,8 @@ pub struct QueueLimits {
 /// Sets `queue`'s limits for the whole cluster (none: removes them). Every worker reads
 /// them at its next poll (`poll_interval`, 1 s by default) and from then on claims the
 /// queue's jobs under them, one node's claim after another's, buffering none ahead:
-/// at most `global_limit` of them run at once, and at most `rate.allowed` start in any
+/// at most `global_limit` of them run at once, at most `per_key_limit` per partition key
+/// (keys served in turn), and at most `rate.allowed` start in any
 /// stretch of `rate.period_secs` (counted in twentieths of the period, so a queue kept
 /// busy starts about 95 % of the rate, never more). Jobs running beyond a lowered limit
 /// finish.
@@ -90,7 +94,8 @@ pub struct QueueLimits {
 /// use jobs_core::{QueueLimits, set_queue_limits};
 ///
 /// // The payment provider allows 100 calls a minute, from 3 connections at most.
-/// let limits = QueueLimits { global_limit: Some(3), rate: Some(RateLimit { allowed: 100, period_secs: 60 }) };
+/// let rate = Some(RateLimit { allowed: 100, period_secs: 60 });
+/// let limits = QueueLimits { global_limit: Some(3), rate, ..QueueLimits::default() };
 /// set_queue_limits(&pool, "payments", limits).await?;
 /// # Ok(()) }
 /// ```
@@ -103,6 +108,13 @@ pub async fn set_queue_limits(driver: impl IntoDriver, queue: &str, limits: Queu
         }
         None => None,
     };
+    let per_key_limit = match limits.per_key_limit {
+        Some(n) => {
+            jobs_driver::validation::validate_per_key_limit(i64::from(n))?;
+            i32::try_from(n).ok()
+        }
+        None => None,
+    };
     let rate = match limits.rate {
         Some(r) => Some(jobs_driver::validation::validate_rate_limit(
             i64::from(r.allowed),
@@ -111,7 +123,7 @@ pub async fn set_queue_limits(driver: impl IntoDriver, queue: &str, limits: Queu
         None => None,
     };
     let driver = driver.into_driver();
-    Ok(driver.queue_set_limits(QueueSetLimitsParams { queue, global_limit, rate }).await?)
+    Ok(driver.queue_set_limits(QueueSetLimitsParams { queue, global_limit, per_key_limit, rate }).await?)
 }
 
 /// What an [`Action`] did.

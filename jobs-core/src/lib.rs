@@ -109,7 +109,7 @@ pub use jobs_driver::{Count, Inserted, JobFilter, JobRow, JobState, NewJob, Pars
 pub use jobs_driver::{DependsOn, OnFailure};
 pub use jobs_macros::job;
 pub use migrate::migrate;
-pub use options::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobOptions};
+pub use options::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobOptions, PartitionBy};
 pub use outcome::{Failure, HandlerReturn, IntoOutcome, Outcome, RunOutcome};
 pub use registry::{CronAttribute, JobDescriptor, MissedPolicy, Registry, RunFn};
 pub use unique::{UniqueBy, UniqueOptions};

@@ -30,6 +30,49 @@ pub struct JobOptions {
     pub unique: Option<UniqueOptions>,
     /// Tags added to every job of the kind.
     pub tags: Vec<Cow<'static, str>>,
+    /// Where each job's partition key comes from (default none): the key per-key limits
+    /// count by (see [`JobOptions::limit`]).
+    pub partition_by: Option<PartitionBy>,
+    /// At most this many jobs of the kind's queue running at once across the cluster: per
+    /// partition key when the kind has [`partition_by`](JobOptions::partition_by), in all
+    /// otherwise (default none). Workers that run the queue declare it; a limit stored for
+    /// the queue (dashboard, CLI, `Control::set_queue_limits`) takes its place.
+    pub limit: Option<u32>,
+}
+
+/// Where a job's partition key comes from: the per-key limits of its queue count its
+/// running jobs by this key. A string is the key as it is, a number or boolean as written.
+/// A job whose field is missing, null, an empty string, an array or an object has no key
+/// (its queue's unkeyed jobs share one place in turn). A key of over 255 characters, with
+/// a control character or with white space at an end, is refused at enqueue. The path
+/// names the fields as serialized (a `#[serde(rename)]` field by its new name; `#[job]`
+/// checks the Rust names, so keep them the same).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartitionBy {
+    /// A field of the arguments: `"customer_id"`, or a dotted path `"customer.id"` (`"0"`
+    /// for a tuple's first field).
+    Arg(Cow<'static, str>),
+    /// A metadata entry set at enqueue (`.meta("tenant", ..)`).
+    Meta(Cow<'static, str>),
+}
+
+impl PartitionBy {
+    /// The key this source gives a job with arguments `args` (as JSON) and metadata `meta`.
+    pub(crate) fn key(
+        &self,
+        args: Option<&serde_json::Value>,
+        meta: &serde_json::Map<String, serde_json::Value>,
+    ) -> Option<String> {
+        let value = match self {
+            // A number steps into an array (a tuple's field), a name into an object.
+            PartitionBy::Arg(path) => path.split('.').try_fold(args?, |value, field| match value {
+                serde_json::Value::Array(items) => items.get(field.parse::<usize>().ok()?),
+                _ => value.get(field),
+            })?,
+            PartitionBy::Meta(name) => meta.get(name.as_ref())?,
+        };
+        jobs_driver::partition::key_text(value)
+    }
 }
 
 impl Default for JobOptions {
@@ -49,6 +92,8 @@ impl JobOptions {
             backoff: Backoff::Polynomial,
             unique: None,
             tags: Vec::new(),
+            partition_by: None,
+            limit: None,
         }
     }
 
@@ -91,6 +136,18 @@ impl JobOptions {
     /// Adds a tag.
     pub fn tag(mut self, tag: impl Into<Cow<'static, str>>) -> Self {
         self.tags.push(tag.into());
+        self
+    }
+
+    /// Gives each job a partition key from `by`.
+    pub fn partition_by(mut self, by: PartitionBy) -> Self {
+        self.partition_by = Some(by);
+        self
+    }
+
+    /// Declares the kind's limit (see [`JobOptions::limit`]).
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
         self
     }
 }

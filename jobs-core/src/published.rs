@@ -1,7 +1,7 @@
 //! A kind's options as its nodes publish them with their heartbeats: what the dashboard's
 //! form and `jobs-dashboard enqueue`, which do not link the application's jobs, enqueue a
 //! kind by name with, so that its row gets what `#[job(...)]` declares (queue, attempts,
-//! timeout, priority, tags, uniqueness), as a typed request's does.
+//! timeout, priority, tags, uniqueness, partition key), as a typed request's does.
 //!
 //! The backoff is not published: it is the worker's, applied when an attempt fails.
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::options::JobOptions;
+use crate::options::{JobOptions, PartitionBy};
 use crate::unique::{UniqueBy, UniqueOptions};
 use jobs_driver::JobState;
 
@@ -29,6 +29,18 @@ struct Published {
     tags: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     unique: Option<PublishedUnique>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    partition_by: Option<PublishedPartition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    limit: Option<u32>,
+}
+
+/// [`PartitionBy`] as JSON: `{"arg": ".."}` or `{"meta": ".."}`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum PublishedPartition {
+    Arg(String),
+    Meta(String),
 }
 
 /// [`UniqueOptions`] as JSON.
@@ -88,6 +100,11 @@ impl JobOptions {
             timeout_ms: self.timeout.map(millis),
             tags: self.tags.iter().map(|t| t.to_string()).collect(),
             unique,
+            partition_by: self.partition_by.as_ref().map(|p| match p {
+                PartitionBy::Arg(path) => PublishedPartition::Arg(path.to_string()),
+                PartitionBy::Meta(name) => PublishedPartition::Meta(name.to_string()),
+            }),
+            limit: self.limit,
         };
         serde_json::to_value(published).unwrap_or(serde_json::Value::Null)
     }
@@ -102,6 +119,11 @@ impl JobOptions {
             .max_attempts(published.max_attempts);
         options.timeout = published.timeout_ms.map(Duration::from_millis);
         options.tags = published.tags.into_iter().map(Into::into).collect();
+        options.partition_by = published.partition_by.map(|p| match p {
+            PublishedPartition::Arg(path) => PartitionBy::Arg(path.into()),
+            PublishedPartition::Meta(name) => PartitionBy::Meta(name.into()),
+        });
+        options.limit = published.limit;
         options.unique = published.unique.map(|u| {
             let by = match u.by {
                 PublishedBy::Kind => UniqueBy::Kind,

@@ -18,9 +18,11 @@ use clap::{Args, Parser, Subcommand};
 use enqueue::{EnqueueArgs, enqueue};
 use jobs_core::driver::{Capability, JobCountByQueueAndStateParams, JobCountParams};
 use jobs_core::{Action, Count, JobFilter, JobState, driver_for_url};
+use limits::{LimitsArgs, limits};
 
 mod enqueue;
 mod error;
+mod limits;
 
 pub use error::CliError;
 
@@ -60,6 +62,8 @@ enum Command {
     Delete(Selection),
     /// Enqueues one job from JSON arguments.
     Enqueue(EnqueueArgs),
+    /// Shows a queue's cluster-wide limits (global, per key, rate), or changes those given.
+    Limits(LimitsArgs),
     /// Serves the dashboard.
     Serve {
         /// Address to listen on.
@@ -137,6 +141,7 @@ impl Cli {
             Command::Cancel(selection) => act(&url, Action::Cancel, selection, out).await?,
             Command::Delete(selection) => act(&url, Action::Delete, selection, out).await?,
             Command::Enqueue(args) => enqueue(&url, args, out).await?,
+            Command::Limits(args) => limits(&url, args, out).await?,
             Command::Serve { bind, mount, read_only, replica_url } => {
                 serve(&url, replica_url.as_deref(), &bind, &mount, read_only, out).await?
             }

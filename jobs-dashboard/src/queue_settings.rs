@@ -67,7 +67,7 @@ pub(crate) async fn concurrency(
 }
 
 /// `POST /queues/{name}/limits` with `global_limit` (at most this many running across the
-/// cluster), `rate_allowed` and `rate_period` (seconds, one of [`RATE_PERIODS`]); an empty
+/// cluster), `per_key_limit` (at most this many running per partition key), `rate_allowed` and `rate_period` (seconds, one of [`RATE_PERIODS`]); an empty
 /// number removes that limit.
 pub(crate) async fn limits(
     d: &Dashboard,
@@ -78,6 +78,13 @@ pub(crate) async fn limits(
         None => None,
         Some(n) => {
             validation::validate_global_limit(n).map_err(|e| DashboardError::BadRequest(e.to_string()))?;
+            i32::try_from(n).ok()
+        }
+    };
+    let per_key_limit = match number(fields, "per_key_limit", "the per-key limit")? {
+        None => None,
+        Some(n) => {
+            validation::validate_per_key_limit(n).map_err(|e| DashboardError::BadRequest(e.to_string()))?;
             i32::try_from(n).ok()
         }
     };
@@ -93,9 +100,13 @@ pub(crate) async fn limits(
             )
         }
     };
-    d.config.driver.queue_set_limits(QueueSetLimitsParams { queue: name, global_limit, rate }).await?;
+    d.config
+        .driver
+        .queue_set_limits(QueueSetLimitsParams { queue: name, global_limit, per_key_limit, rate })
+        .await?;
     let stated = [
         global_limit.map(|n| format!("at most {n} running across the cluster")),
+        per_key_limit.map(|n| format!("at most {n} running per key")),
         rate.map(|r| format!("{} started", describe_rate(r))),
     ]
     .into_iter()

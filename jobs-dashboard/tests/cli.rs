@@ -357,3 +357,35 @@ async fn enqueue_checks_the_kind_against_live_nodes_and_finds_its_queue() {
         (0, 9, Some(5_000), vec!["cli".to_owned(), "welcome".to_owned()])
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_are_shown_and_changed_one_at_a_time() {
+    let db = TestDatabase::new().await.expect("db");
+    let url = Some(db.url());
+    let (ok, out, err) = cli(url, &["limits", "exports"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("per-key limit: none") && out.contains("rate: none"), "{out}");
+
+    let (ok, out, err) = cli(url, &["limits", "exports", "--per-key", "2", "--rate", "100/minute"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("per-key limit: 2") && out.contains("rate: 100 per 60 s"), "{out}");
+    assert!(out.contains("global limit: none"), "{out}");
+
+    let (ok, out, err) = cli(url, &["limits", "exports", "--global", "5"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("global limit: 5") && out.contains("per-key limit: 2"),
+        "the others are kept: {out}"
+    );
+
+    let (ok, _, err) = cli(url, &["limits", "exports", "--per-key", "0"]);
+    assert!(!ok);
+    assert!(err.contains("per-key limit is 1 to"), "{err}");
+    let (ok, _, err) = cli(url, &["limits", "exports", "--rate", "fast"]);
+    assert!(!ok);
+    assert!(err.contains("--rate takes N/PERIOD"), "{err}");
+
+    let (ok, out, err) = cli(url, &["limits", "exports", "--per-key", "none", "--rate", "none"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("per-key limit: none") && out.contains("global limit: 5"), "{out}");
+}

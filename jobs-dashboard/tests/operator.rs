@@ -397,4 +397,27 @@ async fn a_queues_limits_are_set_for_the_cluster_and_cleared() {
         page.contains(r#"<option value="60" selected>per minute</option>"#),
         "a minute by default: {page}"
     );
+
+    // A per-key limit, shown and refused when absurd.
+    let per_key = || async {
+        let all =
+            test_app::driver(&pool).queue_settings(QueueSettingsParams { queue: Some("mailers") }).await;
+        all.expect("settings").first().and_then(|s| s.per_key_limit)
+    };
+    let posted = post_full(&app, uri, Some(&csrf), &[("per_key_limit", "2"), ("rate_period", "60")]).await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER, "{}", posted.body);
+    assert!(
+        posted.notice.as_deref().is_some_and(|n| n.contains("at most 2 running per key")),
+        "{:?}",
+        posted.notice
+    );
+    assert_eq!(per_key().await, Some(2));
+    let (_, page, _) = get(&app, "/admin/jobs/queues").await;
+    assert!(page.contains("at most <strong>2</strong> per key"), "{page}");
+    assert!(page.contains(r#"name="per_key_limit" min="1""#) && page.contains(r#"value="2""#), "{page}");
+    for bad in ["0", "100001", "two"] {
+        let posted = post_full(&app, uri, Some(&csrf), &[("per_key_limit", bad)]).await;
+        assert_eq!(posted.status, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    assert_eq!(per_key().await, Some(2), "a bad value changes nothing");
 }

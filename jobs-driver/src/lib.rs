@@ -35,8 +35,10 @@ mod error;
 mod job;
 mod kind_stats;
 mod leader;
+pub mod limited_claim;
 mod node;
 mod notification;
+pub mod partition;
 pub mod polled_listener;
 mod queue;
 mod queue_limits;
@@ -78,7 +80,7 @@ pub use queue::{
     QueueSetLimitsParams, QueueSetPausedParams, QueueSettings, QueueSettingsParams,
 };
 pub use queue_limits::{
-    ClaimLimits, MAX_RATE_ALLOWED, MAX_RATE_PERIOD_SECS, RATE_SLOTS, RateLimit, RateWindow,
+    ClaimLimits, DeclaredLimits, MAX_RATE_ALLOWED, MAX_RATE_PERIOD_SECS, RATE_SLOTS, RateLimit, RateWindow,
 };
 pub use schedule::{
     Fired, ScheduleDef, ScheduleFireDueParams, ScheduleGetParams, ScheduleListParams,

@@ -63,6 +63,9 @@ pub struct QueueSetLimitsParams<'a> {
     pub queue: &'a str,
     /// At most this many of its jobs running at once across the cluster.
     pub global_limit: Option<i32>,
+    /// At most this many of its jobs running at once per partition key, across the
+    /// cluster (see [`partition`](crate::partition)).
+    pub per_key_limit: Option<i32>,
     /// At most this many of its jobs started per period across the cluster.
     pub rate: Option<crate::queue_limits::RateLimit>,
 }
@@ -90,6 +93,9 @@ pub struct QueueSettings {
     /// At most this many of its jobs running at once across the cluster, if set.
     #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
     pub global_limit: Option<i64>,
+    /// At most this many of its jobs running at once per partition key, if set.
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    pub per_key_limit: Option<i64>,
     /// The rate limit's jobs per period, if set.
     #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
     pub rate_allowed: Option<i64>,
@@ -107,7 +113,7 @@ impl QueueSettings {
     /// Whether claims on this queue must obey cluster-wide limits
     /// ([`JobClaimParams::limited`](crate::JobClaimParams::limited)).
     pub fn limited(&self) -> bool {
-        self.global_limit.is_some() || self.rate().is_some()
+        self.global_limit.is_some() || self.per_key_limit.is_some() || self.rate().is_some()
     }
 }
 

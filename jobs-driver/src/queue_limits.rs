@@ -15,7 +15,7 @@
 //! use chrono::{TimeZone, Utc};
 //! use jobs_driver::{ClaimLimits, RateLimit};
 //!
-//! let limits = ClaimLimits::stored(None, Some(10), Some(60), None);
+//! let limits = ClaimLimits::stored(None, None, Some(10), Some(60), None);
 //! let now = Utc.with_ymd_and_hms(2026, 11, 25, 12, 0, 30).unwrap();
 //! assert_eq!(limits.allowance(25, 0, now), 10);
 //! let window = limits.after_claim(10, now).expect("a rate limit keeps a window");
@@ -88,11 +88,33 @@ impl RateWindow {
     }
 }
 
+/// The limits a worker declares for a queue (on its `QueueConfig`, or through the `limit`
+/// of the job kinds it runs there): they apply where the queue's stored settings set no
+/// such limit, which therefore override them cluster-wide.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeclaredLimits {
+    /// At most this many of the queue's jobs running at once, across the cluster.
+    pub global_limit: Option<i64>,
+    /// At most this many running at once per partition key (see [`crate::partition`]).
+    pub per_key_limit: Option<i64>,
+    /// At most this many started per period, across the cluster.
+    pub rate: Option<RateLimit>,
+}
+
+impl DeclaredLimits {
+    /// Whether any limit is declared.
+    pub fn any(&self) -> bool {
+        self.global_limit.is_some() || self.per_key_limit.is_some() || self.rate.is_some()
+    }
+}
+
 /// What a claim on a limited queue reads under the queue's row lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimLimits {
     /// At most this many of the queue's jobs running at once, across the cluster.
     pub global_limit: Option<i64>,
+    /// At most this many of the queue's jobs running at once per partition key.
+    pub per_key: Option<i64>,
     /// The rate limit.
     pub rate: Option<RateLimit>,
     /// The rate's stored usage (`None` before the first limited claim).
@@ -100,11 +122,12 @@ pub struct ClaimLimits {
 }
 
 impl ClaimLimits {
-    /// The limits as a backend stores them: the settings' `global_limit`, `rate_allowed`
-    /// and `rate_period_secs`, and the usage columns. A rate missing a part, or out of
-    /// range, is no rate limit.
+    /// The limits as a backend stores them: the settings' `global_limit`,
+    /// `per_key_limit`, `rate_allowed` and `rate_period_secs`, and the usage columns. A
+    /// rate missing a part, or out of range, is no rate limit.
     pub fn stored(
         global_limit: Option<i64>,
+        per_key: Option<i64>,
         rate_allowed: Option<i64>,
         rate_period_secs: Option<i64>,
         window: Option<RateWindow>,
@@ -113,12 +136,22 @@ impl ClaimLimits {
             (Some(allowed), Some(period)) => RateLimit::new(allowed, period),
             _ => None,
         };
-        ClaimLimits { global_limit, rate, window }
+        ClaimLimits { global_limit, per_key, rate, window }
+    }
+
+    /// These limits, with `declared` ones where none is stored.
+    pub fn or_declared(self, declared: &DeclaredLimits) -> ClaimLimits {
+        ClaimLimits {
+            global_limit: self.global_limit.or(declared.global_limit),
+            per_key: self.per_key.or(declared.per_key_limit),
+            rate: self.rate.or(declared.rate),
+            window: self.window,
+        }
     }
 
     /// Whether any limit is set.
     pub fn any(&self) -> bool {
-        self.global_limit.is_some() || self.rate.is_some()
+        self.global_limit.is_some() || self.per_key.is_some() || self.rate.is_some()
     }
 
     /// How many of `wanted` jobs a claim may take at `now`, with `running` of the queue's
@@ -177,10 +210,15 @@ impl ClaimLimits {
 mod tests {
     use chrono::{DateTime, Duration, TimeZone, Utc};
 
-    use super::{ClaimLimits, RATE_SLOTS, RateLimit, RateWindow};
+    use super::{ClaimLimits, DeclaredLimits, RATE_SLOTS, RateLimit, RateWindow};
 
     fn rate(allowed: u32, period_secs: u32) -> ClaimLimits {
-        ClaimLimits { global_limit: None, rate: Some(RateLimit { allowed, period_secs }), window: None }
+        ClaimLimits {
+            global_limit: None,
+            per_key: None,
+            rate: Some(RateLimit { allowed, period_secs }),
+            window: None,
+        }
     }
 
     fn noon() -> DateTime<Utc> {
@@ -201,7 +239,7 @@ mod tests {
 
     #[test]
     fn a_global_limit_counts_what_runs() {
-        let limits = ClaimLimits { global_limit: Some(3), rate: None, window: None };
+        let limits = ClaimLimits { global_limit: Some(3), per_key: None, rate: None, window: None };
         let now = Utc::now();
         assert_eq!(limits.allowance(10, 0, now), 3);
         assert_eq!(limits.allowance(2, 0, now), 2);
@@ -264,7 +302,12 @@ mod tests {
         assert_eq!(limits.allowance(10, 0, noon()), 3);
         assert_eq!(limits.allowance(10, 2, noon()), 2);
         assert!(limits.any());
-        assert!(!ClaimLimits { global_limit: None, rate: None, window: None }.any());
+        assert!(!ClaimLimits { global_limit: None, per_key: None, rate: None, window: None }.any());
+        let declared = DeclaredLimits { per_key_limit: Some(1), ..DeclaredLimits::default() };
+        let stored = ClaimLimits { global_limit: None, per_key: None, rate: None, window: None };
+        assert_eq!(stored.clone().or_declared(&declared).per_key, Some(1));
+        let own = ClaimLimits { per_key: Some(3), ..stored };
+        assert_eq!(own.or_declared(&declared).per_key, Some(3), "the stored setting wins");
         assert_eq!(RateLimit::new(0, 10), None);
         assert_eq!(RateLimit::new(5, 86_401), None);
     }

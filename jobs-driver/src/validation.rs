@@ -83,6 +83,63 @@ pub fn validate_global_limit(limit: i64) -> Result<(), InvalidJob> {
     Ok(())
 }
 
+/// A queue's per-key limit: 1 to [`MAX_CONCURRENCY`] jobs running at once per partition
+/// key, across the cluster.
+pub fn validate_per_key_limit(limit: i64) -> Result<(), InvalidJob> {
+    if !(1..=i64::from(MAX_CONCURRENCY)).contains(&limit) {
+        return Err(invalid(
+            "per_key_limit",
+            format!("a queue's per-key limit is 1 to {MAX_CONCURRENCY} jobs running per key, not {limit}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The metadata entry that holds a job's partition key ([`crate::partition`]).
+pub const PARTITION_META_KEY: &str = "_partition_key";
+
+/// The longest partition key, in characters (it is indexed).
+pub const MAX_PARTITION_KEY_CHARS: usize = 255;
+
+/// A partition key ([`crate::partition`]): 1 to [`MAX_PARTITION_KEY_CHARS`] characters, no
+/// control characters, no white space at either end (MariaDB and MySQL compare strings
+/// without their trailing spaces: `"a"` and `"a "` would be one key there and two here).
+pub fn validate_partition_key(key: &str) -> Result<(), InvalidJob> {
+    let chars = key.chars().count();
+    if chars == 0 || chars > MAX_PARTITION_KEY_CHARS {
+        return Err(invalid(
+            "partition_key",
+            format!("a partition key is 1 to {} characters, not {chars}", MAX_PARTITION_KEY_CHARS),
+        ));
+    }
+    if key.chars().any(char::is_control) {
+        return Err(invalid("partition_key", format!("a partition key has no control characters: {key:?}")));
+    }
+    if key.trim() != key {
+        return Err(invalid(
+            "partition_key",
+            format!("a partition key has no white space at its ends: {key:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The partition key in a job's metadata (JSON text), if it has one: a string that
+/// [`validate_partition_key`] accepts. Any other value there is refused, so that every
+/// backend reads the same key the engine does.
+pub fn validate_meta_partition_key(meta: &str) -> Result<(), InvalidJob> {
+    if meta == "{}" {
+        return Ok(());
+    }
+    let value: serde_json::Value = serde_json::from_str(meta)
+        .map_err(|e| invalid("meta", format!("metadata is not a JSON object: {e}")))?;
+    match value.get(PARTITION_META_KEY) {
+        None => Ok(()),
+        Some(serde_json::Value::String(key)) => validate_partition_key(key),
+        Some(other) => Err(invalid("partition_key", format!("a partition key is a string, not {other}"))),
+    }
+}
+
 /// A queue's rate limit: 1 to [`MAX_RATE_ALLOWED`] jobs per 1 to [`MAX_RATE_PERIOD_SECS`]
 /// seconds.
 pub fn validate_rate_limit(allowed: i64, period_secs: i64) -> Result<RateLimit, InvalidJob> {
@@ -212,6 +269,20 @@ mod tests {
         assert!(validate_concurrency(0).is_err());
         assert!(validate_concurrency(i64::from(MAX_CONCURRENCY) + 1).is_err());
         assert!(validate_global_limit(1).is_ok());
+        assert!(validate_per_key_limit(1).is_ok());
+        assert!(validate_per_key_limit(0).is_err());
+        assert!(validate_partition_key("acme").is_ok());
+        assert!(validate_partition_key("").is_err());
+        assert!(validate_partition_key(&"k".repeat(256)).is_err());
+        assert!(validate_partition_key("a\nb").is_err());
+        assert!(validate_partition_key("a ").is_err(), "one key on MariaDB, two here");
+        assert!(validate_partition_key(" a").is_err());
+        assert!(validate_partition_key("a b").is_ok());
+        assert!(validate_meta_partition_key(r#"{"_partition_key":"acme"}"#).is_ok());
+        assert!(validate_meta_partition_key(r#"{"_partition_key":42}"#).is_err());
+        assert!(validate_meta_partition_key(r#"{"_partition_key":""}"#).is_err());
+        assert!(validate_meta_partition_key(r#"{"\u005fpartition_key":7}"#).is_err(), "read as JSON");
+        assert!(validate_meta_partition_key(r#"{"partition_key":42}"#).is_ok(), "the application's own");
         assert!(validate_global_limit(0).is_err());
         assert!(validate_global_limit(i64::from(MAX_CONCURRENCY) + 1).is_err());
         assert_eq!(validate_rate_limit(60, 60).ok(), Some(RateLimit { allowed: 60, period_secs: 60 }));

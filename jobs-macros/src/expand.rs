@@ -8,7 +8,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::Path;
 use syn::spanned::Spanned;
 
-use crate::parse::{BackoffSpec, JobAttr, UniqueBySpec};
+use crate::parse::{BackoffSpec, JobAttr, PartitionSpec, UniqueBySpec};
 use crate::signature::{JobFn, Param};
 
 fn duration(d: Duration) -> TokenStream {
@@ -82,7 +82,37 @@ fn options(krate: &Path, attr: &JobAttr) -> TokenStream {
     for tag in &attr.tags {
         calls.push(quote!(.tag(#tag)));
     }
+    if let Some(n) = attr.limit {
+        calls.push(quote!(.limit(#n)));
+    }
+    match &attr.partition_by {
+        Some(PartitionSpec::Arg(path, _)) => {
+            let path = path.join(".");
+            calls.push(quote!(.partition_by(#krate::PartitionBy::Arg(::std::borrow::Cow::Borrowed(#path)))));
+        }
+        Some(PartitionSpec::Meta(name)) => {
+            calls.push(quote!(.partition_by(#krate::PartitionBy::Meta(::std::borrow::Cow::Borrowed(#name)))));
+        }
+        None => {}
+    }
     quote!(#krate::JobOptions::new() #(#calls)*)
+}
+
+/// For `partition_by = "a.b"`: a check that the arguments have that field, a compile error
+/// at the attribute's string otherwise.
+fn partition_field_check(attr: &JobAttr, args_ty: &TokenStream) -> TokenStream {
+    let Some(PartitionSpec::Arg(path, span)) = &attr.partition_by else { return TokenStream::new() };
+    let fields = path.iter().map(|f| match f.parse::<usize>() {
+        Ok(i) => {
+            syn::Member::Unnamed(syn::Index { index: u32::try_from(i).unwrap_or(u32::MAX), span: *span })
+        }
+        Err(_) => syn::Member::Named(proc_macro2::Ident::new(f, *span)),
+    });
+    quote_spanned!(*span=>
+        const _: fn(&#args_ty) = |__args: &#args_ty| {
+            let _ = &__args #(.#fields)*;
+        };
+    )
 }
 
 /// The whole expansion.
@@ -198,6 +228,7 @@ pub(crate) fn expand(attr: JobAttr, job: JobFn) -> TokenStream {
             }
         }
     });
+    let partition_check = partition_field_check(&attr, &args_ty);
     let doc_summary = format!(
         "The `{kind_doc}` job. Enqueue it with [`{name_str}::enqueue`] (async connection or pool), \
          [`{name_str}::enqueue_sync`] (a sync diesel connection) or [`{name_str}::build`] to set per-call options."
@@ -269,5 +300,7 @@ pub(crate) fn expand(attr: JobAttr, job: JobFn) -> TokenStream {
             #cron_args_fn
             #krate::__private::inventory::submit! { #descriptor }
         };
+
+        #partition_check
     }
 }

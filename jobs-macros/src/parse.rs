@@ -58,6 +58,39 @@ pub(crate) struct JobAttr {
     pub(crate) unique: Option<UniqueSpec>,
     pub(crate) tags: Vec<String>,
     pub(crate) cron: Option<CronSpec>,
+    pub(crate) limit: Option<u32>,
+    pub(crate) partition_by: Option<PartitionSpec>,
+}
+
+/// `partition_by = "..."`: an argument field (a dotted path), or `"meta.<name>"`.
+pub(crate) enum PartitionSpec {
+    Arg(Vec<String>, Span),
+    Meta(String),
+}
+
+/// The most a declared limit may be (the engine's cap on a queue's concurrency).
+const MAX_LIMIT: u32 = 100_000;
+
+fn parse_partition(lit: &LitStr) -> syn::Result<PartitionSpec> {
+    let value = lit.value();
+    if let Some(name) = value.strip_prefix("meta.") {
+        if name.is_empty() || name.chars().any(char::is_control) {
+            return Err(syn::Error::new(
+                lit.span(),
+                "`partition_by = \"meta.<name>\"` needs a metadata name",
+            ));
+        }
+        return Ok(PartitionSpec::Meta(name.to_owned()));
+    }
+    let path: Vec<String> = value.split('.').map(str::to_owned).collect();
+    if path.iter().any(|f| syn::parse_str::<Ident>(f).is_err() && f.parse::<usize>().is_err()) {
+        return Err(syn::Error::new(
+            lit.span(),
+            "`partition_by` names a field of the arguments (`\"customer_id\"`, `\"customer.id\"`) or a \
+             metadata entry (`\"meta.tenant\"`)",
+        ));
+    }
+    Ok(PartitionSpec::Arg(path, lit.span()))
 }
 
 fn duration(lit: &LitStr) -> syn::Result<Duration> {
@@ -278,12 +311,23 @@ impl JobAttr {
                     }
                     Ok(())
                 }
+                "limit" => {
+                    let lit: LitInt = meta.value()?.parse()?;
+                    let n = lit.base10_parse::<u32>().ok().filter(|n| (1..=MAX_LIMIT).contains(n)).ok_or_else(|| {
+                        syn::Error::new(lit.span(), format!("limit is a whole number from 1 to {MAX_LIMIT}"))
+                    })?;
+                    set_once(&mut attr.limit, n, &meta, "limit")
+                }
+                "partition_by" => {
+                    let spec = parse_partition(&meta.value()?.parse()?)?;
+                    set_once(&mut attr.partition_by, spec, &meta, "partition_by")
+                }
                 "cron" => set_once(&mut cron_expr, meta.value()?.parse()?, &meta, "cron"),
                 "cron_tz" => set_once(&mut cron_tz, meta.value()?.parse()?, &meta, "cron_tz"),
                 "cron_missed" => set_once(&mut cron_missed, meta.value()?.parse()?, &meta, "cron_missed"),
                 _ => Err(meta.error(format!(
                     "unknown option `{name}`; expected kind, queue, priority, max_attempts, timeout, backoff, \
-                     unique, tags, cron, cron_tz, cron_missed or crate"
+                     unique, tags, limit, partition_by, cron, cron_tz, cron_missed or crate"
                 ))),
             }
         })

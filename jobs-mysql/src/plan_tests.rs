@@ -56,6 +56,7 @@ async fn claimed_queue(db: &TestDatabase) -> (AsyncMysqlConnection, i64) {
             now: None,
             recurring_size: false,
             limited: false,
+            declared: Default::default(),
         };
         assert_eq!(claim(&mut conn, params).await.expect("claim").len(), 100);
     }
@@ -157,4 +158,50 @@ async fn the_workflow_statements_read_by_key() {
             full_scans(&plan).into_iter().filter(|t| watched.contains(&t.as_str())).collect();
         assert!(scanned.is_empty(), "{name} reads {scanned:?} whole:\n{plan}");
     }
+}
+
+/// A per-key claim's statements: the keys are listed by a walk of the index (one probe per
+/// key, not a read of every available job), each key's jobs are taken from
+/// `jobs_partition_idx` in claim order, and running jobs are counted per key there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_key_statements_read_one_entry_per_key() {
+    use crate::queue_limits::{CLAIM_KEY, KEYS_AFTER, RUNNING_BY_KEY};
+    let db = TestDatabase::new().await.expect("database");
+    let mut conn = db.connect().await.expect("connect");
+    for round in 0..20 {
+        let batch: Vec<NewJob> = (0..1_000)
+            .map(|i| {
+                let mut job = NewJob::new("plan.job", "keyed", "{}");
+                let key = if round < 10 { "hot".to_owned() } else { format!("customer_{i:04}") };
+                job.meta = serde_json::json!({ "_partition_key": key }).to_string().into();
+                job
+            })
+            .collect();
+        insert_many(&mut conn, &batch, None).await.expect("insert");
+    }
+    conn.batch_execute("ANALYZE TABLE jobs").await.expect("analyze");
+
+    let plan = explain(&mut conn, KEYS_AFTER, &["'keyed'", "''", "100"]).await;
+    assert!(plan.contains("\"key\": \"jobs_partition_idx\""), "the keys' walk leaves its index:\n{plan}");
+    assert!(!sorts(&plan), "the keys' walk sorts the keys:\n{plan}");
+    assert_eq!(
+        full_scans(&plan).iter().filter(|t| t.as_str() != "k" && !t.starts_with('<')).count(),
+        0,
+        "{plan}"
+    );
+    // Walked for real: the busy key's 10,000 jobs are passed in one step.
+    let sql = KEYS_AFTER.replace("$1", "'keyed'").replace("$2", "''").replace("$3", "900");
+    #[derive(QueryableByName)]
+    struct Key {
+        #[diesel(sql_type = Text)]
+        pkey: String,
+    }
+    let keys: Vec<Key> = diesel::sql_query(sql).load(&mut conn).await.expect("walk");
+    assert_eq!(keys.len(), 900);
+    assert_eq!((keys[0].pkey.as_str(), keys[899].pkey.as_str()), ("customer_0000", "customer_0899"));
+    let plan = explain(&mut conn, CLAIM_KEY, &["'keyed'", "10", "'planner'", "NULL", "42", "'hot'"]).await;
+    assert!(plan.contains("\"key\": \"jobs_partition_idx\""), "a key's claim leaves its index:\n{plan}");
+    assert!(!sorts(&plan), "a key's claim sorts its jobs:\n{plan}");
+    let plan = explain(&mut conn, RUNNING_BY_KEY, &["'keyed'"]).await;
+    assert!(full_scans(&plan).is_empty(), "counting the running jobs reads the table:\n{plan}");
 }

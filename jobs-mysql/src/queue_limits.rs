@@ -1,36 +1,111 @@
-//! Claims on a queue with cluster-wide limits (see [`jobs_driver::ClaimLimits`]): in one
-//! transaction, lock the queue's row, read its limits and the rate's usage, count what
-//! runs, claim what the limits allow, and store the usage.
+//! Claims on a queue with cluster-wide limits: the statements of
+//! [`jobs_driver::limited_claim`], run in one transaction that holds the queue's row.
 
 use chrono::NaiveDateTime;
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Datetime, Nullable, Text};
 use diesel_async::{AsyncConnection, AsyncMysqlConnection, RunQueryDsl};
+use jobs_driver::limited_claim::{LimitedClaimOps, StoredLimits, claim_limited};
+use jobs_driver::partition::{KeyedClaimOps, PartitionTurn, Share};
 use jobs_driver::rows::Count;
-use jobs_driver::{ClaimLimits, ClaimedJob, DriverError, JobClaimParams, RateWindow, Result};
+use jobs_driver::{ClaimedJob, DriverError, JobClaimParams, RateWindow, Result};
 
 use crate::cached::CachedQuery;
-use crate::jobs::claim;
+use crate::jobs::claim::{self, claim_update};
+use crate::rows::token;
 use crate::time::{naive, naive_opt, utc};
 
 const LOCK_LIMITS: &str = "\
 SELECT CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.global_limit')) AS SIGNED) AS global_limit,
+       CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.per_key_limit')) AS SIGNED) AS per_key_limit,
        CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.rate_allowed')) AS SIGNED) AS rate_allowed,
        CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.rate_period_secs')) AS SIGNED) AS rate_period_secs,
-       rate_window, rate_counts, COALESCE($2, UTC_TIMESTAMP(6)) AS now
+       rate_window, rate_counts, partition_turn, COALESCE($2, UTC_TIMESTAMP(6)) AS now
 FROM job_queues WHERE name = $1
 FOR UPDATE";
 
-// A statement of its own, after the lock (read committed: a snapshot per statement), so
-// that it sees every claim committed by the transactions the lock waited for.
+const CREATE_ROW: &str = "\
+INSERT INTO job_queues (name, paused, settings, created_at, updated_at)
+VALUES ($1, FALSE, '{}', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE name = name";
+
+// Statements of their own, after the lock (read committed: a snapshot per statement), so
+// that they see every claim committed by the transactions the lock waited for.
 const COUNT_RUNNING: &str = "SELECT COUNT(*) AS n FROM jobs WHERE queue = $1 AND state = 'running'";
 
-const STORE_USAGE: &str = "UPDATE job_queues SET rate_window = $2, rate_counts = $3 WHERE name = $1";
+pub(crate) const RUNNING_BY_KEY: &str = "\
+SELECT partition_key AS pkey, COUNT(*) AS n
+FROM jobs WHERE queue = $1 AND state = 'running'
+GROUP BY partition_key";
+
+/// The recursive walk over the keys after `$2` in jobs_partition_idx (queue, state,
+/// partition_key, ...): each step goes from a key to the next with one probe, at most `$3`
+/// steps (MySQL refuses a recursion deeper than its `cte_max_recursion_depth`, 1,000 by
+/// default: [`MAX_WALK`] per statement), and further only while the condition given
+/// holds. (Neither server reads `GROUP BY`/`DISTINCT` here as a loose index scan: they
+/// would read every job of a busy key.)
+macro_rules! keys_walk {
+    ($go_on:expr, $keep:expr) => {
+        concat!(
+            "WITH RECURSIVE k (pkey, n) AS (
+    (SELECT partition_key, 1 FROM jobs FORCE INDEX (jobs_partition_idx)
+     WHERE queue = $1 AND state = 'available' AND partition_key > $2
+     ORDER BY partition_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.partition_key FROM jobs j FORCE INDEX (jobs_partition_idx)
+            WHERE j.queue = $1 AND j.state = 'available' AND j.partition_key > k.pkey
+            ORDER BY j.partition_key LIMIT 1), k.n + 1
+    FROM k WHERE k.pkey IS NOT NULL AND k.n < $3",
+            $go_on,
+            "
+)
+SELECT pkey FROM k WHERE pkey IS NOT NULL",
+            $keep
+        )
+    };
+}
+
+/// The most keys one walk lists (see [`keys_walk`]).
+const MAX_WALK: i64 = 900;
+
+// Up to $3 keys after $2 ('' for all).
+pub(crate) const KEYS_AFTER: &str = keys_walk!("", "");
+
+// Up to $3 keys after $2 and not after $4.
+const KEYS_BETWEEN: &str = keys_walk!(" AND k.pkey < $4", " AND pkey <= $4");
+
+// One share: its key's ($6) first jobs, through jobs_partition_idx.
+pub(crate) const CLAIM_KEY: &str = claim_update!(
+    "SELECT id FROM jobs FORCE INDEX (jobs_partition_idx)
+        WHERE queue = $1 AND state = 'available' AND partition_key = $6
+          AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = $1 AND q.paused)
+        ORDER BY priority, scheduled_at, id
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED"
+);
+
+// The unkeyed jobs' share: jobs_partition_idx holds them too (under NULL).
+const CLAIM_UNKEYED: &str = claim_update!(
+    "SELECT id FROM jobs FORCE INDEX (jobs_partition_idx)
+        WHERE queue = $1 AND state = 'available' AND partition_key IS NULL
+          AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = $1 AND q.paused)
+        ORDER BY priority, scheduled_at, id
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED"
+);
+
+const STORE: &str = "\
+UPDATE job_queues
+SET rate_window = COALESCE($2, rate_window), rate_counts = COALESCE($3, rate_counts),
+    partition_turn = COALESCE($4, partition_turn)
+WHERE name = $1";
 
 #[derive(QueryableByName)]
 struct LimitsRow {
     #[diesel(sql_type = Nullable<BigInt>)]
     global_limit: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    per_key_limit: Option<i64>,
     #[diesel(sql_type = Nullable<BigInt>)]
     rate_allowed: Option<i64>,
     #[diesel(sql_type = Nullable<BigInt>)]
@@ -39,8 +114,24 @@ struct LimitsRow {
     rate_window: Option<NaiveDateTime>,
     #[diesel(sql_type = Nullable<Text>)]
     rate_counts: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    partition_turn: Option<String>,
     #[diesel(sql_type = Datetime)]
     now: NaiveDateTime,
+}
+
+#[derive(QueryableByName)]
+struct KeyCount {
+    #[diesel(sql_type = Nullable<Text>)]
+    pkey: Option<String>,
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+#[derive(QueryableByName)]
+struct Key {
+    #[diesel(sql_type = Text)]
+    pkey: String,
 }
 
 /// See [`JobClaimParams`]: a claim under the queue's limits when `limited`, otherwise the
@@ -53,43 +144,119 @@ pub(crate) async fn claim(
         return claim::claim(conn, params).await;
     }
     conn.transaction::<_, DriverError, _>(async |tx| {
-        let rows: Vec<LimitsRow> = CachedQuery::new(LOCK_LIMITS)
-            .bind::<Text, _>(params.queue)
-            .bind::<Nullable<Datetime>, _>(naive_opt(params.now))
-            .load(tx)
-            .await?;
-        let unlimited = JobClaimParams { limited: false, ..params };
-        let Some(row) = rows.into_iter().next() else { return claim::claim(tx, unlimited).await };
-        let now = utc(row.now);
-        let window = RateWindow::decode(row.rate_window.map(utc), row.rate_counts.as_deref());
-        let limits = ClaimLimits::stored(row.global_limit, row.rate_allowed, row.rate_period_secs, window);
-        if !limits.any() {
-            return claim::claim(tx, unlimited).await;
-        }
-        let running = match limits.global_limit {
-            Some(_) => {
-                let counted: Vec<Count> =
-                    CachedQuery::new(COUNT_RUNNING).bind::<Text, _>(params.queue).load(tx).await?;
-                counted.iter().map(|c| c.n).next().unwrap_or(0)
-            }
-            None => 0,
-        };
-        let wanted = i64::try_from(params.limit).unwrap_or(i64::MAX);
-        let allowed = limits.allowance(wanted, running, now);
-        if allowed == 0 {
-            return Ok(Vec::new());
-        }
-        let limit = usize::try_from(allowed).unwrap_or(params.limit);
-        let jobs = claim::claim(tx, JobClaimParams { limit, ..unlimited }).await?;
-        if let Some(usage) = limits.after_claim(jobs.len() as i64, now) {
-            CachedQuery::new(STORE_USAGE)
-                .bind::<Text, _>(params.queue)
-                .bind::<Datetime, _>(naive(usage.start))
-                .bind::<Text, _>(usage.encode_counts())
-                .execute(tx)
-                .await?;
-        }
-        Ok(jobs)
+        let mut ops = Limited { tx, params };
+        claim_limited(&mut ops, params.limit, &params.declared).await
     })
     .await
+}
+
+/// A limited claim's statements on one transaction.
+struct Limited<'c, 'p> {
+    tx: &'c mut AsyncMysqlConnection,
+    params: JobClaimParams<'p>,
+}
+
+impl KeyedClaimOps for Limited<'_, '_> {
+    async fn keys(&mut self, after: Option<&str>, until: Option<&str>, n: i64) -> Result<Vec<String>> {
+        let mut keys: Vec<String> = Vec::new();
+        loop {
+            let last = keys.last().map(String::as_str).or(after).unwrap_or("");
+            let step = (n - i64::try_from(keys.len()).unwrap_or(i64::MAX)).min(MAX_WALK);
+            if step <= 0 {
+                break;
+            }
+            let query = CachedQuery::new(if until.is_some() { KEYS_BETWEEN } else { KEYS_AFTER })
+                .bind::<Text, _>(self.params.queue)
+                .bind::<Text, _>(last.to_owned())
+                .bind::<BigInt, _>(step);
+            let query = match until {
+                Some(until) => query.bind::<Text, _>(until),
+                None => query,
+            };
+            let found: Vec<Key> = query.load(self.tx).await?;
+            let full = i64::try_from(found.len()).unwrap_or(i64::MAX) == step;
+            keys.extend(found.into_iter().map(|k| k.pkey));
+            if !full {
+                break;
+            }
+        }
+        Ok(keys)
+    }
+
+    async fn claim(&mut self, shares: &[Share]) -> Result<Vec<ClaimedJob>> {
+        let p = self.params;
+        let token = token();
+        let mut claimed = 0;
+        for share in shares {
+            let statement = if share.key.is_some() { CLAIM_KEY } else { CLAIM_UNKEYED };
+            let query = CachedQuery::new(statement)
+                .bind::<Text, _>(p.queue)
+                .bind::<BigInt, _>(share.take)
+                .bind::<Text, _>(p.node)
+                .bind::<Nullable<Datetime>, _>(naive_opt(p.now))
+                .bind::<BigInt, _>(token);
+            let query = match &share.key {
+                Some(key) => query.bind::<Text, _>(key.as_str()),
+                None => query,
+            };
+            claimed += query.execute(self.tx).await?;
+        }
+        if claimed == 0 {
+            return Ok(Vec::new());
+        }
+        claim::read_back(self.tx, p.queue, token, claimed).await
+    }
+}
+
+impl LimitedClaimOps for Limited<'_, '_> {
+    async fn lock_limits(&mut self) -> Result<Option<StoredLimits>> {
+        let rows: Vec<LimitsRow> = CachedQuery::new(LOCK_LIMITS)
+            .bind::<Text, _>(self.params.queue)
+            .bind::<Nullable<Datetime>, _>(naive_opt(self.params.now))
+            .load(self.tx)
+            .await?;
+        Ok(rows.into_iter().next().map(|r| StoredLimits {
+            global_limit: r.global_limit,
+            per_key_limit: r.per_key_limit,
+            rate_allowed: r.rate_allowed,
+            rate_period_secs: r.rate_period_secs,
+            rate_window: r.rate_window.map(utc),
+            rate_counts: r.rate_counts,
+            partition_turn: r.partition_turn,
+            now: utc(r.now),
+        }))
+    }
+
+    async fn create_row(&mut self) -> Result<()> {
+        CachedQuery::new(CREATE_ROW).bind::<Text, _>(self.params.queue).execute(self.tx).await?;
+        Ok(())
+    }
+
+    async fn running(&mut self, by_key: bool) -> Result<Vec<(Option<String>, i64)>> {
+        let queue = self.params.queue;
+        if !by_key {
+            let counted: Vec<Count> =
+                CachedQuery::new(COUNT_RUNNING).bind::<Text, _>(queue).load(self.tx).await?;
+            return Ok(vec![(None, counted.iter().map(|c| c.n).next().unwrap_or(0))]);
+        }
+        let rows: Vec<KeyCount> =
+            CachedQuery::new(RUNNING_BY_KEY).bind::<Text, _>(queue).load(self.tx).await?;
+        Ok(rows.into_iter().map(|r| (r.pkey, r.n)).collect())
+    }
+
+    async fn claim_plain(&mut self, limit: usize) -> Result<Vec<ClaimedJob>> {
+        let params = JobClaimParams { limit, limited: false, ..self.params };
+        claim::claim(self.tx, params).await
+    }
+
+    async fn store(&mut self, usage: Option<&RateWindow>, turn: Option<&PartitionTurn>) -> Result<()> {
+        CachedQuery::new(STORE)
+            .bind::<Text, _>(self.params.queue)
+            .bind::<Nullable<Datetime>, _>(usage.map(|u| naive(u.start)))
+            .bind::<Nullable<Text>, _>(usage.map(RateWindow::encode_counts))
+            .bind::<Nullable<Text>, _>(turn.map(PartitionTurn::encode))
+            .execute(self.tx)
+            .await?;
+        Ok(())
+    }
 }

@@ -1,5 +1,5 @@
 //! A queue's cluster-wide settings in `job_queues.settings`: its concurrency per node and
-//! its limits (global and rate; claims obey them in `queue_limits`).
+//! its limits (global, per key and rate; claims obey them in `queue_limits`).
 
 use diesel::pg::Pg;
 use diesel::sql_types::{Integer, Nullable, Text};
@@ -36,9 +36,9 @@ where
     diesel::sql_query(
         "INSERT INTO job_queues AS q (name, settings)
          VALUES ($1, jsonb_strip_nulls(jsonb_build_object('global_limit', $2::int, 'rate_allowed', $3::int,
-                                                          'rate_period_secs', $4::int)))
+                                                          'rate_period_secs', $4::int, 'per_key_limit', $5::int)))
          ON CONFLICT (name) DO UPDATE
-         SET settings = (q.settings - ARRAY['global_limit', 'rate_allowed', 'rate_period_secs'])
+         SET settings = (q.settings - ARRAY['global_limit', 'rate_allowed', 'rate_period_secs', 'per_key_limit'])
                         || EXCLUDED.settings,
              updated_at = now()",
     )
@@ -46,6 +46,7 @@ where
     .bind::<Nullable<Integer>, _>(params.global_limit)
     .bind::<Nullable<Integer>, _>(params.rate.map(|r| i32::try_from(r.allowed).unwrap_or(i32::MAX)))
     .bind::<Nullable<Integer>, _>(params.rate.map(|r| i32::try_from(r.period_secs).unwrap_or(i32::MAX)))
+    .bind::<Nullable<Integer>, _>(params.per_key_limit)
     .execute(conn)
     .await?;
     Ok(())
@@ -59,6 +60,7 @@ where
     Ok(diesel::sql_query(
         "SELECT name AS queue, paused, (settings ->> 'concurrency')::int8 AS concurrency,
                 (settings ->> 'global_limit')::int8 AS global_limit,
+                (settings ->> 'per_key_limit')::int8 AS per_key_limit,
                 (settings ->> 'rate_allowed')::int8 AS rate_allowed,
                 (settings ->> 'rate_period_secs')::int8 AS rate_period_secs
          FROM job_queues

@@ -50,12 +50,7 @@ impl Driver for SqliteDriver {
     }
 
     async fn job_claim(&self, params: JobClaimParams<'_>) -> Result<Vec<ClaimedJob>> {
-        let (queue, node) = (params.queue.to_owned(), params.node.to_owned());
-        let (limit, now, limited) = (params.limit, params.now, params.limited);
-        // The claim's time is read once the write lock is this process's: read before, it
-        // would date the claim early by however long the lock took, and the rescuer's
-        // timeout would count from then.
-        write(&self.local, move |c| queue_limits::claim(c, &queue, limit, &node, now_ms(now), limited)).await
+        write(&self.local, queue_limits::ClaimRequest::of(&params).run()).await
     }
 
     async fn job_complete_many(&self, params: JobCompleteManyParams<'_>) -> Result<Vec<i64>> {
@@ -224,9 +219,12 @@ impl Driver for SqliteDriver {
     }
 
     async fn queue_set_limits(&self, params: QueueSetLimitsParams<'_>) -> Result<()> {
-        let QueueSetLimitsParams { queue, global_limit, rate } = params;
+        let QueueSetLimitsParams { queue, global_limit, per_key_limit, rate } = params;
         let (queue, now) = (queue.to_owned(), now_ms(None));
-        write(&self.local, move |c| queue_settings::set_limits(c, &queue, global_limit, rate, now)).await
+        write(&self.local, move |c| {
+            queue_settings::set_limits(c, &queue, global_limit, per_key_limit, rate, now)
+        })
+        .await
     }
 
     async fn queue_settings(&self, params: QueueSettingsParams<'_>) -> Result<Vec<QueueSettings>> {

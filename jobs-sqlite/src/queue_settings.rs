@@ -35,14 +35,15 @@ pub(crate) fn set_limits(
     conn: &mut SqliteConnection,
     queue: &str,
     global_limit: Option<i32>,
+    per_key_limit: Option<i32>,
     rate: Option<jobs_driver::RateLimit>,
     now_ms: i64,
 ) -> Result<()> {
     CachedQuery::new(
         "INSERT INTO job_queues (name, settings, created_at, updated_at)
-         VALUES ($1, json_patch('{}', json_object('global_limit', $2, 'rate_allowed', $3, 'rate_period_secs', $4)), $5, $5)
+         VALUES ($1, json_patch('{}', json_object('global_limit', $2, 'rate_allowed', $3, 'rate_period_secs', $4, 'per_key_limit', $6)), $5, $5)
          ON CONFLICT (name) DO UPDATE
-         SET settings = json_patch(settings, json_object('global_limit', $2, 'rate_allowed', $3, 'rate_period_secs', $4)),
+         SET settings = json_patch(settings, json_object('global_limit', $2, 'rate_allowed', $3, 'rate_period_secs', $4, 'per_key_limit', $6)),
              updated_at = $5",
     )
     .bind::<Text, _>(queue)
@@ -50,6 +51,7 @@ pub(crate) fn set_limits(
     .bind::<Nullable<BigInt>, _>(rate.map(|r| i64::from(r.allowed)))
     .bind::<Nullable<BigInt>, _>(rate.map(|r| i64::from(r.period_secs)))
     .bind::<BigInt, _>(now_ms)
+    .bind::<Nullable<Integer>, _>(per_key_limit)
     .execute(conn)?;
     Ok(())
 }
@@ -59,6 +61,7 @@ pub(crate) fn settings(conn: &mut SqliteConnection, queue: Option<&str>) -> Resu
     Ok(CachedQuery::new(
         "SELECT name AS queue, paused, json_extract(settings, '$.concurrency') AS concurrency,
                 json_extract(settings, '$.global_limit') AS global_limit,
+                json_extract(settings, '$.per_key_limit') AS per_key_limit,
                 json_extract(settings, '$.rate_allowed') AS rate_allowed,
                 json_extract(settings, '$.rate_period_secs') AS rate_period_secs
          FROM job_queues

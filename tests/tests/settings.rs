@@ -46,6 +46,9 @@ fn zero_intervals_batches_and_counts_are_refused_by_name() {
         ("max_fetch", worker().max_fetch(0)),
         ("claims_in_flight", worker().claims_in_flight(0)),
         ("concurrency", worker().queue_config(QueueConfig::new("work", 0))),
+        ("per_key_limit", worker().queue_config(QueueConfig::new("work", 4).per_key_limit(0))),
+        ("global_limit", worker().queue_config(QueueConfig::new("work", 4).global_limit(0))),
+        ("global_limit", worker().queue_config(QueueConfig::new("work", 4).global_limit(1_000_000))),
         ("unknown_kinds.postpone", worker().unknown_kinds(UnknownKindPolicy::Postpone(ZERO))),
         ("leader.interval", worker().leader(LeaderConfig { interval: ZERO, ..LeaderConfig::default() })),
         ("leader.ttl", worker().leader(LeaderConfig { ttl: ZERO, ..LeaderConfig::default() })),
@@ -125,4 +128,43 @@ async fn a_service_given_a_bad_setting_refuses_to_run_instead_of_panicking_or_sp
         elector.run(ctx.clone(), stop.clone()).await;
     };
     tokio::time::timeout(Duration::from_secs(10), loops).await.expect("the services stop by themselves");
+}
+
+/// Two kinds of one queue that declare different limits: the worker refuses to start,
+/// naming both (a limit is the queue's); the same limit on both, or the queue's own, is
+/// fine.
+#[test]
+fn kinds_of_one_queue_must_declare_the_same_limit() {
+    use jobs_core::{JobContext, Registry, job};
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Export {
+        customer: String,
+    }
+
+    #[job(kind = "settings.export", queue = "exports", limit = 1, partition_by = "customer")]
+    async fn export(_ctx: JobContext, _args: Export) -> Result<(), std::io::Error> {
+        Ok(())
+    }
+
+    #[job(kind = "settings.report", queue = "exports")]
+    async fn report(_ctx: JobContext, _args: Export) -> Result<(), std::io::Error> {
+        Ok(())
+    }
+
+    #[job(kind = "settings.invoice", queue = "exports", limit = 1, partition_by = "customer")]
+    async fn invoice(_ctx: JobContext, _args: Export) -> Result<(), std::io::Error> {
+        Ok(())
+    }
+
+    let mixed = Registry::new().with::<export>().and_then(|r| r.with::<report>()).expect("registry");
+    match Worker::builder(pool()).queue("exports", 4).registry(mixed).build() {
+        Err(Error::InvalidOption { option: "limit", reason }) => {
+            assert!(reason.contains("settings.export") && reason.contains("settings.report"), "{reason}");
+        }
+        Err(other) => panic!("expected InvalidOption, got {other}"),
+        Ok(_) => panic!("the worker was built"),
+    }
+    let same = Registry::new().with::<export>().and_then(|r| r.with::<invoice>()).expect("registry");
+    Worker::builder(pool()).queue("exports", 4).registry(same).build().expect("the same limit on both");
 }

@@ -13,7 +13,15 @@ use crate::{TestDb, registry};
 use jobs_core::testing::wait_for;
 
 fn claim<'a>(queue: &'a str, limit: usize, node: &'a str) -> JobClaimParams<'a> {
-    JobClaimParams { queue, limit, node, now: None, recurring_size: false, limited: false }
+    JobClaimParams {
+        queue,
+        limit,
+        node,
+        now: None,
+        recurring_size: false,
+        limited: false,
+        declared: Default::default(),
+    }
 }
 
 /// Lower priority first, then the longest due, then the oldest; never a job that is not
@@ -138,7 +146,7 @@ pub async fn a_claim_on_a_paused_queue_takes_nothing(db: TestDb) {
     jobs_core::set_queue_limits(
         db.driver.clone(),
         "work",
-        jobs_core::QueueLimits { global_limit: Some(5), rate: None },
+        jobs_core::QueueLimits { global_limit: Some(5), ..Default::default() },
     )
     .await
     .expect("limits");

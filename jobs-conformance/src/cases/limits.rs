@@ -16,11 +16,19 @@ use crate::{DEADLINE, TestDb, registry};
 use jobs_core::testing::wait_for;
 
 fn limited<'a>(limit: usize, node: &'a str, now: Option<DateTime<Utc>>) -> JobClaimParams<'a> {
-    JobClaimParams { queue: "work", limit, node, now, recurring_size: false, limited: true }
+    JobClaimParams {
+        queue: "work",
+        limit,
+        node,
+        now,
+        recurring_size: false,
+        limited: true,
+        declared: Default::default(),
+    }
 }
 
 fn limits(global_limit: Option<i32>, rate: Option<RateLimit>) -> QueueSetLimitsParams<'static> {
-    QueueSetLimitsParams { queue: "work", global_limit, rate }
+    QueueSetLimitsParams { queue: "work", global_limit, per_key_limit: None, rate }
 }
 
 async fn available(db: &TestDb, n: usize) -> Vec<i64> {
@@ -141,9 +149,9 @@ pub async fn workers_obey_the_queues_limits(db: TestDb) {
 
     // A rate: the worker's clock starts now and moves on an hour when told.
     let ledger = Ledger::new();
-    let rate = QueueLimits { global_limit: None, rate: Some(RateLimit { allowed: 3, period_secs: 3600 }) };
+    let rate = QueueLimits { rate: Some(RateLimit { allowed: 3, period_secs: 3600 }), ..Default::default() };
     set_queue_limits(&db.driver, "work", rate).await.expect("rate");
-    let too_fast = QueueLimits { global_limit: None, rate: Some(RateLimit { allowed: 3, period_secs: 0 }) };
+    let too_fast = QueueLimits { rate: Some(RateLimit { allowed: 3, period_secs: 0 }), ..Default::default() };
     assert!(set_queue_limits(&db.driver, "work", too_fast).await.is_err(), "a zero period is refused");
     enqueue_many(&db.driver, (0..6).map(|n| record::build(ledger.record(n)))).await.expect("enqueue");
     let clock = ManualClock::new(Utc::now() + chrono::Duration::seconds(1));

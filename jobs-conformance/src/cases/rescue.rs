@@ -37,7 +37,15 @@ pub(crate) async fn heartbeat(db: &TestDb, node: &str, at: DateTime<Utc>) {
 }
 
 fn claim(node: &str, now: Option<DateTime<Utc>>) -> JobClaimParams<'_> {
-    JobClaimParams { queue: "work", limit: 10, node, now, recurring_size: false, limited: false }
+    JobClaimParams {
+        queue: "work",
+        limit: 10,
+        node,
+        now,
+        recurring_size: false,
+        limited: false,
+        declared: Default::default(),
+    }
 }
 
 /// A node claims a job and goes silent; the rescuer returns it; the node's late

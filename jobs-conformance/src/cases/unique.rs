@@ -40,6 +40,7 @@ pub async fn unique_keys_hold_in_their_states_and_free_up_after(db: TestDb) {
         now: None,
         recurring_size: false,
         limited: false,
+        declared: Default::default(),
     };
     let claimed = db.driver.job_claim(claim).await.expect("claim");
     assert_eq!(claimed.len(), 3);
@@ -76,6 +77,7 @@ pub async fn a_duplicate_enqueue_never_waits_on_its_running_holder(db: TestDb) {
         now: None,
         recurring_size: false,
         limited: false,
+        declared: Default::default(),
     };
     assert_eq!(db.driver.job_claim(claim).await.expect("claim").len(), 1);
 

@@ -44,6 +44,7 @@ pub(super) async fn claim(db: &TestDb, queue: &str, id: i64) -> ClaimedJob {
         now: None,
         recurring_size: false,
         limited: false,
+        declared: Default::default(),
     };
     let claimed = db.driver.job_claim(params).await.expect("claim");
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id], "what {queue} offers");
@@ -115,8 +116,15 @@ pub async fn a_diamond_workflow_runs_in_dependency_order(db: TestDb) {
     for id in &ids {
         assert_eq!(db.job(*id).await.workflow_id, workflow_id, "every step is in the workflow");
     }
-    let none_pending =
-        JobClaimParams { queue: "d", limit: 10, node: "n", now: None, recurring_size: false, limited: false };
+    let none_pending = JobClaimParams {
+        queue: "d",
+        limit: 10,
+        node: "n",
+        now: None,
+        recurring_size: false,
+        limited: false,
+        declared: Default::default(),
+    };
     assert!(
         db.driver.job_claim(none_pending).await.expect("claim").is_empty(),
         "a pending job is never claimed"

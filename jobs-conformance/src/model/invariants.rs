@@ -19,14 +19,19 @@ fn entries(row: &JobRow) -> Vec<serde_json::Value> {
     row.errors.as_array().cloned().unwrap_or_default()
 }
 
+/// A row's partition key (`None`: unkeyed).
+fn partition_key(row: &JobRow) -> Option<String> {
+    row.meta.get(jobs_core::driver::partition::PARTITION_META_KEY)?.as_str().map(str::to_owned)
+}
+
 fn error_type(entry: &serde_json::Value) -> &str {
     entry["error_type"].as_str().unwrap_or_default()
 }
 
 impl System {
     /// A claim took only available jobs of its queue, in order, at most `limit` (and what
-    /// the queue's global limit leaves), none of a paused queue, and never an attempt
-    /// number that ran.
+    /// the queue's global limit leaves; per key with a per-key limit), none of a paused
+    /// queue, and never an attempt number that ran.
     pub(super) fn check_claim(
         &self,
         queue: usize,
@@ -55,20 +60,24 @@ impl System {
             }
             None => usize::MAX,
         };
-        let expected = if self.paused[queue] { 0 } else { limit.min(room).min(eligible.len()) };
-        assert_eq!(
-            claimed.len(),
-            expected,
-            "claim of {limit} on {}: room {room}, eligible {}",
-            QUEUES[queue],
-            eligible.len()
-        );
-        // The first jobs in line (by priority, due time, id), returned in any order.
-        let mut took: Vec<i64> = claimed.iter().map(|j| j.id).collect();
-        took.sort_unstable();
-        let mut first: Vec<i64> = eligible.iter().take(claimed.len()).map(|r| r.id).collect();
-        first.sort_unstable();
-        assert_eq!(took, first, "claims go by priority, due time, id");
+        if let Some(per_key) = self.per_key[queue] {
+            self.check_keyed_claim(queue, limit.min(room), usize::from(per_key), &eligible, claimed);
+        } else {
+            let expected = if self.paused[queue] { 0 } else { limit.min(room).min(eligible.len()) };
+            assert_eq!(
+                claimed.len(),
+                expected,
+                "claim of {limit} on {}: room {room}, eligible {}",
+                QUEUES[queue],
+                eligible.len()
+            );
+            // The first jobs in line (by priority, due time, id), returned in any order.
+            let mut took: Vec<i64> = claimed.iter().map(|j| j.id).collect();
+            took.sort_unstable();
+            let mut first: Vec<i64> = eligible.iter().take(claimed.len()).map(|r| r.id).collect();
+            first.sort_unstable();
+            assert_eq!(took, first, "claims go by priority, due time, id");
+        }
         for job in claimed {
             let row = &self.rows[&job.id];
             assert_eq!(job.attempt, row.attempt + 1, "job {}: a claim takes the next attempt", job.id);
@@ -80,6 +89,64 @@ impl System {
             );
         }
         let _ = node;
+    }
+
+    /// A claim on a queue with a per-key limit: of each key, at most what its limit leaves
+    /// and the first in line; in all, no more than the limits and the jobs allow, and
+    /// something whenever a keyed job could run. (Which keys get the claim is the turn's
+    /// business; the unkeyed group may sit out a second after it was found empty.)
+    fn check_keyed_claim(
+        &self,
+        queue: usize,
+        room: usize,
+        per_key: usize,
+        eligible: &[&JobRow],
+        claimed: &[jobs_core::driver::ClaimedJob],
+    ) {
+        let running = |key: &Option<String>| {
+            self.rows
+                .values()
+                .filter(|r| {
+                    r.queue == QUEUES[queue] && r.state == JobState::Running && &partition_key(r) == key
+                })
+                .count()
+        };
+        let mut keys: Vec<Option<String>> = eligible.iter().map(|r| partition_key(r)).collect();
+        keys.sort();
+        keys.dedup();
+        let (mut most, mut keyed_room) = (0, 0);
+        for key in &keys {
+            let line: Vec<i64> = eligible.iter().filter(|r| &partition_key(r) == key).map(|r| r.id).collect();
+            let left = per_key.saturating_sub(running(key));
+            let mut took: Vec<i64> = claimed
+                .iter()
+                .filter(|j| &jobs_core::driver::partition::partition_key_of(&j.meta) == key)
+                .map(|j| j.id)
+                .collect();
+            assert!(took.len() <= left, "claimed {} of key {key:?} with room for {left}", took.len());
+            took.sort_unstable();
+            let mut first: Vec<i64> = line.iter().take(took.len()).copied().collect();
+            first.sort_unstable();
+            assert_eq!(took, first, "a key's jobs go by priority, due time, id ({key:?})");
+            most += left.min(line.len());
+            if key.is_some() {
+                keyed_room += left.min(line.len());
+            }
+        }
+        let taken: usize = claimed.iter().filter(|j| eligible.iter().any(|r| r.id == j.id)).count();
+        assert_eq!(taken, claimed.len(), "a claim took a job that was not available: {claimed:?}");
+        if self.paused[queue] {
+            return;
+        }
+        assert!(
+            claimed.len() <= room.min(most),
+            "claimed {} with room for {}",
+            claimed.len(),
+            room.min(most)
+        );
+        if room > 0 && keyed_room > 0 {
+            assert!(!claimed.is_empty(), "nothing claimed while keyed jobs could run (room {room})");
+        }
     }
 
     /// Reads every row and checks the invariants against the rows before `op`.
@@ -117,6 +184,29 @@ impl System {
                     "{running} running on {} over its limit of {limit}",
                     QUEUES[queue]
                 );
+            }
+        }
+        // No key of a queue with a per-key limit runs more than it (a lowered limit
+        // excepted).
+        for (queue, per_key) in self.per_key.iter().enumerate() {
+            if let (Some(per_key), Op::Claim { queue: claimed, .. }) = (per_key, op)
+                && *claimed == queue
+            {
+                let count = |rows: &mut dyn Iterator<Item = &JobRow>| {
+                    let mut by_key: HashMap<Option<String>, usize> = HashMap::new();
+                    for r in rows.filter(|r| r.queue == QUEUES[queue] && r.state == JobState::Running) {
+                        *by_key.entry(partition_key(r)).or_default() += 1;
+                    }
+                    by_key
+                };
+                let before = count(&mut self.rows.values());
+                for (key, running) in count(&mut now.values()) {
+                    assert!(
+                        running <= usize::from(*per_key) || running <= before.get(&key).copied().unwrap_or(0),
+                        "{running} of key {key:?} running on {} over its per-key limit of {per_key}",
+                        QUEUES[queue]
+                    );
+                }
             }
         }
         // Nothing appears but new jobs; nothing disappears but what was deleted or pruned.

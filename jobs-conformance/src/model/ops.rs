@@ -14,6 +14,9 @@ pub(super) const NODES: usize = 3;
 /// Uniqueness keys.
 pub(super) const KEYS: usize = 3;
 
+/// How many partition keys the jobs are spread over (`p0`, `p1`, `p2`).
+pub(super) const PARTITION_KEYS: u8 = 3;
+
 /// Which states a job's key is unique in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unique {
@@ -69,6 +72,8 @@ pub enum Op {
         batch: u8,
         /// In a transaction that is rolled back.
         rolled_back: bool,
+        /// The partition key of the first (the next ones take the keys after it), or none.
+        key: Option<u8>,
     },
     /// A node claims (its reply possibly lost on the way).
     Claim {
@@ -119,12 +124,14 @@ pub enum Op {
         /// Paused or resumed.
         paused: bool,
     },
-    /// Someone sets (or removes) a queue's global limit.
+    /// Someone sets (or removes) a queue's global and per-key limits.
     Limit {
         /// Queue index.
         queue: usize,
-        /// The limit.
+        /// The global limit.
         limit: Option<u8>,
+        /// The per-key limit.
+        per_key: Option<u8>,
     },
     /// A live node heartbeats.
     Heartbeat {
@@ -219,17 +226,21 @@ impl ReferenceStateMachine for Generator {
             unique(),
             1u8..4,
             prop::bool::weighted(0.1),
+            prop_oneof![1 => Just(None), 2 => (0u8..PARTITION_KEYS).prop_map(Some)],
         )
             .prop_map(
-                |(queue, priority, delay_s, max_attempts, timeout, unique, batch, rolled_back)| Op::Enqueue {
-                    queue,
-                    priority,
-                    delay_s,
-                    max_attempts,
-                    timeout,
-                    unique,
-                    batch,
-                    rolled_back,
+                |(queue, priority, delay_s, max_attempts, timeout, unique, batch, rolled_back, key)| {
+                    Op::Enqueue {
+                        queue,
+                        priority,
+                        delay_s,
+                        max_attempts,
+                        timeout,
+                        unique,
+                        batch,
+                        rolled_back,
+                        key,
+                    }
                 },
             );
         let node = 0..NODES;
@@ -243,8 +254,8 @@ impl ReferenceStateMachine for Generator {
             1 => any::<usize>().prop_map(|pick| Op::Retry { pick }),
             1 => any::<usize>().prop_map(|pick| Op::Delete { pick }),
             1 => (0..QUEUES.len(), any::<bool>()).prop_map(|(queue, paused)| Op::Pause { queue, paused }),
-            1 => (0..QUEUES.len(), prop_oneof![Just(None), (1u8..4).prop_map(Some)])
-                .prop_map(|(queue, limit)| Op::Limit { queue, limit }),
+            2 => (0..QUEUES.len(), prop_oneof![Just(None), (1u8..4).prop_map(Some)], prop_oneof![1 => Just(None), 2 => (1u8..3).prop_map(Some)])
+                .prop_map(|(queue, limit, per_key)| Op::Limit { queue, limit, per_key }),
             4 => node.clone().prop_map(|node| Op::Heartbeat { node }),
             2 => node.clone().prop_map(|node| Op::Kill { node }),
             2 => node.clone().prop_map(|node| Op::Revive { node }),

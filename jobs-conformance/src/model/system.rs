@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use jobs_core::driver::partition::PARTITION_META_KEY;
 use jobs_core::driver::{
     Capability, Completion, Driver, JobArchiveParams, JobCancelManyParams, JobClaimParams,
     JobCompleteManyParams, JobDeleteManyParams, JobInsertManyParams, JobPruneParams, JobReleaseOrphansParams,
@@ -16,7 +17,7 @@ use jobs_core::driver::{
 
 use super::allowed::Allowed;
 use super::nodes::{Node, Run, completion};
-use super::ops::{Ending, KEYS, NODES, Op, QUEUES, Unique};
+use super::ops::{Ending, KEYS, NODES, Op, PARTITION_KEYS, QUEUES, Unique};
 use crate::backend::TestDb;
 
 /// How many times a job may be lost with its node before a rescue discards it, here.
@@ -42,6 +43,8 @@ pub struct System {
     /// The rows as the last check read them.
     pub(super) rows: HashMap<i64, JobRow>,
     pub(super) limits: [Option<u8>; 2],
+    /// Each queue's per-key limit.
+    pub(super) per_key: [Option<u8>; 2],
     pub(super) paused: [bool; 2],
     /// The workflows enqueued, and whether each holds its dependents on a failure.
     pub(super) workflows: HashMap<i64, bool>,
@@ -74,6 +77,7 @@ impl System {
             started: HashSet::new(),
             rows: HashMap::new(),
             limits: [None; 2],
+            per_key: [None; 2],
             paused: [false; 2],
             workflows: HashMap::new(),
         };
@@ -106,7 +110,17 @@ impl System {
     pub fn step(&mut self, op: &Op) {
         let mut allowed = Allowed::default();
         match *op {
-            Op::Enqueue { queue, priority, delay_s, max_attempts, timeout, unique, batch, rolled_back } => {
+            Op::Enqueue {
+                queue,
+                priority,
+                delay_s,
+                max_attempts,
+                timeout,
+                unique,
+                batch,
+                rolled_back,
+                key,
+            } => {
                 let states = |u: Unique| match u {
                     Unique::Waiting => vec![JobState::Available, JobState::Scheduled, JobState::Retryable],
                     Unique::Unfinished => JobState::DEFAULT_UNIQUE.to_vec(),
@@ -125,8 +139,12 @@ impl System {
                     ],
                 };
                 let jobs: Vec<NewJob> = (0..batch)
-                    .map(|_| {
+                    .map(|i| {
                         let mut job = NewJob::new("model.job", QUEUES[queue], "{}");
+                        if let Some(key) = key {
+                            let key = format!("p{}", (key + i) % PARTITION_KEYS);
+                            job.meta = serde_json::json!({ PARTITION_META_KEY: key }).to_string().into();
+                        }
                         job.priority = priority;
                         job.max_attempts = i32::from(max_attempts);
                         job.timeout_ms = timeout.then_some(10_000);
@@ -163,7 +181,7 @@ impl System {
                     return self.check(op, allowed);
                 }
                 let name = node_name(node);
-                let limited = self.limits[queue].is_some();
+                let limited = self.limits[queue].is_some() || self.per_key[queue].is_some();
                 let params = JobClaimParams {
                     queue: QUEUES[queue],
                     limit: usize::from(limit),
@@ -171,6 +189,7 @@ impl System {
                     now: Some(self.now),
                     recurring_size: false,
                     limited,
+                    declared: Default::default(),
                 };
                 let claimed = self.block(self.driver().job_claim(params)).expect("claim");
                 self.check_claim(queue, usize::from(limit), &name, &claimed);
@@ -257,14 +276,16 @@ impl System {
                 self.block(self.driver().queue_set_paused(params)).expect("pause");
                 self.paused[queue] = paused;
             }
-            Op::Limit { queue, limit } => {
+            Op::Limit { queue, limit, per_key } => {
                 let params = QueueSetLimitsParams {
                     queue: QUEUES[queue],
                     global_limit: limit.map(i32::from),
+                    per_key_limit: per_key.map(i32::from),
                     rate: None,
                 };
                 self.block(self.driver().queue_set_limits(params)).expect("limits");
                 self.limits[queue] = limit;
+                self.per_key[queue] = per_key;
             }
             Op::Heartbeat { node } => {
                 if self.nodes[node].alive {

@@ -10,7 +10,7 @@ use jobs_driver::NewJob;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::options::JobOptions;
+use crate::options::{JobOptions, PartitionBy};
 use crate::unique::{UniqueBy, UniqueOptions};
 
 /// What a request says instead of its kind's options.
@@ -25,6 +25,7 @@ pub(crate) struct Overrides {
     pub(crate) meta: serde_json::Map<String, serde_json::Value>,
     pub(crate) tags: Vec<String>,
     pub(crate) unique_key: Option<String>,
+    pub(crate) partition_key: Option<String>,
 }
 
 /// The per-call setters of a request with an `overrides` field.
@@ -83,6 +84,14 @@ macro_rules! override_setters {
             self
         }
 
+        /// Sets the job's partition key (a customer, a tenant), in place of the one its
+        /// kind's `partition_by` gives: its queue's per-key limits count it under this key.
+        /// 1 to 255 characters.
+        pub fn partition_key(mut self, key: impl Into<String>) -> Self {
+            self.overrides.partition_key = Some(key.into());
+            self
+        }
+
         /// Sets the uniqueness key explicitly. Jobs of kinds without unique options become
         /// unique among pending jobs for this call.
         pub fn unique_key(mut self, key: impl Into<String>) -> Self {
@@ -124,19 +133,39 @@ impl Overrides {
                 Some((UniqueOptions::new(UniqueBy::Key("".into())), Some(explicit.as_str())))
             }
         };
-        let (args, unique) = match unique {
-            None => (serde_json::to_string(args).map_err(encode)?, None),
-            Some((options, explicit)) => {
-                // Canonical form (sorted keys) so equal arguments hash equally.
-                let value = serde_json::to_value(args).map_err(encode)?;
-                let key = options.key(&kind, &queue, &value, explicit, Utc::now().timestamp());
-                (value.to_string(), Some((key, options.states)))
-            }
+        let by_arg =
+            self.partition_key.is_none() && matches!(defaults.partition_by, Some(PartitionBy::Arg(_)));
+        // Canonical form (sorted keys) so equal arguments hash equally.
+        let value = match unique.is_some() || by_arg {
+            true => Some(serde_json::to_value(args).map_err(encode)?),
+            false => None,
         };
-        let meta = if self.meta.is_empty() {
-            Cow::Borrowed("{}")
-        } else {
-            Cow::Owned(serde_json::Value::Object(self.meta.clone()).to_string())
+        let partition_key = match (&self.partition_key, &defaults.partition_by) {
+            (Some(explicit), _) => {
+                jobs_driver::validation::validate_partition_key(explicit)?;
+                Some(explicit.clone())
+            }
+            (None, Some(by)) => by.key(value.as_ref(), &self.meta),
+            (None, None) => None,
+        };
+        let (args, unique) = match value {
+            Some(value) => {
+                let unique = unique.map(|(options, explicit)| {
+                    let key = options.key(&kind, &queue, &value, explicit, Utc::now().timestamp());
+                    (key, options.states)
+                });
+                (value.to_string(), unique)
+            }
+            None => (serde_json::to_string(args).map_err(encode)?, None),
+        };
+        let meta = match partition_key {
+            Some(key) => {
+                let mut meta = self.meta.clone();
+                meta.insert(jobs_driver::partition::PARTITION_META_KEY.to_owned(), key.into());
+                Cow::Owned(serde_json::Value::Object(meta).to_string())
+            }
+            None if self.meta.is_empty() => Cow::Borrowed("{}"),
+            None => Cow::Owned(serde_json::Value::Object(self.meta.clone()).to_string()),
         };
         let job = NewJob {
             kind,

@@ -52,6 +52,10 @@ pub struct QueueConfig {
     /// for how many it actually keeps). `None`: [`QueueConfig::DEFAULT_PREFETCH`] or the
     /// concurrency, whichever is larger. `Some(0)`: never claim ahead.
     pub prefetch: Option<usize>,
+    /// Cluster-wide limits this worker declares for the queue (with those its job kinds
+    /// declare with `limit`): they apply where the queue's stored settings set none. A
+    /// queue with any limit claims nothing ahead.
+    pub limits: jobs_driver::DeclaredLimits,
 }
 
 impl QueueConfig {
@@ -63,7 +67,13 @@ impl QueueConfig {
 
     /// `name` with `concurrency` slots, keeping completed jobs.
     pub fn new(name: impl Into<String>, concurrency: usize) -> QueueConfig {
-        QueueConfig { name: name.into(), concurrency, delete_on_completion: false, prefetch: None }
+        QueueConfig {
+            name: name.into(),
+            concurrency,
+            delete_on_completion: false,
+            prefetch: None,
+            limits: jobs_driver::DeclaredLimits::default(),
+        }
     }
 
     /// Caps the jobs claimed ahead of the free slots at `n` (0: none).
@@ -75,6 +85,28 @@ impl QueueConfig {
     /// The cap on this queue's buffer (see [`QueueConfig::prefetch`]).
     pub fn prefetch_cap(&self) -> usize {
         self.prefetch.unwrap_or(self.concurrency.max(Self::DEFAULT_PREFETCH))
+    }
+
+    /// At most `limit` of the queue's jobs running at once across the cluster.
+    pub fn global_limit(mut self, limit: u32) -> QueueConfig {
+        self.limits.global_limit = Some(i64::from(limit));
+        self
+    }
+
+    /// At most `limit` of the queue's jobs running at once per partition key, across the
+    /// cluster (a job's key: its kind's `partition_by`, or `.partition_key(..)` at
+    /// enqueue). Keys are served in turn, so one busy key does not hold the others back.
+    pub fn per_key_limit(mut self, limit: u32) -> QueueConfig {
+        self.limits.per_key_limit = Some(i64::from(limit));
+        self
+    }
+
+    /// At most `allowed` of the queue's jobs started in any `period`, across the cluster
+    /// (counted in twentieths of the period; see `jobs_driver::ClaimLimits`).
+    pub fn rate_limit(mut self, allowed: u32, period: Duration) -> QueueConfig {
+        let period_secs = u32::try_from(period.as_secs()).unwrap_or(u32::MAX);
+        self.limits.rate = Some(jobs_driver::RateLimit { allowed, period_secs });
+        self
     }
 
     /// Deletes completed jobs instead of keeping them, except those other jobs depend on

@@ -85,6 +85,7 @@ impl Worker {
                     // A drain runs everything due, as a test wants; cluster-wide limits
                     // (rate, global) are for the workers.
                     limited: false,
+                    declared: Default::default(),
                 };
                 let jobs = driver.job_claim(claim).await?;
                 if jobs.is_empty() {

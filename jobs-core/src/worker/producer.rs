@@ -277,6 +277,7 @@ async fn claim(
             // The size claimed again and again: a driver may keep a statement planned for it.
             recurring_size,
             limited: queue.limited.load(Ordering::Acquire),
+            declared: queue.declared,
         };
         shared.driver.job_claim(params).await.map_err(crate::error::Error::from)
     });

@@ -78,6 +78,8 @@ pub(crate) struct QueueRuntime {
     /// of its settings: claims run under them ([`jobs_driver::JobClaimParams::limited`])
     /// and ask only for free slots, nothing buffered.
     pub(crate) limited: AtomicBool,
+    /// The limits this worker declares for the queue (see `QueueConfig::limits`).
+    pub(crate) declared: jobs_driver::DeclaredLimits,
     /// Claim statements issued for this queue.
     pub(crate) fetches: AtomicU64,
 }
@@ -131,7 +133,8 @@ impl QueueRuntime {
     /// Returns whether the concurrency changed.
     pub(crate) fn apply_settings(&self, stored: Option<&QueueSettings>, config: &RuntimeConfig) -> bool {
         self.paused.store(stored.is_some_and(|s| s.paused), Ordering::Release);
-        self.limited.store(stored.is_some_and(QueueSettings::limited), Ordering::Release);
+        let limited = self.declared.any() || stored.is_some_and(QueueSettings::limited);
+        self.limited.store(limited, Ordering::Release);
         let cluster = stored.and_then(|s| s.concurrency).and_then(|n| usize::try_from(n).ok());
         let changed = self.limit.set(cluster, &self.slots);
         let batch = batch_size(self.limit.current(), config.claims_in_flight, config.max_fetch);

@@ -55,6 +55,11 @@ impl QueuesPage {
         self.settings.get(queue).and_then(|s| s.global_limit)
     }
 
+    /// At most this many running per partition key, across the cluster.
+    fn per_key_limit(&self, queue: &str) -> Option<i64> {
+        self.settings.get(queue).and_then(|s| s.per_key_limit)
+    }
+
     /// The periods a rate may have, the stored one selected (offered too if it is not one
     /// of the usual ones: it was set through the API).
     fn period_options(&self, queue: &str) -> Vec<PeriodOption> {

@@ -108,7 +108,8 @@ impl NewJob {
             });
         }
         validation::validate_payload(&self.kind, "arguments", &self.args)?;
-        validation::validate_payload(&self.kind, "metadata", &self.meta)
+        validation::validate_payload(&self.kind, "metadata", &self.meta)?;
+        validation::validate_meta_partition_key(&self.meta)
     }
 }
 

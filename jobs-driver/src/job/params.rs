@@ -97,14 +97,20 @@ pub struct JobClaimParams<'a> {
     /// The worker claims this size again and again (its batch): a driver may keep a
     /// statement planned for it.
     pub recurring_size: bool,
-    /// The queue had cluster-wide limits when the worker last read its settings: the
-    /// driver claims in a transaction that locks the queue's row, reads the limits and
-    /// the rate's usage there, claims at most [`ClaimLimits::allowance`], and stores the
-    /// usage. Claims from every node on the queue then run one after another. When
+    /// The queue had cluster-wide limits when the worker last read its settings, or the
+    /// worker declares some: the driver claims in a transaction that locks the queue's
+    /// row, reads the limits and the usage there, claims what they allow (per key in
+    /// turn with a per-key limit), and stores the usage; see
+    /// [`claim_limited`](crate::limited_claim::claim_limited). Claims from every node on
+    /// the queue then run one after another. When
     /// `false`, limits set since the worker's last read apply from its next poll.
     ///
     /// [`ClaimLimits::allowance`]: crate::ClaimLimits::allowance
     pub limited: bool,
+    /// The limits the worker declares for the queue, applied where its stored settings
+    /// set none (see [`DeclaredLimits`](crate::DeclaredLimits)); with any declared, the
+    /// worker sets `limited`.
+    pub declared: crate::queue_limits::DeclaredLimits,
 }
 
 /// `job_complete_many`: write outcomes, each fenced on the row still being `running` at

@@ -24,20 +24,35 @@ use crate::time::{naive_opt, utc};
 // update touches each claimed row once through the primary key, whatever the statistics:
 // joined the other way round on a small table, InnoDB would scan, and wait on, rows other
 // claimers hold.
-pub(crate) const CLAIM: &str = "\
-UPDATE (SELECT id FROM jobs
-        WHERE queue = $1 AND state = 'available' AND running_token IS NULL
-          AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = $1 AND q.paused)
-        ORDER BY priority, scheduled_at, id
-        LIMIT $2
-        FOR UPDATE SKIP LOCKED) AS c
+/// A claim statement around the `SELECT` given, which locks the rows to take (its `$1` the
+/// queue, its `$2` the most to take): they become `running` for the node (`$3`) at the
+/// claim's time (`$4`), stamped with its token (`$5`).
+macro_rules! claim_update {
+    ($select:expr) => {
+        concat!(
+            "UPDATE (",
+            $select,
+            ") AS c
 STRAIGHT_JOIN jobs j FORCE INDEX (PRIMARY) ON j.id = c.id
 SET j.state = 'running',
     j.attempt = j.attempt + 1,
     j.attempted_at = COALESCE($4, UTC_TIMESTAMP(6)),
     j.attempted_by = JSON_ARRAY_APPEND(j.attempted_by, '$', $3),
     j.attempted_node = $3,
-    j.lock_token = $5";
+    j.lock_token = $5"
+        )
+    };
+}
+pub(crate) use claim_update;
+
+pub(crate) const CLAIM: &str = claim_update!(
+    "SELECT id FROM jobs
+        WHERE queue = $1 AND state = 'available' AND running_token IS NULL
+          AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = $1 AND q.paused)
+        ORDER BY priority, scheduled_at, id
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED"
+);
 
 pub(crate) const READ_BACK: &str = "\
 SELECT id, kind, queue, args, meta, tags, priority, attempt, max_attempts, timeout_ms, created_at,
@@ -106,7 +121,7 @@ pub(crate) async fn claim<C>(conn: &mut C, params: JobClaimParams<'_>) -> Result
 where
     C: AsyncConnectionCore<Backend = Mysql> + Send,
 {
-    let JobClaimParams { queue, limit, node, now, recurring_size: _, limited: _ } = params;
+    let JobClaimParams { queue, limit, node, now, .. } = params;
     let token = token();
     let claimed = CachedQuery::new(CLAIM)
         .bind::<Text, _>(queue)
@@ -119,6 +134,19 @@ where
     if claimed == 0 {
         return Ok(Vec::new());
     }
+    read_back(conn, queue, token, claimed).await
+}
+
+/// Reads back the `claimed` rows a claim stamped with `token`.
+pub(crate) async fn read_back<C>(
+    conn: &mut C,
+    queue: &str,
+    token: i64,
+    claimed: usize,
+) -> Result<Vec<ClaimedJob>>
+where
+    C: AsyncConnectionCore<Backend = Mysql> + Send,
+{
     let rows: Vec<ClaimedRow> = CachedQuery::new(READ_BACK)
         .bind::<Text, _>(queue)
         .bind::<BigInt, _>(token)

@@ -9,7 +9,7 @@ use jobs_driver::{ClaimedJob, JobClaimParams, Result};
 use crate::cached::CachedQuery;
 
 /// The SQL types of a claim's columns, in the order of its `RETURNING`.
-type ClaimedColumns = (
+pub(crate) type ClaimedColumns = (
     BigInt,
     Text,
     Text,
@@ -28,7 +28,7 @@ type ClaimedColumns = (
 
 /// A claimed row as decoded (by position); [`ClaimedJob`] is the driver-neutral copy.
 #[derive(diesel::Queryable)]
-struct ClaimedRow(
+pub(crate) struct ClaimedRow(
     i64,
     String,
     String,
@@ -66,28 +66,42 @@ impl From<ClaimedRow> for ClaimedJob {
     }
 }
 
+/// What a claim statement sets and returns, after its `WHERE`: [`ClaimedColumns`] in order.
+/// Its `$3` is the node, its `$4` the claim's time.
+macro_rules! claim_update {
+    ($where:expr) => {
+        concat!(
+            "UPDATE jobs
+SET state = 'running',
+    attempt = jobs.attempt + 1,
+    attempted_at = COALESCE($4::timestamptz, now()),
+    attempted_by = array_append(jobs.attempted_by, $3)
+",
+            $where,
+            "
+RETURNING jobs.id, jobs.kind, jobs.queue, jobs.args::text AS args, jobs.meta::text AS meta, jobs.tags,
+          jobs.priority, jobs.attempt, jobs.max_attempts, jobs.timeout_ms, jobs.created_at,
+          jobs.scheduled_at, jobs.attempted_at, jobs.workflow_id"
+        )
+    };
+}
+pub(crate) use claim_update;
+
 // The claimable rows are locked in a sub-select whose ids become an array, and the update
 // finds them through the primary key (`id = ANY(...)`). Joined to a CTE instead, the
 // prepared statement's generic plan cannot know the batch is small (`LIMIT $2`) and hashes
 // the whole table, so Postgres plans every claim afresh; this form has one plan, good for
 // every batch size, and it is reused.
-pub(crate) const FETCH_AVAILABLE: &str = "\
-UPDATE jobs
-SET state = 'running',
-    attempt = jobs.attempt + 1,
-    attempted_at = COALESCE($4::timestamptz, now()),
-    attempted_by = array_append(jobs.attempted_by, $3)
-WHERE jobs.id = ANY (ARRAY(
+pub(crate) const FETCH_AVAILABLE: &str = claim_update!(
+    "WHERE jobs.id = ANY (ARRAY(
     SELECT id FROM jobs
     WHERE state = 'available' AND queue = $1
       AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = $1 AND q.paused)
     ORDER BY priority, scheduled_at, id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
-))
-RETURNING jobs.id, jobs.kind, jobs.queue, jobs.args::text AS args, jobs.meta::text AS meta, jobs.tags,
-          jobs.priority, jobs.attempt, jobs.max_attempts, jobs.timeout_ms, jobs.created_at,
-          jobs.scheduled_at, jobs.attempted_at, jobs.workflow_id";
+))"
+);
 
 /// See [`JobClaimParams`]: the claim of a recurring size runs [`fetch_batch`], any other
 /// [`fetch_available`].
@@ -95,7 +109,7 @@ pub(crate) async fn claim<C>(conn: &mut C, params: JobClaimParams<'_>) -> Result
 where
     C: AsyncConnectionCore<Backend = Pg> + Send,
 {
-    let JobClaimParams { queue, limit, node, now, recurring_size, limited: _ } = params;
+    let JobClaimParams { queue, limit, node, now, recurring_size, .. } = params;
     if recurring_size {
         fetch_batch(conn, queue, limit, node, now).await
     } else {

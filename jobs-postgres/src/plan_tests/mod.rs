@@ -15,6 +15,7 @@ use crate::testing::TestDatabase;
 use crate::testing::explain::explain_execute;
 
 mod filters;
+mod partitions;
 mod workflows;
 
 async fn plan(conn: &mut AsyncPgConnection, mode: &str, execute: &str) -> String {

@@ -12,24 +12,39 @@ use crate::cached::CachedQuery;
 use crate::rows::json;
 use crate::time::from_ms;
 
-pub(crate) const CLAIM: &str = "\
-UPDATE jobs
+/// A claim statement: what it sets and returns around the `WHERE` given. Its `$3` is the
+/// node, its `$4` the claim's time.
+macro_rules! claim_update {
+    ($where:expr) => {
+        concat!(
+            "UPDATE jobs
 SET state = 'running',
     attempt = attempt + 1,
     attempted_at = $4,
     attempted_by = json_insert(attempted_by, '$[#]', $3)
-WHERE id IN (
+",
+            $where,
+            "
+RETURNING id, kind, queue, args, meta, tags, priority, attempt, max_attempts, timeout_ms,
+          created_at, scheduled_at, attempted_at, workflow_id"
+        )
+    };
+}
+pub(crate) use claim_update;
+
+pub(crate) const CLAIM: &str = claim_update!(
+    "WHERE id IN (
     SELECT id FROM jobs
     WHERE state = 'available' AND queue = $1
       AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = $1 AND q.paused)
     ORDER BY priority, scheduled_at, id
     LIMIT $2
-)
-RETURNING id, kind, queue, args, meta, tags, priority, attempt, max_attempts, timeout_ms,
-          created_at, scheduled_at, attempted_at, workflow_id";
+)"
+);
 
+/// A claimed row as a claim statement returns it.
 #[derive(QueryableByName)]
-struct ClaimedRow {
+pub(crate) struct ClaimedRow {
     #[diesel(sql_type = BigInt)]
     id: i64,
     #[diesel(sql_type = Text)]
@@ -76,6 +91,12 @@ pub(crate) fn claim(
         .bind::<Text, _>(node)
         .bind::<BigInt, _>(now_ms)
         .load(conn)?;
+    decode(rows)
+}
+
+/// The claimed rows as jobs, in claim order (SQLite returns updated rows in no particular
+/// order).
+pub(crate) fn decode(rows: Vec<ClaimedRow>) -> Result<Vec<ClaimedJob>> {
     let mut claimed = rows
         .into_iter()
         .map(|r| {

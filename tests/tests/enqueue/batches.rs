@@ -150,3 +150,77 @@ async fn bad_input_is_a_typed_error_and_inserts_nothing() {
     }
     assert_eq!(count(&mut conn, "SELECT count(*) AS n FROM jobs").await, 0);
 }
+
+mod partition_keys {
+    use jobs_core::{Error, JobContext, job};
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Serialize, Deserialize)]
+    struct Export {
+        customer: Customer,
+        month: String,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    struct Customer {
+        id: serde_json::Value,
+    }
+
+    #[job(kind = "keys.export", queue = "exports", limit = 1, partition_by = "customer.id")]
+    async fn export(_ctx: JobContext, _args: Export) -> Result<(), std::io::Error> {
+        Ok(())
+    }
+
+    #[job(kind = "keys.tenant", queue = "tenants", partition_by = "meta.tenant")]
+    async fn by_tenant(_ctx: JobContext, _args: String) -> Result<(), std::io::Error> {
+        Ok(())
+    }
+
+    #[job(kind = "keys.pair", queue = "pairs", partition_by = "1")]
+    async fn pair(_ctx: JobContext, _args: (i64, String)) -> Result<(), std::io::Error> {
+        Ok(())
+    }
+
+    fn export_of(id: serde_json::Value) -> Export {
+        Export { customer: Customer { id }, month: "2026-11".into() }
+    }
+
+    fn key_of(meta: &str) -> Option<String> {
+        jobs_core::driver::partition::partition_key_of(meta)
+    }
+
+    /// The key comes from the argument field (a string as it is, a number as written), a
+    /// metadata entry, a tuple's field or the request; a missing one leaves the job
+    /// unkeyed; a bad one is a typed error naming `partition_key`.
+    #[test]
+    fn partition_keys_come_from_the_kinds_declaration_or_the_request() {
+        let job = export::build(export_of("acme".into())).to_new_job().expect("job");
+        assert_eq!(key_of(&job.meta), Some("acme".into()));
+        let job = export::build(export_of(42.into())).to_new_job().expect("job");
+        assert_eq!(key_of(&job.meta), Some("42".into()));
+        let job = export::build(export_of(serde_json::Value::Null)).to_new_job().expect("job");
+        assert_eq!(key_of(&job.meta), None, "a null field: no key");
+        let job = export::build(export_of(7.into())).partition_key("override").to_new_job().expect("job");
+        assert_eq!(key_of(&job.meta), Some("override".into()));
+
+        let job = by_tenant::build("x".into()).meta("tenant", "t-9").to_new_job().expect("job");
+        assert_eq!(key_of(&job.meta), Some("t-9".into()));
+        let meta: serde_json::Value = serde_json::from_str(&job.meta).expect("meta");
+        assert_eq!(meta["tenant"], "t-9", "the application's entry is kept");
+        assert_eq!(key_of(&by_tenant::build("x".into()).to_new_job().expect("job").meta), None);
+
+        let job = pair::build((1, "second".into())).to_new_job().expect("job");
+        assert_eq!(key_of(&job.meta), Some("second".into()), "a tuple's field by its index");
+
+        for bad in ["", "trailing ", "x".repeat(256).as_str(), "tab\there"] {
+            match export::build(export_of(7.into())).partition_key(bad).to_new_job() {
+                Err(Error::InvalidOption { option: "partition_key", .. }) => {}
+                other => panic!("{bad:?}: expected InvalidOption, got {other:?}"),
+            }
+        }
+        match export::build(export_of(" padded".into())).to_new_job() {
+            Err(Error::InvalidOption { option: "partition_key", .. }) => {}
+            other => panic!("a bad key from a field: expected InvalidOption, got {other:?}"),
+        }
+    }
+}

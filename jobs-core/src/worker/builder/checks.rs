@@ -32,6 +32,19 @@ impl WorkerBuilder {
                     ),
                 });
             }
+            let limits = &q.limits;
+            if let Some(n) = limits.global_limit {
+                jobs_driver::validation::validate_global_limit(n)?;
+            }
+            if let Some(n) = limits.per_key_limit {
+                jobs_driver::validation::validate_per_key_limit(n)?;
+            }
+            if let Some(rate) = limits.rate {
+                jobs_driver::validation::validate_rate_limit(
+                    i64::from(rate.allowed),
+                    i64::from(rate.period_secs),
+                )?;
+            }
             // Zero is allowed: no buffer.
             if let Some(n) = q.prefetch.filter(|&n| n > 0) {
                 settings::count("prefetch", i64::try_from(n).unwrap_or(i64::MAX), settings::MAX_BATCH)?;
@@ -144,5 +157,50 @@ impl WorkerBuilder {
             }
         }
         Ok(())
+    }
+
+    /// The limits each served queue declares: its own (`QueueConfig`), and for each limit
+    /// it leaves unset, the one its registered kinds declare with `limit` (per key for a
+    /// kind with `partition_by`, in all otherwise). Kinds of one queue that declare
+    /// different limits (or one declares and another not) are refused: the limit is the
+    /// queue's.
+    pub(super) fn declared_limits(
+        registry: &Registry,
+        queue: &crate::worker::config::QueueConfig,
+    ) -> Result<jobs_driver::DeclaredLimits> {
+        let mut declared = queue.limits;
+        let kinds: Vec<(&str, crate::options::JobOptions)> = registry
+            .descriptors()
+            .map(|d| (d.kind, (d.options)()))
+            .filter(|(_, o)| o.queue == queue.name.as_str())
+            .collect();
+        let Some((first_kind, first)) = kinds.iter().find(|(_, o)| o.limit.is_some()) else {
+            return Ok(declared);
+        };
+        let declares = |o: &crate::options::JobOptions| (o.limit, o.partition_by.is_some());
+        if let Some((other, _)) = kinds.iter().find(|(_, o)| declares(o) != declares(first)) {
+            return Err(Error::InvalidOption {
+                option: "limit",
+                reason: format!(
+                    "queue `{}`: kinds `{first_kind}` and `{other}` declare different limits; a limit is \
+                     the queue's, so give the kinds the same `limit` (and `partition_by` or none), or \
+                     queues of their own",
+                    queue.name
+                ),
+            });
+        }
+        let limit = first.limit.map(i64::from);
+        if first.partition_by.is_some() {
+            declared.per_key_limit = declared.per_key_limit.or(limit);
+        } else {
+            declared.global_limit = declared.global_limit.or(limit);
+        }
+        if let Some(n) = declared.global_limit {
+            jobs_driver::validation::validate_global_limit(n)?;
+        }
+        if let Some(n) = declared.per_key_limit {
+            jobs_driver::validation::validate_per_key_limit(n)?;
+        }
+        Ok(declared)
     }
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use jobs_driver::{Capability, Driver};
+use jobs_driver::{Capability, DeclaredLimits, Driver};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::task::TaskTracker;
 
@@ -289,10 +289,13 @@ impl WorkerBuilder {
         // Without SKIP LOCKED, claims of one queue wait for each other: keep one in flight.
         let claims_in_flight =
             if self.driver.capabilities().has(Capability::SkipLocked) { self.claims_in_flight } else { 1 };
+        let declared: Vec<DeclaredLimits> =
+            self.queues.iter().map(|q| Self::declared_limits(&registry, q)).collect::<Result<_>>()?;
         let queues = self
             .queues
             .into_iter()
-            .map(|config| {
+            .zip(declared)
+            .map(|(config, declared)| {
                 let runtime = QueueRuntime {
                     name: Arc::from(config.name.as_str()),
                     label: Box::leak(config.name.clone().into_boxed_str()),
@@ -311,7 +314,8 @@ impl WorkerBuilder {
                     run_time: RunTime::default(),
                     low_water: AtomicUsize::new(0),
                     paused: AtomicBool::new(false),
-                    limited: AtomicBool::new(false),
+                    limited: AtomicBool::new(declared.any()),
+                    declared,
                     fetches: AtomicU64::new(0),
                     config,
                 };

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use jobs_core::{Backoff, Job, JobContext, JobState, Outcome, UniqueBy, job};
+use jobs_core::{Backoff, Job, JobContext, JobState, Outcome, PartitionBy, UniqueBy, job};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Default)]
@@ -51,6 +51,28 @@ async fn constant(_ctx: JobContext, (a, b): (i32, i32)) -> Result<i32, std::fmt:
     Ok(a + b)
 }
 
+#[derive(Serialize, Deserialize)]
+pub struct Export {
+    pub customer: Customer,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct Customer {
+    pub id: i64,
+}
+
+/// One export per customer at a time.
+#[job(queue = "exports", limit = 1, partition_by = "customer.id")]
+async fn export(_ctx: JobContext, _args: Export) -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+/// Three per tenant, the tenant given in the metadata.
+#[job(queue = "tenants", limit = 3, partition_by = "meta.tenant")]
+async fn by_tenant(_ctx: JobContext, _args: Report) -> Result<(), std::io::Error> {
+    Ok(())
+}
+
 fn main() {
     assert_eq!(monthly_report::KIND, "reports.monthly");
     assert_eq!(<monthly_report as Job>::KIND, "reports.monthly");
@@ -71,6 +93,10 @@ fn main() {
     assert_eq!(no_args::options().unique.expect("unique").by, UniqueBy::Args);
     assert_eq!(linear::options().unique.expect("unique").by, UniqueBy::Kind);
     assert!(matches!(constant::options().backoff, Backoff::Constant(d) if d == Duration::from_millis(500)));
+
+    assert_eq!(export::options().limit, Some(1));
+    assert_eq!(export::options().partition_by, Some(PartitionBy::Arg("customer.id".into())));
+    assert_eq!(by_tenant::options().partition_by, Some(PartitionBy::Meta("tenant".into())));
 
     let _request: jobs_core::EnqueueRequest<monthly_report> = monthly_report::build(Report::default());
 }
