@@ -66,6 +66,7 @@ macro_rules! with_cases {
             a_rate_limit_slides_over_its_window: [],
             workers_obey_the_queues_limits: [],
             per_key_claims_take_the_keys_in_turn: [],
+            new_keys_wait_for_the_next_round: [],
             per_key_limits_hold_across_three_workers: [],
             a_kinds_declared_limit_applies_to_its_queue: [],
             a_rescued_job_frees_its_keys_place: [],

@@ -42,11 +42,13 @@ pub struct JobOptions {
 
 /// Where a job's partition key comes from: the per-key limits of its queue count its
 /// running jobs by this key. A string is the key as it is, a number or boolean as written.
-/// A job whose field is missing, null, an empty string, an array or an object has no key
-/// (its queue's unkeyed jobs share one place in turn). A key of over 255 characters, with
-/// a control character or with white space at an end, is refused at enqueue. The path
-/// names the fields as serialized (a `#[serde(rename)]` field by its new name; `#[job]`
-/// checks the Rust names, so keep them the same).
+/// A job whose field is null, an empty string, an array or an object has no key (its
+/// queue's unkeyed jobs share one place in turn). A field the arguments do not have, and a
+/// key of over 255 characters, with a control character or with white space at an end,
+/// are refused at enqueue. The path names the fields as serialized: `#[job]` checks them
+/// against the Rust names, so a struct whose fields serde renames takes its key from
+/// `.partition_key(..)` on each request, or from `JobOptions::partition_by` in an `impl Job`
+/// with the serialized name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PartitionBy {
     /// A field of the arguments: `"customer_id"`, or a dotted path `"customer.id"` (`"0"`
@@ -57,21 +59,43 @@ pub enum PartitionBy {
 }
 
 impl PartitionBy {
-    /// The key this source gives a job with arguments `args` (as JSON) and metadata `meta`.
+    /// The key this source gives a job with arguments `args` (as JSON) and metadata `meta`;
+    /// an error when the arguments have no such field (a field renamed by serde is found
+    /// by its new name only): a silent "no key" would put every job in one group.
     pub(crate) fn key(
         &self,
         args: Option<&serde_json::Value>,
         meta: &serde_json::Map<String, serde_json::Value>,
-    ) -> Option<String> {
+    ) -> Result<Option<String>, String> {
         let value = match self {
-            // A number steps into an array (a tuple's field), a name into an object.
-            PartitionBy::Arg(path) => path.split('.').try_fold(args?, |value, field| match value {
-                serde_json::Value::Array(items) => items.get(field.parse::<usize>().ok()?),
-                _ => value.get(field),
-            })?,
-            PartitionBy::Meta(name) => meta.get(name.as_ref())?,
+            PartitionBy::Arg(path) => {
+                let missing = || {
+                    format!(
+                        "the arguments have no field `{path}` as serialized (a field renamed by serde is \
+                         found by its new name only; set the key with .partition_key(..))"
+                    )
+                };
+                let mut value = args.ok_or_else(missing)?;
+                for field in path.split('.') {
+                    value = match value {
+                        // A null on the way (an `Option` that is `None`): no key.
+                        serde_json::Value::Null => return Ok(None),
+                        // A number steps into an array (a tuple's field), a name into an object.
+                        serde_json::Value::Array(items) => {
+                            field.parse::<usize>().ok().and_then(|i| items.get(i))
+                        }
+                        value => value.get(field),
+                    }
+                    .ok_or_else(missing)?;
+                }
+                value
+            }
+            PartitionBy::Meta(name) => match meta.get(name.as_ref()) {
+                Some(value) => value,
+                None => return Ok(None),
+            },
         };
-        jobs_driver::partition::key_text(value)
+        Ok(jobs_driver::partition::key_text(value))
     }
 }
 

@@ -131,8 +131,12 @@ pub fn validate_meta_partition_key(meta: &str) -> Result<(), InvalidJob> {
     if meta == "{}" {
         return Ok(());
     }
+    // Databases differ on which of two equal names they read: refuse a second one.
+    if meta.matches(&format!("\"{PARTITION_META_KEY}\"")).count() > 1 {
+        return Err(invalid("partition_key", "the metadata names its partition key twice".into()));
+    }
     let value: serde_json::Value = serde_json::from_str(meta)
-        .map_err(|e| invalid("meta", format!("metadata is not a JSON object: {e}")))?;
+        .map_err(|e| invalid("meta", format!("metadata is not valid JSON: {e}")))?;
     match value.get(PARTITION_META_KEY) {
         None => Ok(()),
         Some(serde_json::Value::String(key)) => validate_partition_key(key),
@@ -283,6 +287,7 @@ mod tests {
         assert!(validate_meta_partition_key(r#"{"_partition_key":""}"#).is_err());
         assert!(validate_meta_partition_key(r#"{"\u005fpartition_key":7}"#).is_err(), "read as JSON");
         assert!(validate_meta_partition_key(r#"{"partition_key":42}"#).is_ok(), "the application's own");
+        assert!(validate_meta_partition_key(r#"{"_partition_key":"a","_partition_key":"b"}"#).is_err());
         assert!(validate_global_limit(0).is_err());
         assert!(validate_global_limit(i64::from(MAX_CONCURRENCY) + 1).is_err());
         assert_eq!(validate_rate_limit(60, 60).ok(), Some(RateLimit { allowed: 60, period_secs: 60 }));

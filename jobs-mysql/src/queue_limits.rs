@@ -74,6 +74,12 @@ pub(crate) const KEYS_AFTER: &str = keys_walk!("", "");
 // Up to $3 keys after $2 and not after $4.
 const KEYS_BETWEEN: &str = keys_walk!(" AND k.pkey < $4", " AND pkey <= $4");
 
+// The greatest key waiting: the end of a round that starts.
+const LAST_KEY: &str = "\
+SELECT partition_key AS pkey FROM jobs FORCE INDEX (jobs_partition_idx)
+WHERE queue = $1 AND state = 'available' AND partition_key IS NOT NULL
+ORDER BY partition_key DESC LIMIT 1";
+
 // One share: its key's ($6) first jobs, through jobs_partition_idx.
 pub(crate) const CLAIM_KEY: &str = claim_update!(
     "SELECT id FROM jobs FORCE INDEX (jobs_partition_idx)
@@ -181,6 +187,12 @@ impl KeyedClaimOps for Limited<'_, '_> {
             }
         }
         Ok(keys)
+    }
+
+    async fn last_key(&mut self) -> Result<Option<String>> {
+        let keys: Vec<Key> =
+            CachedQuery::new(LAST_KEY).bind::<Text, _>(self.params.queue).load(self.tx).await?;
+        Ok(keys.into_iter().next().map(|k| k.pkey))
     }
 
     async fn claim(&mut self, shares: &[Share]) -> Result<Vec<ClaimedJob>> {

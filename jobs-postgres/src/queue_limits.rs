@@ -65,6 +65,12 @@ pub(crate) const KEYS_AFTER: &str = keys_walk!("", "");
 // Up to $3 keys after $2 and not after $4.
 const KEYS_BETWEEN: &str = keys_walk!(" AND k.key < $4", " AND key <= $4");
 
+// The greatest key waiting: the end of a round that starts.
+const LAST_KEY: &str = "\
+SELECT meta ->> '_partition_key' AS key FROM jobs
+WHERE queue = $1 AND state = 'available' AND (meta ->> '_partition_key') IS NOT NULL
+ORDER BY meta ->> '_partition_key' DESC LIMIT 1";
+
 // Each share's first jobs of its key, in claim order, through jobs_partition_idx.
 pub(crate) const CLAIM_KEYED: &str = claim_update!(
     "WHERE jobs.id = ANY (ARRAY(
@@ -198,6 +204,12 @@ impl KeyedClaimOps for Limited<'_, '_> {
             }
         };
         Ok(keys.into_iter().map(|k| k.key).collect())
+    }
+
+    async fn last_key(&mut self) -> Result<Option<String>> {
+        let keys: Vec<Key> =
+            CachedQuery::new(LAST_KEY).bind::<Text, _>(self.params.queue).load(self.tx).await?;
+        Ok(keys.into_iter().next().map(|k| k.key))
     }
 
     async fn claim(&mut self, shares: &[Share]) -> Result<Vec<ClaimedJob>> {

@@ -42,6 +42,13 @@ WHERE queue = $1 AND state = 'available' AND json_extract(meta, '$._partition_ke
 ORDER BY json_extract(meta, '$._partition_key')
 LIMIT 1";
 
+// The greatest key waiting: the end of a round that starts.
+const LAST_KEY: &str = "\
+SELECT json_extract(meta, '$._partition_key') AS key FROM jobs
+WHERE queue = $1 AND state = 'available' AND json_extract(meta, '$._partition_key') IS NOT NULL
+ORDER BY json_extract(meta, '$._partition_key') DESC
+LIMIT 1";
+
 const CLAIM_KEY: &str = claim_update!(
     "WHERE id IN (
     SELECT id FROM jobs
@@ -230,6 +237,12 @@ impl Limited<'_, '_> {
 impl KeyedClaimOps for Limited<'_, '_> {
     async fn keys(&mut self, after: Option<&str>, until: Option<&str>, n: i64) -> Result<Vec<String>> {
         self.keys_now(after, until, n)
+    }
+
+    async fn last_key(&mut self) -> Result<Option<String>> {
+        let keys: Vec<Key> =
+            CachedQuery::new(LAST_KEY).bind::<Text, _>(&self.request.queue).load(self.conn)?;
+        Ok(keys.into_iter().next().map(|k| k.key))
     }
 
     async fn claim(&mut self, shares: &[Share]) -> Result<Vec<ClaimedJob>> {

@@ -87,6 +87,28 @@ pub async fn per_key_claims_take_the_keys_in_turn(db: TestDb) {
     assert_eq!(turns, [vec![None, key("b")], vec![key("c"), key("d")], vec![None, key("hot")]]);
 }
 
+/// 1 per key, one job claimed at a time: a round ends at the greatest key waiting when it
+/// began, so keys that arrive after the turn wait for the next round instead of keeping
+/// the keys before the turn waiting for ever.
+pub async fn new_keys_wait_for_the_next_round(db: TestDb) {
+    let tally = Tallied::new();
+    let enqueue = async |keys: &[&str]| {
+        let jobs = keys.iter().map(|k| export::build(tally.export(Some(k), 0)));
+        enqueue_many(&db.driver, jobs).await.expect("enqueue");
+    };
+    enqueue(&["a", "a", "m"]).await;
+    db.driver.queue_set_limits(per_key(Some(1), None)).await.expect("set");
+    let mut turns = Vec::new();
+    for arriving in [&["z"][..], &["zz"][..], &[][..], &[][..]] {
+        let jobs = db.driver.job_claim(claim(1, "n")).await.expect("claim");
+        turns.push(keys_of(&jobs));
+        complete(&db, &jobs).await;
+        enqueue(arriving).await;
+    }
+    // a, then m (the round's end); z and zz came meanwhile: the next round starts with a.
+    assert_eq!(turns, [vec![key("a")], vec![key("m")], vec![key("a")], vec![key("z")]]);
+}
+
 /// Three workers of 50 slots on one queue, at most 3 per key and 40 in all (stored, in
 /// place of the kind's 2): a busy key enqueued first with 200 jobs, 40 quiet keys with 5
 /// each, 10 unkeyed jobs. Sampled all along, in the table and in the jobs: never more than

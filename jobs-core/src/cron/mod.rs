@@ -128,7 +128,7 @@ pub(crate) fn job_for(row: &ScheduleRow, slot: Option<DateTime<Utc>>) -> NewJob 
     // valid one leaves the job unkeyed rather than failing the slot).
     if let Some(by) = &o.partition_by {
         let args: Option<serde_json::Value> = serde_json::from_str(&row.args).ok();
-        let key = meta.as_object().and_then(|m| by.key(args.as_ref(), m));
+        let key = meta.as_object().and_then(|m| by.key(args.as_ref(), m).ok().flatten());
         match key.filter(|k| jobs_driver::validation::validate_partition_key(k).is_ok()) {
             Some(key) => meta[jobs_driver::partition::PARTITION_META_KEY] = serde_json::json!(key),
             None => tracing::warn!(schedule = %row.name, "the scheduled job has no valid partition key"),

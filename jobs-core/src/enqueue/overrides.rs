@@ -145,7 +145,9 @@ impl Overrides {
                 jobs_driver::validation::validate_partition_key(explicit)?;
                 Some(explicit.clone())
             }
-            (None, Some(by)) => by.key(value.as_ref(), &self.meta),
+            (None, Some(by)) => by
+                .key(value.as_ref(), &self.meta)
+                .map_err(|reason| Error::InvalidOption { option: "partition_by", reason })?,
             (None, None) => None,
         };
         let (args, unique) = match value {

@@ -2,7 +2,7 @@
 -- _partition_key entry, here a generated column (binary collation, as the engine
 -- compares keys; keys never end in a space, which this collation would ignore). The
 -- available jobs by queue and key in claim order: a claim on a queue with a per-key limit
--- lists the keys with a loose index scan and takes each key's first jobs here. Unkeyed
+-- walks the keys (one probe each) and takes each key's first jobs here. Unkeyed
 -- jobs are in it under NULL (MariaDB and MySQL have no partial index).
 --
 -- The column is STORED, as running_token is (MariaDB 10.11 reads an index on a VIRTUAL

@@ -1,5 +1,5 @@
 -- Limits per partition key (jobs_driver::partition). A job's key is its metadata's
--- partition_key entry. The keyed available jobs, by queue and key in claim order: a claim
+-- _partition_key entry. The keyed available jobs, by queue and key in claim order: a claim
 -- on a queue with a per-key limit finds each next key with one probe and takes each key's
 -- first jobs here. Unkeyed jobs are not in it: plain queues pay nothing for the feature.
 CREATE INDEX IF NOT EXISTS jobs_partition_idx

@@ -176,6 +176,17 @@ mod partition_keys {
         Ok(())
     }
 
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Renamed {
+        customer_id: Option<String>,
+    }
+
+    #[job(kind = "keys.renamed", queue = "renamed", partition_by = "customer_id")]
+    async fn renamed(_ctx: JobContext, _args: Renamed) -> Result<(), std::io::Error> {
+        Ok(())
+    }
+
     #[job(kind = "keys.pair", queue = "pairs", partition_by = "1")]
     async fn pair(_ctx: JobContext, _args: (i64, String)) -> Result<(), std::io::Error> {
         Ok(())
@@ -222,5 +233,17 @@ mod partition_keys {
             Err(Error::InvalidOption { option: "partition_key", .. }) => {}
             other => panic!("a bad key from a field: expected InvalidOption, got {other:?}"),
         }
+        // A field serde renamed is not where the declaration says: refused, not unkeyed.
+        match renamed::build(Renamed { customer_id: Some("acme".into()) }).to_new_job() {
+            Err(Error::InvalidOption { option: "partition_by", reason }) => {
+                assert!(reason.contains("customer_id") && reason.contains("partition_key"), "{reason}")
+            }
+            other => panic!("a renamed field: expected InvalidOption, got {other:?}"),
+        }
+        let job = renamed::build(Renamed { customer_id: Some("acme".into()) })
+            .partition_key("acme")
+            .to_new_job()
+            .expect("an explicit key");
+        assert_eq!(key_of(&job.meta), Some("acme".into()));
     }
 }

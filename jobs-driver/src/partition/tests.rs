@@ -1,0 +1,208 @@
+//! The turn, the shares and the claim's algorithm, on an in-memory queue.
+
+use std::collections::HashMap;
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use super::claim::{KeyedClaimOps, claim_by_key};
+use super::key::{key_text, partition_key_of};
+use super::shares::{Share, shares};
+use super::turn::PartitionTurn;
+use crate::error::Result;
+use crate::job::ClaimedJob;
+use crate::limited_claim::run_ready;
+
+fn keys(names: &[&str]) -> Vec<Option<String>> {
+    names.iter().map(|k| Some((*k).to_owned())).collect()
+}
+
+#[test]
+fn shares_go_round_the_keys_one_at_a_time() {
+    let none = HashMap::new();
+    let got = shares(3, &none, &keys(&["a", "b"]), 5);
+    assert_eq!(got, vec![Share { key: Some("a".into()), take: 3 }, Share { key: Some("b".into()), take: 2 }]);
+    let many: Vec<Option<String>> = (0..100).map(|i| Some(format!("k{i:03}"))).collect();
+    let got = shares(1, &none, &many, 10);
+    assert_eq!(got.len(), 10, "ten keys get one each");
+    assert_eq!(got[9].key.as_deref(), Some("k009"));
+    assert!(shares(1, &none, &many, 0).is_empty());
+    assert!(shares(1, &none, &[], 5).is_empty());
+}
+
+#[test]
+fn keys_at_their_limit_get_nothing() {
+    let running: HashMap<Option<String>, i64> =
+        [(Some("hot".to_owned()), 1), (None, 1)].into_iter().collect();
+    let got = shares(1, &running, &[None, Some("hot".into()), Some("cold".into())], 10);
+    assert_eq!(got, vec![Share { key: Some("cold".into()), take: 1 }]);
+    // A limit lowered below what runs gives nothing, never a negative share.
+    let got = shares(0, &running, &keys(&["cold"]), 10);
+    assert!(got.is_empty());
+}
+
+#[test]
+fn the_turn_reads_back_and_bad_text_starts_a_round() {
+    let turn = PartitionTurn {
+        after: Some("acme".into()),
+        round_end: Some("zeta".into()),
+        unkeyed_empty_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_123),
+        unkeyed_skip_ms: 4_000,
+    };
+    assert_eq!(PartitionTurn::decode(Some(&turn.encode())), turn);
+    assert_eq!(PartitionTurn::decode(Some("garbage")), PartitionTurn::default());
+    assert_eq!(PartitionTurn::decode(None), PartitionTurn::default());
+}
+
+#[test]
+fn keys_come_from_strings_numbers_and_booleans() {
+    assert_eq!(key_text(&serde_json::json!("acme")), Some("acme".into()));
+    assert_eq!(key_text(&serde_json::json!(42)), Some("42".into()));
+    assert_eq!(key_text(&serde_json::json!(true)), Some("true".into()));
+    assert_eq!(key_text(&serde_json::json!("")), None);
+    assert_eq!(key_text(&serde_json::json!(null)), None);
+    assert_eq!(key_text(&serde_json::json!({"a": 1})), None);
+    assert_eq!(partition_key_of(r#"{"_partition_key":"acme","x":1}"#), Some("acme".into()));
+    assert_eq!(partition_key_of("{}"), None);
+}
+
+/// A queue in memory: available jobs per key (`""`: unkeyed), listed and claimed as the
+/// backends do.
+#[derive(Default)]
+struct Queue {
+    waiting: BTreeMap<String, i64>,
+    next_id: i64,
+}
+
+impl Queue {
+    fn with(jobs: &[(&str, i64)]) -> Queue {
+        Queue { waiting: jobs.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect(), next_id: 0 }
+    }
+
+    fn add(&mut self, key: &str, n: i64) {
+        *self.waiting.entry(key.to_owned()).or_default() += n;
+    }
+
+    fn keyed(&self) -> impl Iterator<Item = &String> {
+        self.waiting.iter().filter(|(k, n)| !k.is_empty() && **n > 0).map(|(k, _)| k)
+    }
+}
+
+impl KeyedClaimOps for Queue {
+    async fn keys(&mut self, after: Option<&str>, until: Option<&str>, n: i64) -> Result<Vec<String>> {
+        let after = after.unwrap_or("");
+        let keys = self.keyed().filter(|k| k.as_str() > after && until.is_none_or(|u| k.as_str() <= u));
+        Ok(keys.take(usize::try_from(n).unwrap_or(0)).cloned().collect())
+    }
+
+    async fn last_key(&mut self) -> Result<Option<String>> {
+        Ok(self.keyed().last().cloned())
+    }
+
+    async fn claim(&mut self, shares: &[Share]) -> Result<Vec<ClaimedJob>> {
+        let mut jobs = Vec::new();
+        for share in shares {
+            let key = share.key.clone().unwrap_or_default();
+            let waiting = self.waiting.entry(key.clone()).or_default();
+            let took = share.take.min(*waiting);
+            *waiting -= took;
+            for _ in 0..took {
+                self.next_id += 1;
+                jobs.push(job(self.next_id, share.key.as_deref()));
+            }
+        }
+        Ok(jobs)
+    }
+}
+
+fn job(id: i64, key: Option<&str>) -> ClaimedJob {
+    let now = Utc::now();
+    let meta = key.map_or("{}".to_owned(), |k| serde_json::json!({ "_partition_key": k }).to_string());
+    ClaimedJob {
+        id,
+        kind: "k".into(),
+        queue: "q".into(),
+        args: "{}".into(),
+        meta,
+        tags: Vec::new(),
+        priority: 0,
+        attempt: 1,
+        max_attempts: 1,
+        timeout_ms: None,
+        created_at: now,
+        scheduled_at: now,
+        attempted_at: now,
+        workflow_id: None,
+    }
+}
+
+/// One claim of up to `allowed` at `now`, nothing running: the keys it took (`""`:
+/// unkeyed), sorted, and the turn after it.
+fn claim(
+    queue: &mut Queue,
+    turn: &PartitionTurn,
+    allowed: i64,
+    now: DateTime<Utc>,
+) -> (Vec<String>, PartitionTurn) {
+    let running = HashMap::new();
+    let (jobs, next) = run_ready(claim_by_key(queue, 1, &running, allowed, turn, now)).expect("claim");
+    let mut keys: Vec<String> = jobs.iter().map(|j| partition_key_of(&j.meta).unwrap_or_default()).collect();
+    keys.sort();
+    (keys, next)
+}
+
+#[test]
+fn a_claim_after_the_unkeyed_group_lists_the_keys_that_came_since() {
+    // The last claim served only the unkeyed group, when no key waited; keys came since.
+    let turn = PartitionTurn { after: Some(String::new()), ..PartitionTurn::default() };
+    let mut queue = Queue::with(&[("", 5), ("a", 1), ("b", 1)]);
+    let (keys, next) = claim(&mut queue, &turn, 3, Utc::now());
+    assert_eq!(keys, ["", "a", "b"], "the keys are served with the unkeyed group");
+    assert_eq!(next.round_end.as_deref(), Some("b"));
+}
+
+#[test]
+fn every_key_and_the_unkeyed_group_are_served_while_new_keys_stream_in() {
+    let mut queue = Queue::with(&[("", 3), ("a", 3), ("m", 3)]);
+    let mut turn = PartitionTurn::default();
+    let mut served: BTreeMap<String, usize> = BTreeMap::new();
+    let t0 = Utc::now();
+    for i in 0..60 {
+        // Two new keys after every key so far, each claim; a claim takes two jobs.
+        queue.add(&format!("n{i:03}a"), 1);
+        queue.add(&format!("n{i:03}b"), 1);
+        let (keys, next) = claim(&mut queue, &turn, 2, t0 + chrono::Duration::seconds(i));
+        for key in keys {
+            *served.entry(key).or_default() += 1;
+        }
+        turn = next;
+    }
+    // New keys come twice as fast as claims take them, but the old ones are not held back.
+    assert_eq!(served.get("a"), Some(&3), "{served:?}");
+    assert_eq!(served.get("m"), Some(&3), "{served:?}");
+    assert!(served.get("").is_some_and(|n| *n >= 2), "the unkeyed group: {served:?}");
+}
+
+#[test]
+fn an_empty_unkeyed_group_is_looked_for_less_and_less_often() {
+    let mut queue = Queue::with(&[("a", 1_000)]);
+    let t0 = Utc::now();
+    let mut turn = PartitionTurn::default();
+    let mut looked = Vec::new();
+    for s in 0..120 {
+        let before = turn.unkeyed_empty_at;
+        let (_, next) = claim(&mut queue, &turn, 1, t0 + chrono::Duration::seconds(s));
+        if next.unkeyed_empty_at != before {
+            looked.push(s);
+        }
+        turn = next;
+    }
+    // 1 s, 2, 4, 8, 16, then every 30 s.
+    assert_eq!(looked, [0, 1, 3, 7, 15, 31, 61, 91]);
+    // Found again: looked for at every round.
+    queue.add("", 1);
+    let (keys, next) = claim(&mut queue, &turn, 2, t0 + chrono::Duration::seconds(200));
+    assert_eq!(keys, ["", "a"]);
+    assert_eq!((next.unkeyed_empty_at, next.unkeyed_skip_ms), (None, 0));
+}
