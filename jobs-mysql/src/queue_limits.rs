@@ -60,7 +60,8 @@ macro_rules! keys_walk {
             "
 )
 SELECT pkey FROM k WHERE pkey IS NOT NULL",
-            $keep
+            $keep,
+            " ORDER BY n"
         )
     };
 }

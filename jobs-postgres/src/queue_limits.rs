@@ -54,7 +54,8 @@ macro_rules! keys_walk {
             "
 )
 SELECT key FROM k WHERE key IS NOT NULL",
-            $keep
+            $keep,
+            " ORDER BY n"
         )
     };
 }

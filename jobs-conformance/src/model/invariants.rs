@@ -94,7 +94,7 @@ impl System {
     /// A claim on a queue with a per-key limit: of each key, at most what its limit leaves
     /// and the first in line; in all, no more than the limits and the jobs allow, and
     /// something whenever a keyed job could run. (Which keys get the claim is the turn's
-    /// business; the unkeyed group may sit out a second after it was found empty.)
+    /// business; the unkeyed group may sit out up to 30 s after it was found empty.)
     fn check_keyed_claim(
         &self,
         queue: usize,

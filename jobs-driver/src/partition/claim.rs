@@ -54,50 +54,45 @@ pub async fn claim_by_key<O: KeyedClaimOps>(
     let full = i64::try_from(running.values().filter(|n| **n >= per_key).count()).unwrap_or(i64::MAX);
     let wanted = allowed.saturating_add(full);
     let unkeyed = turn.unkeyed_due(now);
+    // The keys in turn order: what is left of the round under way (after the turn, up to
+    // the round's end), then, if that is short, a new round (the unkeyed group, the keys
+    // up to the turn, the keys after the old round's end). The parts never overlap; the
+    // new round's start is at `split`.
+    let old_end = turn.round_end.clone();
+    let keyed = |order: &[Option<String>]| i64::try_from(order.iter().flatten().count()).unwrap_or(i64::MAX);
     let mut order: Vec<Option<String>> = Vec::new();
-    // Where the round under way ends; a round that starts here ends at the greatest key.
-    let mut round_end = turn.round_end.clone();
-    match turn.after.as_deref() {
+    let (mut began, mut new_end) = (false, None);
+    let split = match turn.after.as_deref() {
         None => {
-            round_end = begin_round(ops, unkeyed, &mut order).await?;
-            if let Some(end) = round_end.as_deref() {
+            (began, new_end) = (true, begin_round(ops, unkeyed, &mut order).await?);
+            if let Some(end) = new_end.as_deref() {
                 order.extend(ops.keys(None, Some(end), wanted).await?.into_iter().map(Some));
             }
+            0
         }
         Some(after) => {
-            let later = match round_end.as_deref() {
-                Some(end) => ops.keys(Some(after), Some(end), wanted).await?,
-                None => Vec::new(),
-            };
-            let short = wanted - i64::try_from(later.len()).unwrap_or(i64::MAX);
-            order.extend(later.into_iter().map(Some));
-            if short > 0 {
-                // The round ends: the next one starts with the unkeyed group, then the keys
-                // not listed yet (each key at most once per claim): up to where this claim
-                // began; or, when it began at the start, those of the new round if the last
-                // round had none.
-                let listed_to = round_end.take();
-                round_end = begin_round(ops, unkeyed, &mut order).await?;
-                let until = match (after.is_empty(), &listed_to) {
-                    (false, _) => Some(after),
-                    (true, None) => round_end.as_deref(),
-                    (true, Some(_)) => None,
-                };
-                if let Some(until) = until.filter(|_| round_end.is_some()) {
-                    order.extend(ops.keys(None, Some(until), short).await?.into_iter().map(Some));
-                }
-                // Short still: the new round's keys after where this claim began (new ones,
-                // or those the last round left out), for no key with room to wait a claim.
-                let listed = i64::try_from(order.iter().filter(|k| k.is_some()).count()).unwrap_or(i64::MAX);
-                if let Some(end) = round_end.as_deref().filter(|_| !after.is_empty() && listed < wanted) {
-                    let more = ops.keys(Some(after), Some(end), wanted - listed).await?;
-                    order.extend(more.into_iter().map(Some));
+            if let Some(end) = old_end.as_deref() {
+                order.extend(ops.keys(Some(after), Some(end), wanted).await?.into_iter().map(Some));
+            }
+            let split = order.len();
+            if keyed(&order) < wanted {
+                (began, new_end) = (true, begin_round(ops, unkeyed, &mut order).await?);
+                if let Some(end) = new_end.as_deref() {
+                    let short = wanted - keyed(&order);
+                    if !after.is_empty() && short > 0 {
+                        order.extend(ops.keys(None, Some(after), short).await?.into_iter().map(Some));
+                    }
+                    let short = wanted - keyed(&order);
+                    if short > 0 {
+                        let from = old_end.as_deref().unwrap_or(after);
+                        order.extend(ops.keys(Some(from), Some(end), short).await?.into_iter().map(Some));
+                    }
                 }
             }
+            split
         }
-    }
-    next.round_end = round_end;
-    // Each key once (the listings are disjoint; a key listed twice would be dealt twice).
+    };
+    // Each key once (the parts never overlap: this only guards the dealing).
     let mut seen = HashSet::new();
     order.retain(|k| seen.insert(k.clone()));
     let turn_order = order.clone();
@@ -135,13 +130,20 @@ pub async fn claim_by_key<O: KeyedClaimOps>(
     }
     // The turn stops at the furthest key that got a job (in turn order). When none got
     // one (every listed key at its limit, or its jobs held by others), it moves past the
-    // listed keys all the same: the next claim walks on instead of over the same ones.
-    let last = match turn_order.iter().rev().find(|k| served.contains(*k)) {
-        Some(last) => Some(last),
-        None => turn_order.iter().rev().find(|k| k.is_some()),
+    // listed keys all the same: the next claim walks on instead of over the same ones. The
+    // new round has begun only if the turn stopped in it.
+    let last = match turn_order.iter().rposition(|k| served.contains(k)) {
+        Some(i) => Some(i),
+        None => turn_order.iter().rposition(Option::is_some),
     };
-    if let Some(last) = last {
-        next.after = Some(last.clone().unwrap_or_default());
+    match last {
+        Some(i) => {
+            next.after = Some(turn_order[i].clone().unwrap_or_default());
+            next.round_end = if i >= split { new_end } else { old_end };
+        }
+        // No key listed: a round that began ends where it found them (none).
+        None if began => next.round_end = new_end,
+        None => {}
     }
     Ok((claimed, next))
 }

@@ -145,8 +145,18 @@ fn claim(
     allowed: i64,
     now: DateTime<Utc>,
 ) -> (Vec<String>, PartitionTurn) {
-    let running = HashMap::new();
-    let (jobs, next) = run_ready(claim_by_key(queue, 1, &running, allowed, turn, now)).expect("claim");
+    claim_running(queue, turn, allowed, now, &HashMap::new())
+}
+
+/// [`claim`] with `running` jobs, 1 per key.
+fn claim_running(
+    queue: &mut Queue,
+    turn: &PartitionTurn,
+    allowed: i64,
+    now: DateTime<Utc>,
+    running: &HashMap<Option<String>, i64>,
+) -> (Vec<String>, PartitionTurn) {
+    let (jobs, next) = run_ready(claim_by_key(queue, 1, running, allowed, turn, now)).expect("claim");
     let mut keys: Vec<String> = jobs.iter().map(|j| partition_key_of(&j.meta).unwrap_or_default()).collect();
     keys.sort();
     (keys, next)
@@ -205,4 +215,52 @@ fn an_empty_unkeyed_group_is_looked_for_less_and_less_often() {
     let (keys, next) = claim(&mut queue, &turn, 2, t0 + chrono::Duration::seconds(200));
     assert_eq!(keys, ["", "a"]);
     assert_eq!((next.unkeyed_empty_at, next.unkeyed_skip_ms), (None, 0));
+}
+
+#[test]
+fn a_key_at_its_limit_does_not_keep_the_rounds_from_ending() {
+    // h runs its one all along; two new keys after every other come each claim.
+    let mut queue = Queue::with(&[("", 49), ("a", 49), ("h", 10)]);
+    let running: HashMap<Option<String>, i64> = [(Some("h".to_owned()), 1)].into_iter().collect();
+    let (mut turn, t0) = (PartitionTurn::default(), Utc::now());
+    let mut served: BTreeMap<String, usize> = BTreeMap::new();
+    for i in 0..300 {
+        queue.add(&format!("n{i:03}a"), 1);
+        queue.add(&format!("n{i:03}b"), 1);
+        let (keys, next) = claim_running(&mut queue, &turn, 1, t0 + chrono::Duration::seconds(i), &running);
+        assert_eq!(keys.len(), 1, "claim {i} took {keys:?}");
+        for key in keys {
+            *served.entry(key).or_default() += 1;
+        }
+        turn = next;
+    }
+    assert!(!served.contains_key("h"), "h is at its limit");
+    // Rounds double as the keys pile up: a handful of rounds in 300 claims, a turn each.
+    for key in ["", "a"] {
+        assert!(served.get(key).is_some_and(|n| *n >= 4), "{key:?}: {served:?}");
+    }
+}
+
+#[test]
+fn a_short_claim_takes_the_keys_that_came_after_the_last_round() {
+    let running: HashMap<Option<String>, i64> = [(Some("p1".to_owned()), 1)].into_iter().collect();
+    // The last round ended at p1 and the turn stopped there; p1 runs its one; p0 and p2
+    // came since.
+    let turn =
+        PartitionTurn { after: Some("p1".into()), round_end: Some("p1".into()), ..PartitionTurn::default() };
+    let mut queue = Queue::with(&[("p0", 1), ("p1", 1), ("p2", 1)]);
+    let (keys, next) = claim_running(&mut queue, &turn, 3, Utc::now(), &running);
+    assert_eq!(keys, ["p0", "p2"], "every key with room, none at its limit");
+    assert_eq!((next.after.as_deref(), next.round_end.as_deref()), (Some("p2"), Some("p2")));
+    // The unkeyed group served last, when no key waited before it: the keys that came
+    // since are taken with it.
+    let turn = PartitionTurn {
+        after: Some(String::new()),
+        round_end: Some("p0".into()),
+        ..PartitionTurn::default()
+    };
+    let mut queue = Queue::with(&[("p0", 1), ("p1", 1)]);
+    let running: HashMap<Option<String>, i64> = [(Some("p0".to_owned()), 1)].into_iter().collect();
+    let (keys, _) = claim_running(&mut queue, &turn, 1, Utc::now(), &running);
+    assert_eq!(keys, ["p1"]);
 }

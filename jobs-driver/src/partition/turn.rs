@@ -70,7 +70,7 @@ impl PartitionTurn {
             self.unkeyed_empty_at = Some(now);
             self.unkeyed_skip_ms = match self.unkeyed_skip_ms {
                 0 => UNKEYED_RECHECK_MS,
-                ms => (ms * 2).min(UNKEYED_RECHECK_MAX_MS),
+                ms => ms.saturating_mul(2).min(UNKEYED_RECHECK_MAX_MS),
             };
         }
     }
