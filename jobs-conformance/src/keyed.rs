@@ -1,8 +1,9 @@
 //! The suite's job with a partition key ([`export`]: per customer, at most 2 at once by
 //! its own declaration) and the in-process tally of its runs: how many ran at once, per
-//! key and in all, checked at every start, and in which order keys started.
+//! key and in all, checked at every start, in which order keys started, and which jobs'
+//! runs have ended.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -22,12 +23,15 @@ pub struct Tally {
     pub most_total: i64,
     /// Each run's key, in the order they started.
     pub starts: Vec<String>,
+    /// The jobs whose run has ended (their handler returned; the outcome may not be
+    /// written yet, and the row may still read `running`).
+    pub ended: HashSet<i64>,
 }
 
 static TALLIES: Mutex<Option<HashMap<u64, Tally>>> = Mutex::new(None);
 
 /// The runs of one case's [`export`] jobs.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Tallied(u64);
 
 impl Tallied {
@@ -59,9 +63,12 @@ impl Default for Tallied {
     }
 }
 
-fn step(tally: u64, key: &str, by: i64) {
+fn step(tally: u64, job: i64, key: &str, by: i64) {
     let mut tallies = TALLIES.lock().unwrap_or_else(|e| e.into_inner());
     let t = tallies.get_or_insert_default().entry(tally).or_default();
+    if by < 0 {
+        t.ended.insert(job);
+    }
     let running = t.running.entry(key.to_owned()).or_default();
     *running += by;
     let now = *running;
@@ -86,10 +93,10 @@ pub struct Export {
 /// A customer's export: counts itself running under its key for `ms`. At most 2 per
 /// customer at once, declared on the kind.
 #[job(kind = "conformance.export", queue = "exports", limit = 2, partition_by = "customer")]
-pub async fn export(_ctx: JobContext, args: Export) -> Result<(), std::io::Error> {
+pub async fn export(ctx: JobContext, args: Export) -> Result<(), std::io::Error> {
     let key = args.customer.clone().unwrap_or_default();
-    step(args.tally, &key, 1);
+    step(args.tally, ctx.id(), &key, 1);
     tokio::time::sleep(Duration::from_millis(args.ms)).await;
-    step(args.tally, &key, -1);
+    step(args.tally, ctx.id(), &key, -1);
     Ok(())
 }

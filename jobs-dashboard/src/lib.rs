@@ -34,6 +34,7 @@ mod config;
 mod error;
 mod friendly;
 mod headers;
+mod limits_usage;
 mod liveness;
 mod pages;
 mod params;

@@ -14,10 +14,14 @@ pub(crate) const RATE_PERIODS: [(i64, &str); 4] =
 
 /// A rate as the page states it: "60 per minute", "5 per 90 s".
 pub(crate) fn describe_rate(rate: RateLimit) -> String {
-    let period = i64::from(rate.period_secs);
-    match RATE_PERIODS.iter().find(|(secs, _)| *secs == period) {
-        Some((_, name)) => format!("{} per {name}", rate.allowed),
-        None => format!("{} per {period} s", rate.allowed),
+    format!("{} per {}", rate.allowed, describe_period(i64::from(rate.period_secs)))
+}
+
+/// A rate's period as the page states it: "minute", "90 s".
+pub(crate) fn describe_period(secs: i64) -> String {
+    match RATE_PERIODS.iter().find(|(s, _)| *s == secs) {
+        Some((_, name)) => (*name).to_owned(),
+        None => format!("{secs} s"),
     }
 }
 

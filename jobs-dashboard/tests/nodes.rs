@@ -53,18 +53,7 @@ async fn the_queues_page_shows_each_nodes_running_and_buffered_jobs() {
     let db = TestDatabase::new().await.expect("db");
     let pool = db.pool(4).expect("pool");
     let queues = serde_json::json!({"mailers": {"limit": 24, "running": 24, "buffered": 57}});
-    let beat = jobs_core::driver::NodeHeartbeatParams {
-        node: "node-a",
-        host: "h",
-        pid: 1,
-        queues: &queues,
-        kinds: &["mail"],
-        kind_options: &serde_json::json!({}),
-        now: None,
-        lock: None,
-        registering: false,
-    };
-    test_app::driver(&pool).node_heartbeat(beat).await.expect("heartbeat");
+    test_app::live_node(&pool, queues, &["mail"], serde_json::json!({})).await;
     // A queue the node serves, and one no node serves (it used to read "running").
     let mut jobs = vec![test_app::new_job("mail", "mailers", serde_json::json!({}))];
     jobs.extend((0..1234).map(|_| test_app::new_job("mail", "orphans", serde_json::json!({}))));

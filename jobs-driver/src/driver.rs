@@ -131,6 +131,8 @@ pub trait Driver: Send + Sync + std::fmt::Debug + 'static {
     async fn queue_set_limits(&self, params: QueueSetLimitsParams<'_>) -> Result<()>;
     /// See [`QueueSettingsParams`].
     async fn queue_settings(&self, params: QueueSettingsParams<'_>) -> Result<Vec<QueueSettings>>;
+    /// See [`QueueLimitsUsageParams`].
+    async fn queue_limits_usage(&self, params: QueueLimitsUsageParams<'_>) -> Result<LimitsUsage>;
 
     // --- nodes ---
 

@@ -76,8 +76,9 @@ pub use node::{
 };
 pub use notification::{AVAILABLE_CHANNEL, CONTROL_CHANNEL, Notification};
 pub use queue::{
-    QueueDepth, QueueIsPausedParams, QueueListDepthsParams, QueueListPausedParams, QueueSetConcurrencyParams,
-    QueueSetLimitsParams, QueueSetPausedParams, QueueSettings, QueueSettingsParams,
+    KeyLoad, LimitsUsage, QueueDepth, QueueIsPausedParams, QueueLimitsUsageParams, QueueListDepthsParams,
+    QueueListPausedParams, QueueSetConcurrencyParams, QueueSetLimitsParams, QueueSetPausedParams,
+    QueueSettings, QueueSettingsParams,
 };
 pub use queue_limits::{
     ClaimLimits, DeclaredLimits, MAX_RATE_ALLOWED, MAX_RATE_PERIOD_SECS, RATE_SLOTS, RateLimit, RateWindow,

@@ -113,6 +113,26 @@ pub async fn claim_limited<O: LimitedClaimOps>(
     Ok(jobs)
 }
 
+/// The runs of [`JobClaimParams::ended`](crate::JobClaimParams::ended) as JSON text,
+/// `[[job, attempt], ...]`, for backends that take a list as one parameter.
+///
+/// ```
+/// assert_eq!(jobs_driver::limited_claim::ended_runs_json(&[(7, 1), (9, 2)]), "[[7,1],[9,2]]");
+/// assert_eq!(jobs_driver::limited_claim::ended_runs_json(&[]), "[]");
+/// ```
+pub fn ended_runs_json(ended: &[(i64, i32)]) -> String {
+    let mut out = String::with_capacity(2 + ended.len() * 16);
+    out.push('[');
+    for (i, (id, attempt)) in ended.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&format!("[{id},{attempt}]"));
+    }
+    out.push(']');
+    out
+}
+
 /// Runs a future whose every step is ready at once (a synchronous backend's operations
 /// wrapped in [`LimitedClaimOps`]) to its end, on this thread. A future that waits is a
 /// bug in such a wrapper and gives [`DriverError::Runtime`](crate::DriverError::Runtime).

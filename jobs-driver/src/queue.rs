@@ -132,3 +132,62 @@ pub struct QueueListPausedParams {}
 /// running it, by name.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct QueueListDepthsParams {}
+
+/// `queue_limits_usage`: how much of `queue`'s limits is in use, for the dashboard. Reads
+/// the running jobs per partition key (a queue's running jobs are few: its slots across
+/// the cluster), never all of its waiting ones: a key's waiting jobs are counted for the
+/// `top` busiest keys only, each up to `cap`.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueLimitsUsageParams<'a> {
+    /// The queue.
+    pub queue: &'a str,
+    /// The per-key limit in force: keys running this many or more are at it.
+    pub per_key_limit: Option<i64>,
+    /// How many of the busiest keys to return.
+    pub top: usize,
+    /// The most waiting jobs counted per key.
+    pub cap: i64,
+}
+
+/// What [`QueueLimitsUsageParams`] reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LimitsUsage {
+    /// The rate's starts as stored by the last limited claim (`None` before the first).
+    pub rate_window: Option<crate::queue_limits::RateWindow>,
+    /// Keys with running jobs (the unkeyed jobs, when any run, count as one).
+    pub keys_running: i64,
+    /// Of those, the keys at the per-key limit (their waiting jobs wait for them).
+    pub keys_at_limit: i64,
+    /// The busiest keys: most running first, then by key (the unkeyed group first).
+    pub busiest: Vec<KeyLoad>,
+}
+
+/// One partition key's load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyLoad {
+    /// The key (`None`: the unkeyed jobs).
+    pub key: Option<String>,
+    /// Its running jobs.
+    pub running: i64,
+    /// Its available jobs, counted up to the cap (`None` for the unkeyed group, whose
+    /// count would read every waiting job of the queue where the key index holds only
+    /// keyed jobs).
+    pub available: Option<i64>,
+}
+
+impl LimitsUsage {
+    /// The usage from the busiest keys' rows (each carrying the totals) and the stored
+    /// rate window.
+    pub fn from_rows(
+        rows: Vec<crate::rows::KeyLoadRow>,
+        rate_window: Option<crate::queue_limits::RateWindow>,
+    ) -> LimitsUsage {
+        let (keys_running, keys_at_limit) =
+            rows.first().map_or((0, 0), |r| (r.keys_running, r.keys_at_limit));
+        let busiest = rows
+            .into_iter()
+            .map(|r| KeyLoad { key: r.key, running: r.running, available: r.available })
+            .collect();
+        LimitsUsage { rate_window, keys_running, keys_at_limit, busiest }
+    }
+}

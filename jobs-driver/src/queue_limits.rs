@@ -162,10 +162,15 @@ impl ClaimLimits {
             allowed = allowed.min(limit.saturating_sub(running));
         }
         if let Some(rate) = self.rate {
-            let started: i64 = self.current(rate, now).counts.iter().sum();
-            allowed = allowed.min(i64::from(rate.allowed).saturating_sub(started));
+            allowed = allowed.min(i64::from(rate.allowed).saturating_sub(self.started(now)));
         }
         allowed.max(0)
+    }
+
+    /// The starts a claim at `now` counts against the rate (0 without one): those of the
+    /// last period, and of the slice before it (see the module docs).
+    pub fn started(&self, now: DateTime<Utc>) -> i64 {
+        self.rate.map_or(0, |rate| self.current(rate, now).counts.iter().sum())
     }
 
     /// The usage to store after a claim took `claimed` jobs at `now` (`None` without a

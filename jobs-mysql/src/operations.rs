@@ -192,6 +192,10 @@ impl Driver for MysqlDriver {
         on_connection!(self, |c| queue_settings::settings(c, params).await)
     }
 
+    async fn queue_limits_usage(&self, params: QueueLimitsUsageParams<'_>) -> Result<LimitsUsage> {
+        on_connection!(self, |c| queue_settings::limits_usage(c, params).await)
+    }
+
     async fn node_hold(&self, params: NodeHoldParams<'_>) -> Result<NodeHold> {
         crate::liveness::hold(&self.pool, params.node).await
     }

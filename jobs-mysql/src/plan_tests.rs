@@ -57,6 +57,7 @@ async fn claimed_queue(db: &TestDatabase) -> (AsyncMysqlConnection, i64) {
             recurring_size: false,
             limited: false,
             declared: Default::default(),
+            ended: &[],
         };
         assert_eq!(claim(&mut conn, params).await.expect("claim").len(), 100);
     }

@@ -5,7 +5,7 @@ use chrono::NaiveDateTime;
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Datetime, Nullable, Text};
 use diesel_async::{AsyncConnection, AsyncMysqlConnection, RunQueryDsl};
-use jobs_driver::limited_claim::{LimitedClaimOps, StoredLimits, claim_limited};
+use jobs_driver::limited_claim::{LimitedClaimOps, StoredLimits, claim_limited, ended_runs_json};
 use jobs_driver::partition::{KeyedClaimOps, PartitionTurn, Share};
 use jobs_driver::rows::Count;
 use jobs_driver::{ClaimedJob, DriverError, JobClaimParams, RateWindow, Result};
@@ -30,13 +30,24 @@ VALUES ($1, FALSE, '{}', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
 ON DUPLICATE KEY UPDATE name = name";
 
 // Statements of their own, after the lock (read committed: a snapshot per statement), so
-// that they see every claim committed by the transactions the lock waited for.
-const COUNT_RUNNING: &str = "SELECT COUNT(*) AS n FROM jobs WHERE queue = $1 AND state = 'running'";
+// that they see every claim committed by the transactions the lock waited for. The runs
+// that ended here and wait for their outcome's write ($2: `[[job, attempt], ...]`) run
+// nothing and are left out.
+macro_rules! running_where {
+    () => {
+        "queue = $1 AND state = 'running'
+  AND NOT EXISTS (SELECT 1 FROM JSON_TABLE($2, '$[*]' COLUMNS (id BIGINT PATH '$[0]', attempt INT PATH '$[1]')) AS e
+                  WHERE e.id = jobs.id AND e.attempt = jobs.attempt)"
+    };
+}
 
-pub(crate) const RUNNING_BY_KEY: &str = "\
-SELECT partition_key AS pkey, COUNT(*) AS n
-FROM jobs WHERE queue = $1 AND state = 'running'
-GROUP BY partition_key";
+const COUNT_RUNNING: &str = concat!("SELECT COUNT(*) AS n FROM jobs WHERE ", running_where!());
+
+pub(crate) const RUNNING_BY_KEY: &str = concat!(
+    "SELECT partition_key AS pkey, COUNT(*) AS n FROM jobs WHERE ",
+    running_where!(),
+    " GROUP BY partition_key"
+);
 
 /// The recursive walk over the keys after `$2` in jobs_partition_idx (queue, state,
 /// partition_key, ...): each step goes from a key to the next with one probe, at most `$3`
@@ -247,13 +258,20 @@ impl LimitedClaimOps for Limited<'_, '_> {
 
     async fn running(&mut self, by_key: bool) -> Result<Vec<(Option<String>, i64)>> {
         let queue = self.params.queue;
+        let ended = ended_runs_json(self.params.ended);
         if !by_key {
-            let counted: Vec<Count> =
-                CachedQuery::new(COUNT_RUNNING).bind::<Text, _>(queue).load(self.tx).await?;
+            let counted: Vec<Count> = CachedQuery::new(COUNT_RUNNING)
+                .bind::<Text, _>(queue)
+                .bind::<Text, _>(&ended)
+                .load(self.tx)
+                .await?;
             return Ok(vec![(None, counted.iter().map(|c| c.n).next().unwrap_or(0))]);
         }
-        let rows: Vec<KeyCount> =
-            CachedQuery::new(RUNNING_BY_KEY).bind::<Text, _>(queue).load(self.tx).await?;
+        let rows: Vec<KeyCount> = CachedQuery::new(RUNNING_BY_KEY)
+            .bind::<Text, _>(queue)
+            .bind::<Text, _>(&ended)
+            .load(self.tx)
+            .await?;
         Ok(rows.into_iter().map(|r| (r.pkey, r.n)).collect())
     }
 

@@ -1,13 +1,17 @@
 //! A queue's cluster-wide settings in `job_queues.settings`: its concurrency per node and
-//! its limits (global and rate; claims obey them in `queue_limits`).
+//! its limits (global, per key and rate; claims obey them in `queue_limits`), and how much
+//! of the limits is in use.
 
-use diesel::sql_types::{Integer, Nullable, Text};
+use diesel::sql_types::{BigInt, Integer, Nullable, Text};
 use diesel_async::{AsyncMysqlConnection, RunQueryDsl};
+use jobs_driver::rows::{Count, KeyLoadRow};
 use jobs_driver::{
-    QueueSetConcurrencyParams, QueueSetLimitsParams, QueueSettings, QueueSettingsParams, Result,
+    LimitsUsage, QueueLimitsUsageParams, QueueSetConcurrencyParams, QueueSetLimitsParams, QueueSettings,
+    QueueSettingsParams, RateWindow, Result,
 };
 
 use crate::cached::CachedQuery;
+use crate::time::utc;
 
 /// See [`QueueSetConcurrencyParams`].
 pub(crate) async fn set_concurrency(
@@ -68,4 +72,65 @@ pub(crate) async fn settings(
     .bind::<Nullable<Text>, _>(params.queue)
     .load(conn)
     .await?)
+}
+
+/// The running jobs per key (few: the queue's slots), the busiest `$3`, with the totals on
+/// every row; their waiting jobs are counted by [`WAITING_OF_KEY`].
+const KEY_LOADS: &str = "\
+WITH r AS (
+    SELECT partition_key AS pkey, COUNT(*) AS running
+    FROM jobs WHERE queue = $1 AND state = 'running' GROUP BY partition_key
+)
+SELECT r.pkey AS `key`, r.running, CAST(NULL AS SIGNED) AS available, t.keys_running, t.keys_at_limit
+FROM r CROSS JOIN (
+    SELECT COUNT(*) AS keys_running, CAST(COALESCE(SUM(running >= $2), 0) AS SIGNED) AS keys_at_limit FROM r
+) AS t
+ORDER BY r.running DESC, r.pkey IS NOT NULL, r.pkey
+LIMIT $3";
+
+/// A key's available jobs, up to `$3`, through jobs_partition_idx.
+const WAITING_OF_KEY: &str = "\
+SELECT COUNT(*) AS n FROM (
+    SELECT 1 FROM jobs WHERE queue = $1 AND state = 'available' AND partition_key = $2 LIMIT $3
+) AS a";
+
+#[derive(diesel::QueryableByName)]
+struct RateRow {
+    #[diesel(sql_type = Nullable<diesel::sql_types::Datetime>)]
+    rate_window: Option<chrono::NaiveDateTime>,
+    #[diesel(sql_type = Nullable<Text>)]
+    rate_counts: Option<String>,
+}
+
+/// See [`QueueLimitsUsageParams`].
+pub(crate) async fn limits_usage(
+    conn: &mut AsyncMysqlConnection,
+    params: QueueLimitsUsageParams<'_>,
+) -> Result<LimitsUsage> {
+    let mut rows: Vec<KeyLoadRow> = CachedQuery::new(KEY_LOADS)
+        .bind::<Text, _>(params.queue)
+        .bind::<Nullable<BigInt>, _>(params.per_key_limit)
+        .bind::<BigInt, _>(i64::try_from(params.top).unwrap_or(i64::MAX))
+        .load(conn)
+        .await?;
+    for row in &mut rows {
+        let Some(key) = row.key.as_deref() else { continue };
+        let counted: Vec<Count> = CachedQuery::new(WAITING_OF_KEY)
+            .bind::<Text, _>(params.queue)
+            .bind::<Text, _>(key)
+            .bind::<BigInt, _>(params.cap)
+            .load(conn)
+            .await?;
+        row.available = counted.iter().map(|c| c.n).next();
+    }
+    let rate: Vec<RateRow> =
+        CachedQuery::new("SELECT rate_window, rate_counts FROM job_queues WHERE name = $1")
+            .bind::<Text, _>(params.queue)
+            .load(conn)
+            .await?;
+    let window = rate
+        .into_iter()
+        .next()
+        .and_then(|r| RateWindow::decode(r.rate_window.map(utc), r.rate_counts.as_deref()));
+    Ok(LimitsUsage::from_rows(rows, window))
 }

@@ -196,6 +196,10 @@ impl Driver for PgDriver {
         on_conn!(self, c => queue_settings::settings(c, params))
     }
 
+    async fn queue_limits_usage(&self, params: QueueLimitsUsageParams<'_>) -> Result<LimitsUsage> {
+        on_conn!(self, c => queue_settings::limits_usage(c, params))
+    }
+
     async fn node_hold(&self, params: NodeHoldParams<'_>) -> Result<NodeHold> {
         if !self.capabilities.has(Capability::LivenessLocks) {
             return Ok(NodeHold::Unsupported(if self.through_pooler {

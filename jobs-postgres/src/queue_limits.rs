@@ -2,7 +2,7 @@
 //! [`jobs_driver::limited_claim`], run in one transaction that holds the queue's row.
 
 use chrono::{DateTime, Utc};
-use diesel::sql_types::{Array, BigInt, Nullable, Text, Timestamptz};
+use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Timestamptz};
 use diesel::{OptionalExtension, QueryableByName};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use jobs_driver::limited_claim::{LimitedClaimOps, StoredLimits, claim_limited};
@@ -25,12 +25,19 @@ FOR UPDATE";
 const CREATE_ROW: &str = "INSERT INTO job_queues (name) VALUES ($1) ON CONFLICT (name) DO NOTHING";
 
 // Statements of their own, after the lock: their snapshot then holds every claim
-// committed by the transactions the lock waited for.
-const COUNT_RUNNING: &str = "SELECT count(*) AS n FROM jobs WHERE queue = $1 AND state = 'running'";
+// committed by the transactions the lock waited for. The runs that ended here and wait
+// for their outcome's write ($2, $3: job, attempt) run nothing and are left out.
+const COUNT_RUNNING: &str = "\
+SELECT count(*) AS n FROM jobs
+WHERE queue = $1 AND state = 'running'
+  AND NOT EXISTS (SELECT FROM unnest($2::int8[], $3::int4[]) AS e(id, attempt)
+                  WHERE e.id = jobs.id AND e.attempt = jobs.attempt)";
 
 const RUNNING_BY_KEY: &str = "\
 SELECT meta ->> '_partition_key' AS key, count(*) AS n
 FROM jobs WHERE queue = $1 AND state = 'running'
+  AND NOT EXISTS (SELECT FROM unnest($2::int8[], $3::int4[]) AS e(id, attempt)
+                  WHERE e.id = jobs.id AND e.attempt = jobs.attempt)
 GROUP BY 1";
 
 /// The recursive walk over the keys after `$2`, one index probe each (jobs_partition_idx):
@@ -264,13 +271,24 @@ impl LimitedClaimOps for Limited<'_, '_> {
 
     async fn running(&mut self, by_key: bool) -> Result<Vec<(Option<String>, i64)>> {
         let queue = self.params.queue;
+        let ids: Vec<i64> = self.params.ended.iter().map(|&(id, _)| id).collect();
+        let attempts: Vec<i32> = self.params.ended.iter().map(|&(_, attempt)| attempt).collect();
         if !by_key {
-            let n =
-                CachedQuery::new(COUNT_RUNNING).bind::<Text, _>(queue).get_result::<Count>(self.tx).await?.n;
+            let n = CachedQuery::new(COUNT_RUNNING)
+                .bind::<Text, _>(queue)
+                .bind::<Array<BigInt>, _>(ids)
+                .bind::<Array<Integer>, _>(attempts)
+                .get_result::<Count>(self.tx)
+                .await?
+                .n;
             return Ok(vec![(None, n)]);
         }
-        let rows: Vec<KeyCount> =
-            CachedQuery::new(RUNNING_BY_KEY).bind::<Text, _>(queue).load(self.tx).await?;
+        let rows: Vec<KeyCount> = CachedQuery::new(RUNNING_BY_KEY)
+            .bind::<Text, _>(queue)
+            .bind::<Array<BigInt>, _>(ids)
+            .bind::<Array<Integer>, _>(attempts)
+            .load(self.tx)
+            .await?;
         Ok(rows.into_iter().map(|r| (r.key, r.n)).collect())
     }
 

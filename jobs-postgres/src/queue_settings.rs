@@ -1,11 +1,14 @@
 //! A queue's cluster-wide settings in `job_queues.settings`: its concurrency per node and
-//! its limits (global, per key and rate; claims obey them in `queue_limits`).
+//! its limits (global, per key and rate; claims obey them in `queue_limits`), and how much
+//! of the limits is in use.
 
 use diesel::pg::Pg;
-use diesel::sql_types::{Integer, Nullable, Text};
+use diesel::sql_types::{BigInt, Integer, Nullable, Text};
 use diesel_async::{AsyncConnectionCore, RunQueryDsl};
+use jobs_driver::rows::KeyLoadRow;
 use jobs_driver::{
-    QueueSetConcurrencyParams, QueueSetLimitsParams, QueueSettings, QueueSettingsParams, Result,
+    LimitsUsage, QueueLimitsUsageParams, QueueSetConcurrencyParams, QueueSetLimitsParams, QueueSettings,
+    QueueSettingsParams, RateWindow, Result,
 };
 
 /// See [`QueueSetConcurrencyParams`].
@@ -69,4 +72,53 @@ where
     .bind::<Nullable<Text>, _>(params.queue)
     .load(conn)
     .await?)
+}
+
+/// The running jobs per key (few: the queue's slots), the busiest `$3` with their waiting
+/// jobs counted up to `$4` through jobs_partition_idx, and the totals on every row.
+const KEY_LOADS: &str = "\
+WITH r AS (
+    SELECT meta ->> '_partition_key' AS key, count(*) AS running
+    FROM jobs WHERE queue = $1 AND state = 'running' GROUP BY 1
+), totals AS (
+    SELECT count(*) AS keys_running, count(*) FILTER (WHERE running >= $2) AS keys_at_limit FROM r
+)
+SELECT top.key, top.running,
+       CASE WHEN top.key IS NOT NULL THEN
+           (SELECT count(*) FROM (SELECT 1 FROM jobs
+                WHERE queue = $1 AND state = 'available' AND (meta ->> '_partition_key') IS NOT NULL
+                  AND (meta ->> '_partition_key') = top.key LIMIT $4) AS a)
+       END AS available,
+       totals.keys_running, totals.keys_at_limit
+FROM (SELECT key, running FROM r ORDER BY running DESC, key NULLS FIRST LIMIT $3) AS top, totals
+ORDER BY top.running DESC, top.key NULLS FIRST";
+
+#[derive(diesel::QueryableByName)]
+struct RateRow {
+    #[diesel(sql_type = Nullable<diesel::sql_types::Timestamptz>)]
+    rate_window: Option<chrono::DateTime<chrono::Utc>>,
+    #[diesel(sql_type = Nullable<Text>)]
+    rate_counts: Option<String>,
+}
+
+/// See [`QueueLimitsUsageParams`].
+pub(crate) async fn limits_usage<C>(conn: &mut C, params: QueueLimitsUsageParams<'_>) -> Result<LimitsUsage>
+where
+    C: AsyncConnectionCore<Backend = Pg> + Send,
+{
+    let rows: Vec<KeyLoadRow> = diesel::sql_query(KEY_LOADS)
+        .bind::<Text, _>(params.queue)
+        .bind::<Nullable<BigInt>, _>(params.per_key_limit)
+        .bind::<BigInt, _>(i64::try_from(params.top).unwrap_or(i64::MAX))
+        .bind::<BigInt, _>(params.cap)
+        .load(conn)
+        .await?;
+    let rate: Vec<RateRow> =
+        diesel::sql_query("SELECT rate_window, rate_counts FROM job_queues WHERE name = $1")
+            .bind::<Text, _>(params.queue)
+            .load(conn)
+            .await?;
+    let window =
+        rate.into_iter().next().and_then(|r| RateWindow::decode(r.rate_window, r.rate_counts.as_deref()));
+    Ok(LimitsUsage::from_rows(rows, window))
 }

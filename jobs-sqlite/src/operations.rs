@@ -232,6 +232,12 @@ impl Driver for SqliteDriver {
         read(&self.pool, move |c| queue_settings::settings(c, queue.as_deref())).await
     }
 
+    async fn queue_limits_usage(&self, params: QueueLimitsUsageParams<'_>) -> Result<LimitsUsage> {
+        let (queue, QueueLimitsUsageParams { per_key_limit, top, cap, .. }) =
+            (params.queue.to_owned(), params);
+        read(&self.pool, move |c| queue_settings::limits_usage(c, &queue, per_key_limit, top, cap)).await
+    }
+
     async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()> {
         nodes::heartbeat_through(&self.local, params).await
     }

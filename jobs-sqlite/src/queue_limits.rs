@@ -6,7 +6,7 @@
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Nullable, Text};
 use diesel::{RunQueryDsl, SqliteConnection};
-use jobs_driver::limited_claim::{LimitedClaimOps, StoredLimits, claim_limited, run_ready};
+use jobs_driver::limited_claim::{LimitedClaimOps, StoredLimits, claim_limited, ended_runs_json, run_ready};
 use jobs_driver::partition::{KeyedClaimOps, PartitionTurn, Share};
 use jobs_driver::rows::Count;
 use jobs_driver::{ClaimedJob, DeclaredLimits, RateWindow, Result};
@@ -26,12 +26,23 @@ FROM job_queues WHERE name = $1";
 const CREATE_ROW: &str = "\
 INSERT INTO job_queues (name, created_at, updated_at) VALUES ($1, $2, $2) ON CONFLICT (name) DO NOTHING";
 
-const COUNT_RUNNING: &str = "SELECT count(*) AS n FROM jobs WHERE queue = $1 AND state = 'running'";
+// The runs that ended here and wait for their outcome's write ($2: `[[job, attempt],
+// ...]`) run nothing and are left out.
+macro_rules! running_where {
+    () => {
+        "queue = $1 AND state = 'running'
+  AND NOT EXISTS (SELECT 1 FROM json_each($2) AS e
+                  WHERE e.value ->> 0 = jobs.id AND e.value ->> 1 = jobs.attempt)"
+    };
+}
 
-const RUNNING_BY_KEY: &str = "\
-SELECT json_extract(meta, '$._partition_key') AS key, count(*) AS n
-FROM jobs WHERE queue = $1 AND state = 'running'
-GROUP BY 1";
+const COUNT_RUNNING: &str = concat!("SELECT count(*) AS n FROM jobs WHERE ", running_where!());
+
+const RUNNING_BY_KEY: &str = concat!(
+    "SELECT json_extract(meta, '$._partition_key') AS key, count(*) AS n FROM jobs WHERE ",
+    running_where!(),
+    " GROUP BY 1"
+);
 
 // The next key after $2, one probe of jobs_partition_idx (the partial index's condition
 // is spelled as in its definition, for SQLite to use it).
@@ -116,6 +127,8 @@ pub(crate) struct ClaimRequest {
     now: Option<chrono::DateTime<chrono::Utc>>,
     limited: bool,
     declared: DeclaredLimits,
+    /// `params.ended` as JSON text (see [`ended_runs_json`]).
+    ended: String,
 }
 
 impl ClaimRequest {
@@ -128,6 +141,7 @@ impl ClaimRequest {
             now: params.now,
             limited: params.limited,
             declared: params.declared,
+            ended: ended_runs_json(params.ended),
         }
     }
 
@@ -215,11 +229,16 @@ impl Limited<'_, '_> {
     fn running_now(&mut self, by_key: bool) -> Result<Vec<(Option<String>, i64)>> {
         let queue = self.request.queue.as_str();
         if !by_key {
-            let counted: Vec<Count> =
-                CachedQuery::new(COUNT_RUNNING).bind::<Text, _>(queue).load(self.conn)?;
+            let counted: Vec<Count> = CachedQuery::new(COUNT_RUNNING)
+                .bind::<Text, _>(queue)
+                .bind::<Text, _>(&self.request.ended)
+                .load(self.conn)?;
             return Ok(vec![(None, counted.iter().map(|c| c.n).next().unwrap_or(0))]);
         }
-        let rows: Vec<KeyCount> = CachedQuery::new(RUNNING_BY_KEY).bind::<Text, _>(queue).load(self.conn)?;
+        let rows: Vec<KeyCount> = CachedQuery::new(RUNNING_BY_KEY)
+            .bind::<Text, _>(queue)
+            .bind::<Text, _>(&self.request.ended)
+            .load(self.conn)?;
         Ok(rows.into_iter().map(|r| (r.key, r.n)).collect())
     }
 

@@ -1,11 +1,14 @@
 //! A queue's cluster-wide settings in `job_queues.settings`: its concurrency per node and
-//! its limits (global and rate; claims obey them in `queue_limits`).
+//! its limits (global, per key and rate; claims obey them in `queue_limits`), and how much
+//! of the limits is in use.
 
 use diesel::sql_types::{BigInt, Integer, Nullable, Text};
 use diesel::{RunQueryDsl, SqliteConnection};
-use jobs_driver::{QueueSettings, Result};
+use jobs_driver::rows::{Count, KeyLoadRow};
+use jobs_driver::{LimitsUsage, QueueSettings, RateWindow, Result};
 
 use crate::cached::CachedQuery;
+use crate::time::from_ms;
 
 /// Sets (or, with `None`, removes) `queue`'s concurrency.
 pub(crate) fn set_concurrency(
@@ -69,4 +72,67 @@ pub(crate) fn settings(conn: &mut SqliteConnection, queue: Option<&str>) -> Resu
     )
     .bind::<Nullable<Text>, _>(queue)
     .load(conn)?)
+}
+
+/// The running jobs per key (few: the queue's slots), the busiest `$3`, with the totals on
+/// every row; their waiting jobs are counted by [`WAITING_OF_KEY`].
+const KEY_LOADS: &str = "\
+WITH r AS (
+    SELECT json_extract(meta, '$._partition_key') AS key, count(*) AS running
+    FROM jobs WHERE queue = $1 AND state = 'running' GROUP BY 1
+)
+SELECT r.key, r.running, NULL AS available,
+       (SELECT count(*) FROM r) AS keys_running,
+       (SELECT count(*) FROM r WHERE running >= $2) AS keys_at_limit
+FROM r ORDER BY r.running DESC, r.key IS NOT NULL, r.key
+LIMIT $3";
+
+/// A key's available jobs, up to `$3`, through jobs_partition_idx.
+const WAITING_OF_KEY: &str = "\
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM jobs
+    WHERE queue = $1 AND state = 'available' AND json_extract(meta, '$._partition_key') IS NOT NULL
+      AND json_extract(meta, '$._partition_key') = $2
+    LIMIT $3
+)";
+
+#[derive(diesel::QueryableByName)]
+struct RateRow {
+    #[diesel(sql_type = Nullable<BigInt>)]
+    rate_window: Option<i64>,
+    #[diesel(sql_type = Nullable<Text>)]
+    rate_counts: Option<String>,
+}
+
+/// See [`QueueLimitsUsageParams`](jobs_driver::QueueLimitsUsageParams).
+pub(crate) fn limits_usage(
+    conn: &mut SqliteConnection,
+    queue: &str,
+    per_key_limit: Option<i64>,
+    top: usize,
+    cap: i64,
+) -> Result<LimitsUsage> {
+    let mut rows: Vec<KeyLoadRow> = CachedQuery::new(KEY_LOADS)
+        .bind::<Text, _>(queue)
+        .bind::<Nullable<BigInt>, _>(per_key_limit)
+        .bind::<BigInt, _>(i64::try_from(top).unwrap_or(i64::MAX))
+        .load(conn)?;
+    for row in &mut rows {
+        let Some(key) = row.key.as_deref() else { continue };
+        let counted: Vec<Count> = CachedQuery::new(WAITING_OF_KEY)
+            .bind::<Text, _>(queue)
+            .bind::<Text, _>(key)
+            .bind::<BigInt, _>(cap)
+            .load(conn)?;
+        row.available = counted.iter().map(|c| c.n).next();
+    }
+    let rate: Vec<RateRow> =
+        CachedQuery::new("SELECT rate_window, rate_counts FROM job_queues WHERE name = $1")
+            .bind::<Text, _>(queue)
+            .load(conn)?;
+    let window = rate
+        .into_iter()
+        .next()
+        .and_then(|r| RateWindow::decode(r.rate_window.map(from_ms), r.rate_counts.as_deref()));
+    Ok(LimitsUsage::from_rows(rows, window))
 }

@@ -63,6 +63,7 @@ async fn a_success_moves_in_its_completion_statement() {
         recurring_size: false,
         limited: false,
         declared: Default::default(),
+        ended: &[],
     };
     assert_eq!(driver.job_claim(claim).await.expect("claim").len(), 2);
     let done = [success(plain, 1), success(held, 1)];
@@ -173,6 +174,7 @@ async fn a_retry_of_a_running_job_leaves_its_success_alone() {
         recurring_size: false,
         limited: false,
         declared: Default::default(),
+        ended: &[],
     };
     assert_eq!(driver.job_claim(claim).await.expect("claim").len(), 1);
 

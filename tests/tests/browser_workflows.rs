@@ -52,6 +52,7 @@ async fn chain_with_its_head_done(driver: &dyn Driver) -> Vec<i64> {
         recurring_size: false,
         limited: false,
         declared: Default::default(),
+        ended: &[],
     };
     let head = driver.job_claim(claim).await.expect("claim").pop().expect("the head");
     let done = Completion { workflow_id: head.workflow_id, ..succeeded(head.id, "signup-0", head.attempt) };

@@ -301,6 +301,7 @@ async fn a_live_node_kept_from_writing_is_not_taken_for_dead() {
         recurring_size: false,
         limited: false,
         declared: Default::default(),
+        ended: &[],
     };
     assert_eq!(node.job_claim(claim).await.expect("claim").len(), 1);
     // Its row's last heartbeat got in a minute ago; its lock file's time is now.
@@ -357,6 +358,7 @@ async fn a_claims_time_is_read_once_it_holds_the_write_lock() {
                 recurring_size: false,
                 limited: false,
                 declared: Default::default(),
+                ended: &[],
             };
             driver.job_claim(claim).await
         }

@@ -21,6 +21,7 @@ fn claim<'a>(queue: &'a str, limit: usize, node: &'a str) -> JobClaimParams<'a> 
         recurring_size: false,
         limited: false,
         declared: Default::default(),
+        ended: &[],
     }
 }
 

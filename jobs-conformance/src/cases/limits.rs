@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use chrono::{DateTime, DurationRound, Utc};
 use jobs_core::driver::{
-    JobClaimParams, JobCompleteManyParams, JobState, QueueSetLimitsParams, QueueSettingsParams, RateLimit,
+    JobClaimParams, JobCompleteManyParams, JobGetParams, JobState, QueueSetLimitsParams, QueueSettingsParams,
+    RateLimit,
 };
 use jobs_core::{ManualClock, QueueLimits, Worker, enqueue_many, set_queue_limits};
 
 use crate::factory::{JobFactory, insert_all};
-use crate::jobs::{Ledger, nap, record};
+use crate::jobs::{Ledger, gated, nap, record};
 use crate::{DEADLINE, TestDb, registry};
 use jobs_core::testing::wait_for;
 
@@ -24,6 +25,7 @@ fn limited<'a>(limit: usize, node: &'a str, now: Option<DateTime<Utc>>) -> JobCl
         recurring_size: false,
         limited: true,
         declared: Default::default(),
+        ended: &[],
     }
 }
 
@@ -168,6 +170,37 @@ pub async fn workers_obey_the_queues_limits(db: TestDb) {
     clock.advance(Duration::from_secs(2 * 3600));
     wait_for("the other 3 to run an hour later", DEADLINE, || async {
         (ledger.runs().len() == 6).then_some(())
+    })
+    .await;
+    handle.shutdown().await.expect("shutdown");
+}
+
+/// A job's end frees its room under a limit at once, not when its outcome is written: under
+/// a global limit of 1, while the first job's outcome waits to be written (its row locked
+/// by an application's transaction), the worker starts the second. (Needs row locks: where
+/// one writer at a time holds the file, the transaction would hold up the claim too.)
+pub async fn a_jobs_end_frees_its_room_before_its_outcome_is_written(db: TestDb) {
+    let ledger = Ledger::new();
+    db.driver.queue_set_limits(limits(Some(1), None)).await.expect("set");
+    let first = enqueue_many(&db.driver, [gated::build(ledger.gated(1))]).await.expect("enqueue");
+    enqueue_many(&db.driver, [record::build(ledger.record(2))]).await.expect("enqueue");
+    let handle = db.worker().build().expect("build").start().await.expect("start");
+    wait_for("the first job to start", DEADLINE, || async { (ledger.runs().len() == 1).then_some(()) }).await;
+
+    let mut tx = db.app_transaction().await;
+    let lock = format!("UPDATE jobs SET priority = priority WHERE id = {}", first[0].id);
+    tx.execute(&lock).await.expect("the application locks the first job's row");
+    ledger.open_gate(1);
+    wait_for("the second job to start while the first one's outcome waits", DEADLINE, || async {
+        (ledger.runs().len() == 2).then_some(())
+    })
+    .await;
+    let row = db.driver.job_get(JobGetParams { id: first[0].id }).await.expect("get").expect("row");
+    assert_eq!(row.state, JobState::Running, "the first job's outcome is not written yet");
+
+    tx.rollback().await.expect("roll back");
+    wait_for("both to complete", DEADLINE, || async {
+        (db.count(Some(JobState::Completed)).await == 2).then_some(())
     })
     .await;
     handle.shutdown().await.expect("shutdown");

@@ -36,6 +36,7 @@ pub async fn jobs_lost_with_their_node_on_their_last_attempt_run_again(db: TestD
         recurring_size: false,
         limited: false,
         declared: Default::default(),
+        ended: &[],
     };
     let claimed = db.driver.job_claim(claim).await.expect("claim");
     assert_eq!(claimed.len(), 5);

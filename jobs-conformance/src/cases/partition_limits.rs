@@ -28,6 +28,7 @@ fn claim(limit: usize, node: &str) -> JobClaimParams<'_> {
         recurring_size: false,
         limited: true,
         declared: Default::default(),
+        ended: &[],
     }
 }
 
@@ -113,7 +114,9 @@ pub async fn new_keys_wait_for_the_next_round(db: TestDb) {
 /// place of the kind's 2): a busy key enqueued first with 200 jobs, 40 quiet keys with 5
 /// each, 10 unkeyed jobs. Sampled all along, in the table and in the jobs: never more than
 /// 3 of a key or 40 in all run; the quiet keys are all served long before the busy key is
-/// done; every job runs once.
+/// done; every job runs once. (A row whose run has ended reads `running` until its outcome
+/// is written, but no longer counts: the sampler leaves out the runs the tally saw end
+/// before it read the table.)
 pub async fn per_key_limits_hold_across_three_workers(db: TestDb) {
     let tally = Tallied::new();
     let mut jobs: Vec<_> = (0..200).map(|_| export::build(tally.export(Some("hot"), 5))).collect();
@@ -128,7 +131,7 @@ pub async fn per_key_limits_hold_across_three_workers(db: TestDb) {
     // The table, sampled until the last job completes.
     let done = Arc::new(AtomicBool::new(false));
     let sampler = {
-        let (driver, done) = (db.driver.clone(), done.clone());
+        let (driver, done, tally) = (db.driver.clone(), done.clone(), tally.clone());
         tokio::spawn(async move {
             let filter = JobFilter {
                 states: vec![JobState::Running],
@@ -137,9 +140,11 @@ pub async fn per_key_limits_hold_across_three_workers(db: TestDb) {
             };
             let mut samples = 0_u32;
             while !done.load(Ordering::Acquire) {
+                let ended = tally.read().ended;
                 let running =
                     driver.job_list(JobListParams { filter: &filter, before: None, limit: 1_000 }).await;
-                let running = running.expect("list");
+                let mut running = running.expect("list");
+                running.retain(|job| !ended.contains(&job.id));
                 let mut per_key: HashMap<Option<String>, usize> = HashMap::new();
                 for job in &running {
                     *per_key.entry(partition_key_of(&job.meta.to_string())).or_default() += 1;
@@ -255,4 +260,43 @@ pub async fn a_rescued_job_frees_its_keys_place(db: TestDb) {
     assert_eq!(keys_of(&again), [key("a")], "the rescued job's place is free: one of a runs");
     let ids: HashSet<i64> = again.iter().map(|j| j.id).collect();
     assert_eq!(ids.len(), 1);
+}
+
+/// Runs that ended on the claiming node and wait for their outcome's write run nothing:
+/// a claim that lists them ([`JobClaimParams::ended`]) takes their room at once, per key
+/// and in all; listed at another attempt (not the row's run) or not listed, they count.
+pub async fn ended_runs_leave_their_room(db: TestDb) {
+    let tally = Tallied::new();
+    let keys = ["a", "b", "a", "b", "a", "b"];
+    enqueue_many(&db.driver, keys.map(|k| export::build(tally.export(Some(k), 0)))).await.expect("enqueue");
+    db.driver.queue_set_limits(per_key(Some(1), Some(2))).await.expect("set");
+    fn limited(ended: &[(i64, i32)]) -> JobClaimParams<'_> {
+        JobClaimParams { ended, ..claim(10, "n") }
+    }
+    let runs =
+        |jobs: &[jobs_core::driver::ClaimedJob]| jobs.iter().map(|j| (j.id, j.attempt)).collect::<Vec<_>>();
+
+    let first = db.driver.job_claim(limited(&[])).await.expect("claim");
+    assert_eq!(keys_of(&first), [key("a"), key("b")]);
+    assert!(db.driver.job_claim(limited(&[])).await.expect("claim").is_empty(), "at the limits");
+    let other_attempt: Vec<(i64, i32)> = first.iter().map(|j| (j.id, j.attempt + 1)).collect();
+    let none = db.driver.job_claim(limited(&other_attempt)).await.expect("claim");
+    assert!(none.is_empty(), "a run at another attempt is not the row's: {none:?}");
+
+    let ended = runs(&first);
+    let second = db.driver.job_claim(limited(&ended)).await.expect("claim");
+    assert_eq!(keys_of(&second), [key("a"), key("b")], "the ended runs' room, taken at once");
+    // The first two and the second "a" ended: only the second "b" runs.
+    let mut ended = runs(&first);
+    let second_a = second.iter().filter(|j| partition_key_of(&j.meta).as_deref() == Some("a"));
+    ended.extend(second_a.map(|j| (j.id, j.attempt)));
+    let third = db.driver.job_claim(limited(&ended)).await.expect("claim");
+    assert_eq!(keys_of(&third), [key("a")], "b is at its limit, a is not");
+
+    // Without the per-key limit: 2 in all, of which the second "b" and the third run.
+    db.driver.queue_set_limits(per_key(None, Some(2))).await.expect("set");
+    assert!(db.driver.job_claim(limited(&ended)).await.expect("claim").is_empty(), "2 run");
+    ended.extend(runs(&third));
+    let fourth = db.driver.job_claim(limited(&ended)).await.expect("claim");
+    assert_eq!(fourth.len(), 1, "the third's room, in all");
 }

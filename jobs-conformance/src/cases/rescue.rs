@@ -45,6 +45,7 @@ fn claim(node: &str, now: Option<DateTime<Utc>>) -> JobClaimParams<'_> {
         recurring_size: false,
         limited: false,
         declared: Default::default(),
+        ended: &[],
     }
 }
 

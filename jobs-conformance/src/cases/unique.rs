@@ -41,6 +41,7 @@ pub async fn unique_keys_hold_in_their_states_and_free_up_after(db: TestDb) {
         recurring_size: false,
         limited: false,
         declared: Default::default(),
+        ended: &[],
     };
     let claimed = db.driver.job_claim(claim).await.expect("claim");
     assert_eq!(claimed.len(), 3);
@@ -78,6 +79,7 @@ pub async fn a_duplicate_enqueue_never_waits_on_its_running_holder(db: TestDb) {
         recurring_size: false,
         limited: false,
         declared: Default::default(),
+        ended: &[],
     };
     assert_eq!(db.driver.job_claim(claim).await.expect("claim").len(), 1);
 

@@ -45,6 +45,7 @@ pub(super) async fn claim(db: &TestDb, queue: &str, id: i64) -> ClaimedJob {
         recurring_size: false,
         limited: false,
         declared: Default::default(),
+        ended: &[],
     };
     let claimed = db.driver.job_claim(params).await.expect("claim");
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id], "what {queue} offers");
@@ -124,6 +125,7 @@ pub async fn a_diamond_workflow_runs_in_dependency_order(db: TestDb) {
         recurring_size: false,
         limited: false,
         declared: Default::default(),
+        ended: &[],
     };
     assert!(
         db.driver.job_claim(none_pending).await.expect("claim").is_empty(),

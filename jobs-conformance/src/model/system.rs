@@ -190,6 +190,7 @@ impl System {
                     recurring_size: false,
                     limited,
                     declared: Default::default(),
+                    ended: &[],
                 };
                 let claimed = self.block(self.driver().job_claim(params)).expect("claim");
                 self.check_claim(queue, usize::from(limit), &name, &claimed);

@@ -262,6 +262,9 @@ impl Driver for InlineDriver {
     async fn queue_settings(&self, _: QueueSettingsParams<'_>) -> Result<Vec<QueueSettings>> {
         Ok(Vec::new())
     }
+    async fn queue_limits_usage(&self, _: QueueLimitsUsageParams<'_>) -> Result<LimitsUsage> {
+        Ok(LimitsUsage::default())
+    }
     async fn node_hold(&self, _: NodeHoldParams<'_>) -> Result<NodeHold> {
         self.unsupported("hold node locks")
     }

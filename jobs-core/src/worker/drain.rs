@@ -86,6 +86,7 @@ impl Worker {
                     // (rate, global) are for the workers.
                     limited: false,
                     declared: Default::default(),
+                    ended: &[],
                 };
                 let jobs = driver.job_claim(claim).await?;
                 if jobs.is_empty() {

@@ -209,6 +209,7 @@ pub(crate) fn spawn(
             let span = tracing::info_span!("job", job.id = job.id, job.kind = %job.kind, job.attempt = job.attempt, job.queue = %job.queue);
             let completion = execute(&shared, &queue, &job, &running).instrument(span).await;
             shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove((job.id, job.attempt));
+            queue.run_ended((job.id, job.attempt));
             shared.completions.submit(completion).await;
             next = queue.next_or_free(permit);
         }

@@ -269,6 +269,7 @@ async fn claim(
 ) -> Claimed {
     queue.fetches.fetch_add(1, Ordering::Relaxed);
     let statement = tokio::spawn(async move {
+        let ended = queue.ended_runs();
         let params = JobClaimParams {
             queue: &queue.name,
             limit: wanted,
@@ -278,6 +279,7 @@ async fn claim(
             recurring_size,
             limited: queue.limited.load(Ordering::Acquire),
             declared: queue.declared,
+            ended: &ended,
         };
         shared.driver.job_claim(params).await.map_err(crate::error::Error::from)
     });

@@ -80,6 +80,12 @@ pub(crate) struct QueueRuntime {
     pub(crate) limited: AtomicBool,
     /// The limits this worker declares for the queue (see `QueueConfig::limits`).
     pub(crate) declared: jobs_driver::DeclaredLimits,
+    /// While the queue is limited: the runs whose handler ended here and whose outcome is
+    /// not written yet. They run nothing, so its claims leave them out of what runs
+    /// ([`jobs_driver::JobClaimParams::ended`]): a job ending frees its room under the
+    /// limits at once, not when the completer's write lands. Entered before the run's slot
+    /// frees (the claim that slot leads to sees it), left once the write is done.
+    pub(crate) ended: Mutex<FxHashSet<Run>>,
     /// Claim statements issued for this queue.
     pub(crate) fetches: AtomicU64,
 }
@@ -155,6 +161,23 @@ impl QueueRuntime {
             }
             Err(e) => tracing::warn!(queue = %self.name, error = %e, "reading the queue's settings failed"),
         }
+    }
+
+    /// Records a run whose handler ended here, its outcome not yet written, when the
+    /// queue is limited (see [`QueueRuntime::ended`]).
+    pub(crate) fn run_ended(&self, run: Run) {
+        if self.limited.load(Ordering::Acquire) {
+            self.ended.lock().unwrap_or_else(|e| e.into_inner()).insert(run);
+        }
+    }
+
+    /// The runs that ended here with their outcome not yet written, for a claim under the
+    /// queue's limits (none when it has none).
+    pub(crate) fn ended_runs(&self) -> Vec<Run> {
+        if !self.limited.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        self.ended.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect()
     }
 
     /// How many claimed jobs wait for a slot.

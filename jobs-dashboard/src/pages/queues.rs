@@ -1,14 +1,19 @@
-//! Queues: depth per state, pause and resume, the settings for the whole cluster
-//! (concurrency per node, global and rate limits), and each node's concurrency in use.
+//! Queues: depth per state, why jobs wait, pause and resume, the settings for the whole
+//! cluster (concurrency per node, global, per-key and rate limits), how much of the limits
+//! is in use (with the busiest keys), and each node's concurrency in use.
+
+use std::collections::HashMap;
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use jobs_core::driver::{
-    NodeListParams, QueueDepth, QueueListDepthsParams, QueueSettings, QueueSettingsParams,
+    NodeListParams, QueueDepth, QueueLimitsUsageParams, QueueListDepthsParams, QueueSettings,
+    QueueSettingsParams,
 };
 
 use crate::config::Dashboard;
 use crate::error::DashboardError;
+use crate::limits_usage::{self, BUSIEST_KEYS, LimitsLine, WAITING_CAP};
 use crate::liveness::{self, QueueLine};
 use crate::view::{self, PageCtx, filters, human_duration};
 
@@ -29,11 +34,17 @@ struct QueuesPage {
     queues: Vec<QueueLine>,
     usage: Vec<NodeUse>,
     /// What is stored for the cluster, by queue.
-    settings: std::collections::HashMap<String, QueueSettings>,
+    settings: HashMap<String, QueueSettings>,
+    /// Why each queue's jobs wait (none listed: nothing waits).
+    waiting: HashMap<String, Vec<String>>,
+    /// How much of each limited queue's limits is in use.
+    limits: Vec<LimitsLine>,
     /// The largest concurrency or global limit that may be set.
     max: i32,
     /// The largest rate that may be set.
     max_rate: u32,
+    /// The most waiting jobs counted per busy key.
+    limits_cap: i64,
 }
 
 /// One choice of the rate's period.
@@ -89,6 +100,11 @@ impl QueuesPage {
         Some((rate.allowed, i64::from(rate.period_secs), crate::queue_settings::describe_rate(rate)))
     }
 
+    /// Why `queue`'s jobs wait.
+    fn why_waiting(&self, queue: &str) -> &[String] {
+        self.waiting.get(queue).map_or(&[], Vec::as_slice)
+    }
+
     fn latency(&self, q: &QueueDepth) -> String {
         q.oldest_available_secs.map_or_else(|| "–".to_owned(), human_duration)
     }
@@ -115,20 +131,45 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
             }
         }
     }
-    let settings = driver
+    let settings: HashMap<String, QueueSettings> = driver
         .queue_settings(QueueSettingsParams { queue: None })
         .await?
         .into_iter()
         .map(|s| (s.queue.clone(), s))
         .collect();
+    let (mut waiting, mut limits) = (HashMap::new(), Vec::new());
+    for line in &queues {
+        let depth = &line.depth;
+        let stored = settings.get(&depth.queue);
+        let limited = stored.filter(|s| s.limited());
+        let used = match limited {
+            Some(s) => {
+                let params = QueueLimitsUsageParams {
+                    queue: &depth.queue,
+                    per_key_limit: s.per_key_limit,
+                    top: BUSIEST_KEYS,
+                    cap: WAITING_CAP,
+                };
+                Some(driver.queue_limits_usage(params).await?)
+            }
+            None => None,
+        };
+        waiting.insert(depth.queue.clone(), limits_usage::why_waiting(depth, stored, used.as_ref(), now));
+        if let (Some(s), Some(used)) = (limited, &used) {
+            limits.push(LimitsLine::new(depth, s, used, now));
+        }
+    }
     let cookies = c.take_cookies();
     let page = QueuesPage {
         c,
         queues,
         usage,
         settings,
+        waiting,
+        limits,
         max: jobs_core::driver::validation::MAX_CONCURRENCY,
         max_rate: jobs_core::driver::MAX_RATE_ALLOWED,
+        limits_cap: WAITING_CAP,
     };
     view::respond(&page, cookies)
 }

@@ -32,6 +32,28 @@ pub(crate) fn new_job(kind: &str, queue: &str, args: serde_json::Value) -> NewJo
     }
 }
 
+/// A heartbeat of `node-a`, live now: it runs `queues` (`{"name": {"limit": .., "running":
+/// ..}}`) and `kinds`, declaring `kind_options` for them.
+pub(crate) async fn live_node(
+    pool: &Pool,
+    queues: serde_json::Value,
+    kinds: &[&str],
+    kind_options: serde_json::Value,
+) {
+    let beat = jobs_core::driver::NodeHeartbeatParams {
+        node: "node-a",
+        host: "h",
+        pid: 1,
+        queues: &queues,
+        kinds,
+        kind_options: &kind_options,
+        now: None,
+        lock: None,
+        registering: false,
+    };
+    driver(pool).node_heartbeat(beat).await.expect("heartbeat");
+}
+
 /// The driver the dashboard reads through.
 pub(crate) fn driver(pool: &Pool) -> std::sync::Arc<dyn Driver> {
     pool.into_driver()

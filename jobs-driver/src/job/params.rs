@@ -111,6 +111,12 @@ pub struct JobClaimParams<'a> {
     /// set none (see [`DeclaredLimits`](crate::DeclaredLimits)); with any declared, the
     /// worker sets `limited`.
     pub declared: crate::queue_limits::DeclaredLimits,
+    /// Runs of this node, as (job, attempt), whose handler has ended but whose outcome is
+    /// not written yet: under a limit they no longer count as running (they run nothing),
+    /// so the room they leave is taken at once rather than after the write. A run listed
+    /// here whose row has moved on (written, or rescued and claimed at another attempt)
+    /// changes nothing.
+    pub ended: &'a [(i64, i32)],
 }
 
 /// `job_complete_many`: write outcomes, each fenced on the row still being `running` at

@@ -316,6 +316,7 @@ impl WorkerBuilder {
                     paused: AtomicBool::new(false),
                     limited: AtomicBool::new(declared.any()),
                     declared,
+                    ended: Mutex::new(Default::default()),
                     fetches: AtomicU64::new(0),
                     config,
                 };

@@ -1,0 +1,227 @@
+//! How much of each queue's limits is in use, and why its jobs wait, as the queues page
+//! says it: read once per limited queue (`Driver::queue_limits_usage`: the running jobs per
+//! key, the busiest keys' waiting jobs, the rate's starts), worded here.
+
+use chrono::{DateTime, Utc};
+use jobs_core::driver::{ClaimLimits, LimitsUsage, QueueDepth, QueueSettings};
+
+use crate::view::thousands;
+
+/// How many of the busiest keys the page lists per queue.
+pub(crate) const BUSIEST_KEYS: usize = 5;
+
+/// The most waiting jobs counted per listed key (more reads as "10,000+").
+pub(crate) const WAITING_CAP: i64 = 10_000;
+
+/// One limited queue's usage, worded.
+pub(crate) struct LimitsLine {
+    pub(crate) queue: String,
+    /// "37 of 40 running" (the global limit), or how many run.
+    pub(crate) running: String,
+    /// "512 of 600 started in the last minute", if the queue has a rate.
+    pub(crate) rate: Option<String>,
+    /// "120 keys running, 15 at their limit of 3", if any job runs.
+    pub(crate) keys: Option<String>,
+    /// The busiest keys, most running first.
+    pub(crate) busiest: Vec<BusyKey>,
+}
+
+/// One of the busiest keys.
+pub(crate) struct BusyKey {
+    /// The key, or "(no key)" for the unkeyed jobs.
+    pub(crate) key: String,
+    pub(crate) running: i64,
+    /// "1,204 waiting", "10,000+ waiting", or empty where not counted.
+    pub(crate) waiting: String,
+    /// The key is at the per-key limit.
+    pub(crate) at_limit: bool,
+}
+
+impl LimitsLine {
+    /// `queue`'s line: `depth` counts its running jobs, `settings` holds its limits.
+    pub(crate) fn new(
+        depth: &QueueDepth,
+        settings: &QueueSettings,
+        usage: &LimitsUsage,
+        now: DateTime<Utc>,
+    ) -> LimitsLine {
+        let running = match settings.global_limit {
+            Some(limit) => format!("{} of {} running", thousands(depth.running), thousands(limit)),
+            None => format!("{} running", thousands(depth.running)),
+        };
+        let rate = settings.rate().map(|rate| {
+            let started = started(settings, usage, now);
+            let period = crate::queue_settings::describe_period(i64::from(rate.period_secs));
+            format!(
+                "{} of {} started in the last {period}",
+                thousands(started),
+                thousands(i64::from(rate.allowed))
+            )
+        });
+        let keys = (usage.keys_running > 0).then(|| {
+            let running =
+                format!("{} {} running", thousands(usage.keys_running), plural(usage.keys_running, "key"));
+            match settings.per_key_limit {
+                Some(limit) => {
+                    format!("{running}, {} at their limit of {limit}", thousands(usage.keys_at_limit))
+                }
+                None => running,
+            }
+        });
+        let busiest = usage
+            .busiest
+            .iter()
+            .map(|k| BusyKey {
+                key: k.key.clone().unwrap_or_else(|| "(no key)".to_owned()),
+                running: k.running,
+                waiting: match k.available {
+                    Some(n) if n >= WAITING_CAP => format!("{}+ waiting", thousands(WAITING_CAP)),
+                    Some(n) => format!("{} waiting", thousands(n)),
+                    None => String::new(),
+                },
+                at_limit: settings.per_key_limit.is_some_and(|limit| k.running >= limit),
+            })
+            .collect();
+        LimitsLine { queue: settings.queue.clone(), running, rate, keys, busiest }
+    }
+}
+
+/// The starts the next claim counts against the queue's rate.
+fn started(settings: &QueueSettings, usage: &LimitsUsage, now: DateTime<Utc>) -> i64 {
+    ClaimLimits::stored(
+        None,
+        None,
+        settings.rate_allowed,
+        settings.rate_period_secs,
+        usage.rate_window.clone(),
+    )
+    .started(now)
+}
+
+fn plural(n: i64, word: &str) -> String {
+    if n == 1 { word.to_owned() } else { format!("{word}s") }
+}
+
+/// Why `depth`'s jobs wait, most binding first: the queue is paused, at its global limit,
+/// out of its rate, keys at their limit; scheduled for later; waiting to retry. Empty when
+/// nothing waits. `usage` is read only for limited queues.
+pub(crate) fn why_waiting(
+    depth: &QueueDepth,
+    settings: Option<&QueueSettings>,
+    usage: Option<&LimitsUsage>,
+    now: DateTime<Utc>,
+) -> Vec<String> {
+    let mut why = Vec::new();
+    let available = depth.available;
+    if available > 0 {
+        let all = format!("{} available", thousands(available));
+        if depth.paused {
+            why.push(format!("paused: {all} wait for a resume"));
+        } else if let Some(settings) = settings {
+            if let Some(limit) = settings.global_limit.filter(|&l| depth.running >= l) {
+                why.push(format!(
+                    "at its global limit ({}): {all} wait for a running job to end",
+                    thousands(limit)
+                ));
+            }
+            if let (Some(rate), Some(usage)) = (settings.rate(), usage)
+                && started(settings, usage, now) >= i64::from(rate.allowed)
+            {
+                why.push(format!("rate used up: {all} wait for starts to leave the last period"));
+            }
+            if let (Some(limit), Some(usage)) = (settings.per_key_limit, usage)
+                && usage.keys_at_limit > 0
+            {
+                let keys =
+                    format!("{} {}", thousands(usage.keys_at_limit), plural(usage.keys_at_limit, "key"));
+                why.push(format!(
+                    "{keys} at the per-key limit ({limit}): their jobs wait for their own to end"
+                ));
+            }
+        }
+    }
+    if depth.scheduled > 0 {
+        why.push(format!("{} scheduled for later", thousands(depth.scheduled)));
+    }
+    if depth.retryable > 0 {
+        why.push(format!("{} waiting to retry", thousands(depth.retryable)));
+    }
+    why
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use jobs_core::driver::{KeyLoad, LimitsUsage, QueueDepth, QueueSettings};
+
+    use super::{LimitsLine, why_waiting};
+
+    fn depth(available: i64, scheduled: i64, running: i64, paused: bool) -> QueueDepth {
+        QueueDepth {
+            queue: "exports".into(),
+            available,
+            scheduled,
+            running,
+            retryable: 0,
+            oldest_available_secs: None,
+            paused,
+        }
+    }
+
+    fn settings(global_limit: Option<i64>, per_key_limit: Option<i64>) -> QueueSettings {
+        QueueSettings {
+            queue: "exports".into(),
+            paused: false,
+            concurrency: None,
+            global_limit,
+            per_key_limit,
+            rate_allowed: None,
+            rate_period_secs: None,
+        }
+    }
+
+    #[test]
+    fn the_reasons_jobs_wait_are_said_most_binding_first() {
+        let now = Utc::now();
+        assert!(why_waiting(&depth(0, 0, 3, false), None, None, now).is_empty());
+        assert_eq!(
+            why_waiting(&depth(5, 2, 0, true), None, None, now),
+            ["paused: 5 available wait for a resume", "2 scheduled for later"]
+        );
+        let usage = LimitsUsage { keys_running: 3, keys_at_limit: 1, ..LimitsUsage::default() };
+        let limited = settings(Some(40), Some(3));
+        assert_eq!(
+            why_waiting(&depth(1200, 0, 40, false), Some(&limited), Some(&usage), now),
+            [
+                "at its global limit (40): 1,200 available wait for a running job to end",
+                "1 key at the per-key limit (3): their jobs wait for their own to end"
+            ]
+        );
+        assert!(
+            why_waiting(&depth(1200, 0, 39, false), Some(&settings(Some(40), None)), Some(&usage), now)
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_limits_line_lists_the_busiest_keys() {
+        let usage = LimitsUsage {
+            rate_window: None,
+            keys_running: 2,
+            keys_at_limit: 1,
+            busiest: vec![
+                KeyLoad { key: Some("acme".into()), running: 3, available: Some(10_000) },
+                KeyLoad { key: None, running: 1, available: None },
+            ],
+        };
+        let line = LimitsLine::new(&depth(10, 0, 4, false), &settings(Some(40), Some(3)), &usage, Utc::now());
+        assert_eq!(line.running, "4 of 40 running");
+        assert_eq!(line.keys.as_deref(), Some("2 keys running, 1 at their limit of 3"));
+        assert_eq!(
+            (line.busiest[0].key.as_str(), line.busiest[0].waiting.as_str()),
+            ("acme", "10,000+ waiting")
+        );
+        assert!(line.busiest[0].at_limit);
+        assert_eq!((line.busiest[1].key.as_str(), line.busiest[1].waiting.as_str()), ("(no key)", ""));
+    }
+}
