@@ -1,6 +1,8 @@
 //! How much of each queue's limits is in use, and why its jobs wait, as the queues page
-//! says it: read once per limited queue (`Driver::queue_limits_usage`: the running jobs per
-//! key, the busiest keys' waiting jobs, the rate's starts), worded here.
+//! says it: the limits in force (those stored, and where none is stored those the live
+//! nodes declare in their heartbeats), read once per limited queue
+//! (`Driver::queue_limits_usage`: the running jobs per key, the busiest keys' waiting
+//! jobs, the rate's starts), worded here.
 
 use chrono::{DateTime, Utc};
 use jobs_core::driver::{ClaimLimits, LimitsUsage, QueueDepth, QueueSettings};
@@ -10,12 +12,46 @@ use crate::view::thousands;
 /// How many of the busiest keys the page lists per queue.
 pub(crate) const BUSIEST_KEYS: usize = 5;
 
-/// The most waiting jobs counted per listed key (more reads as "10,000+").
-pub(crate) const WAITING_CAP: i64 = 10_000;
+/// The most waiting jobs counted per listed key (more reads as "1,000+"): each count
+/// reads up to this many index entries, on every refresh of the page.
+pub(crate) const WAITING_CAP: i64 = 1_000;
+
+/// `stored` (what `set_queue_limits` keeps, if anything) with each limit it leaves unset
+/// taken from what a live node declares for `queue` (its heartbeat's `declared`, see
+/// `QueueConfig::per_key_limit` and `#[job(limit)]`), as claims apply them; and whether
+/// any came from a node.
+pub(crate) fn in_force(
+    queue: &str,
+    stored: Option<&QueueSettings>,
+    declared: Option<&serde_json::Value>,
+) -> (QueueSettings, bool) {
+    let mut settings = stored.cloned().unwrap_or_else(|| QueueSettings {
+        queue: queue.to_owned(),
+        paused: false,
+        concurrency: None,
+        global_limit: None,
+        per_key_limit: None,
+        rate_allowed: None,
+        rate_period_secs: None,
+    });
+    let Some(declared) = declared else { return (settings, false) };
+    let field = |name: &str| declared.get(name).and_then(serde_json::Value::as_i64);
+    let before = (settings.global_limit, settings.per_key_limit, settings.rate());
+    settings.global_limit = settings.global_limit.or(field("global_limit"));
+    settings.per_key_limit = settings.per_key_limit.or(field("per_key_limit"));
+    if settings.rate().is_none() {
+        settings.rate_allowed = field("rate_allowed");
+        settings.rate_period_secs = field("rate_period_secs");
+    }
+    let from_node = before != (settings.global_limit, settings.per_key_limit, settings.rate());
+    (settings, from_node)
+}
 
 /// One limited queue's usage, worded.
 pub(crate) struct LimitsLine {
     pub(crate) queue: String,
+    /// Some of the limits are the workers' own (none stored in their place).
+    pub(crate) declared: bool,
     /// "37 of 40 running" (the global limit), or how many run.
     pub(crate) running: String,
     /// "512 of 600 started in the last minute", if the queue has a rate.
@@ -42,6 +78,7 @@ impl LimitsLine {
     pub(crate) fn new(
         depth: &QueueDepth,
         settings: &QueueSettings,
+        declared: bool,
         usage: &LimitsUsage,
         now: DateTime<Utc>,
     ) -> LimitsLine {
@@ -82,7 +119,7 @@ impl LimitsLine {
                 at_limit: settings.per_key_limit.is_some_and(|limit| k.running >= limit),
             })
             .collect();
-        LimitsLine { queue: settings.queue.clone(), running, rate, keys, busiest }
+        LimitsLine { queue: settings.queue.clone(), declared, running, rate, keys, busiest }
     }
 }
 
@@ -210,18 +247,33 @@ mod tests {
             keys_running: 2,
             keys_at_limit: 1,
             busiest: vec![
-                KeyLoad { key: Some("acme".into()), running: 3, available: Some(10_000) },
+                KeyLoad { key: Some("acme".into()), running: 3, available: Some(1_000) },
                 KeyLoad { key: None, running: 1, available: None },
             ],
         };
-        let line = LimitsLine::new(&depth(10, 0, 4, false), &settings(Some(40), Some(3)), &usage, Utc::now());
+        let line =
+            LimitsLine::new(&depth(10, 0, 4, false), &settings(Some(40), Some(3)), false, &usage, Utc::now());
         assert_eq!(line.running, "4 of 40 running");
         assert_eq!(line.keys.as_deref(), Some("2 keys running, 1 at their limit of 3"));
         assert_eq!(
             (line.busiest[0].key.as_str(), line.busiest[0].waiting.as_str()),
-            ("acme", "10,000+ waiting")
+            ("acme", "1,000+ waiting")
         );
         assert!(line.busiest[0].at_limit);
         assert_eq!((line.busiest[1].key.as_str(), line.busiest[1].waiting.as_str()), ("(no key)", ""));
+    }
+
+    #[test]
+    fn a_nodes_declared_limits_apply_where_none_is_stored() {
+        let declared = serde_json::json!({"global_limit": null, "per_key_limit": 2, "rate_allowed": 10, "rate_period_secs": 60});
+        let (alone, from_node) = super::in_force("exports", None, Some(&declared));
+        assert!(from_node);
+        assert_eq!((alone.global_limit, alone.per_key_limit, alone.rate_allowed), (None, Some(2), Some(10)));
+        let stored = settings(Some(40), Some(3));
+        let (both, from_node) = super::in_force("exports", Some(&stored), Some(&declared));
+        assert!(from_node, "the rate is the node's");
+        assert_eq!((both.global_limit, both.per_key_limit, both.rate_allowed), (Some(40), Some(3), Some(10)));
+        let (none, from_node) = super::in_force("exports", Some(&stored), None);
+        assert!(!from_node && none == stored);
     }
 }

@@ -220,3 +220,17 @@ async fn the_queues_page_shows_the_limits_in_use_the_busiest_keys_and_why_jobs_w
     assert!(page.contains("paused: 4 available wait for a resume"), "{page}");
     assert!(!page.contains("rate used up"), "{page}");
 }
+
+#[actix_web::test]
+async fn limits_the_workers_declare_show_where_none_is_stored() {
+    let db = TestDatabase::new().await.expect("db");
+    let pool = db.pool(4).expect("pool");
+    let queues = serde_json::json!({"mailers": {"limit": 5, "running": 0, "declared": {"per_key_limit": 1}}});
+    test_app::live_node(&pool, queues, &["mail"], serde_json::json!({})).await;
+    insert(&pool, vec![keyed(Some("acme")), keyed(Some("acme"))]).await;
+    let app = test_app::app(&pool, jobs_dashboard::Access::Full).await;
+    let (_, page, _) = get(&app, "/admin/jobs/queues").await;
+    assert!(page.contains("limits declared by its workers") && page.contains("0 running"), "{page}");
+    // Nothing stored: the settings' cell says so, the form stays empty.
+    assert!(page.contains("no per-key limit"), "{page}");
+}

@@ -1,7 +1,9 @@
 //! A claim on a queue with cluster-wide limits, written once for every backend: inside
 //! one transaction, lock the queue's row and read its limits and usage, count what runs
-//! (per key when the queue has a per-key limit), claim what the limits allow (in turn
-//! over the keys, [`crate::partition`]), and store the rate's usage and the keys' turn.
+//! (per key when the queue has a per-key limit; the claiming node's runs that ended and
+//! wait for their outcome's write run nothing and are left out), claim what the limits
+//! allow (in turn over the keys, [`crate::partition`]), and store the rate's usage and
+//! the keys' turn.
 //! A backend supplies the statements ([`LimitedClaimOps`]); [`claim_limited`] decides.
 
 use std::collections::HashMap;
@@ -46,8 +48,9 @@ pub trait LimitedClaimOps: KeyedClaimOps {
     fn create_row(&mut self) -> impl Future<Output = Result<()>> + Send;
 
     /// The queue's running jobs, counted per partition key when `by_key` (`None`: the
-    /// unkeyed ones), else in one row keyed `None`. Read after the lock, so that it sees
-    /// every claim committed before.
+    /// unkeyed ones), else in one row keyed `None`, leaving out the claiming node's runs
+    /// that ended ([`JobClaimParams::ended`](crate::JobClaimParams::ended)). Read after
+    /// the lock, so that it sees every claim committed before.
     fn running(&mut self, by_key: bool) -> impl Future<Output = Result<Vec<(Option<String>, i64)>>> + Send;
 
     /// The ordinary claim, of at most `limit` jobs.

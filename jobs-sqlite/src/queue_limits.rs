@@ -27,12 +27,12 @@ const CREATE_ROW: &str = "\
 INSERT INTO job_queues (name, created_at, updated_at) VALUES ($1, $2, $2) ON CONFLICT (name) DO NOTHING";
 
 // The runs that ended here and wait for their outcome's write ($2: `[[job, attempt],
-// ...]`) run nothing and are left out.
+// ...]`) run nothing and are left out (`NOT IN`: the list is read once, not once per
+// running row).
 macro_rules! running_where {
     () => {
         "queue = $1 AND state = 'running'
-  AND NOT EXISTS (SELECT 1 FROM json_each($2) AS e
-                  WHERE e.value ->> 0 = jobs.id AND e.value ->> 1 = jobs.attempt)"
+  AND (id, attempt) NOT IN (SELECT e.value ->> 0, e.value ->> 1 FROM json_each($2) AS e)"
     };
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use jobs_core::driver::partition::partition_key_of;
 use jobs_core::driver::{
-    Completion, JobClaimParams, JobCompleteManyParams, JobFilter, JobListParams, JobState,
+    Completion, JobClaimParams, JobCompleteManyParams, JobFilter, JobListParams, JobState, NodeListParams,
     QueueSetLimitsParams, QueueSettingsParams,
 };
 use jobs_core::maintenance::{Rescuer, RescuerConfig, ServiceContext};
@@ -116,7 +116,7 @@ pub async fn new_keys_wait_for_the_next_round(db: TestDb) {
 /// 3 of a key or 40 in all run; the quiet keys are all served long before the busy key is
 /// done; every job runs once. (A row whose run has ended reads `running` until its outcome
 /// is written, but no longer counts: the sampler leaves out the runs the tally saw end
-/// before it read the table.)
+/// by the time it had read the table.)
 pub async fn per_key_limits_hold_across_three_workers(db: TestDb) {
     let tally = Tallied::new();
     let mut jobs: Vec<_> = (0..200).map(|_| export::build(tally.export(Some("hot"), 5))).collect();
@@ -140,10 +140,12 @@ pub async fn per_key_limits_hold_across_three_workers(db: TestDb) {
             };
             let mut samples = 0_u32;
             while !done.load(Ordering::Acquire) {
-                let ended = tally.read().ended;
                 let running =
                     driver.job_list(JobListParams { filter: &filter, before: None, limit: 1_000 }).await;
                 let mut running = running.expect("list");
+                // Read after the table: a run that ended meanwhile, whose room a claim may
+                // already have taken, is left out too (so a count over the limit is one).
+                let ended = tally.read().ended;
                 running.retain(|job| !ended.contains(&job.id));
                 let mut per_key: HashMap<Option<String>, usize> = HashMap::new();
                 for job in &running {
@@ -198,7 +200,8 @@ pub async fn per_key_limits_hold_across_three_workers(db: TestDb) {
 }
 
 /// The kind's `limit = 2, partition_by = "customer"`: a worker of 10 slots runs 2 of one
-/// customer's exports at once, no more; a limit stored for the queue takes its place.
+/// customer's exports at once, no more, and publishes the limit in its heartbeat; a limit
+/// stored for the queue takes its place.
 pub async fn a_kinds_declared_limit_applies_to_its_queue(db: TestDb) {
     let tally = Tallied::new();
     enqueue_many(&db.driver, (0..6).map(|_| export::build(tally.export(Some("acme"), 60))))
@@ -216,6 +219,12 @@ pub async fn a_kinds_declared_limit_applies_to_its_queue(db: TestDb) {
     })
     .await;
     assert_eq!(tally.most_of_one_key(), 2, "the kind's limit, reached and held");
+    // Published for the dashboard, which reads only stored limits from the database.
+    wait_for("the node to publish its declared limit", DEADLINE, || async {
+        let nodes = db.driver.node_list(NodeListParams {}).await.expect("nodes");
+        nodes.iter().any(|n| n.queues["exports"]["declared"]["per_key_limit"] == 2).then_some(())
+    })
+    .await;
 
     let tally = Tallied::new();
     let one = QueueLimits { per_key_limit: Some(1), ..QueueLimits::default() };

@@ -111,7 +111,7 @@ fn hand_backs_first(shared: &Shared, batch: &[Completion]) {
 /// The jobs are no longer this node's to report: they leave the set the orphan check
 /// treats as held (hand-backs left it before, see [`hand_backs_first`]), and their
 /// queue's ended runs (the write is done: the row no longer counts as running, or the
-/// run is no longer the row's).
+/// run is no longer the row's; hand-backs never enter them).
 fn forget(shared: &Shared, batch: &[Completion]) {
     {
         let mut held = shared.held.lock().unwrap_or_else(|e| e.into_inner());
@@ -119,7 +119,7 @@ fn forget(shared: &Shared, batch: &[Completion]) {
             held.remove(&(c.id, c.attempt));
         }
     }
-    for c in batch {
+    for c in batch.iter().filter(|c| !c.give_back_attempt) {
         if let Some(queue) = shared.queues.get(&*c.queue) {
             queue.ended.lock().unwrap_or_else(|e| e.into_inner()).remove(&(c.id, c.attempt));
         }

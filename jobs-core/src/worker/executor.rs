@@ -209,7 +209,11 @@ pub(crate) fn spawn(
             let span = tracing::info_span!("job", job.id = job.id, job.kind = %job.kind, job.attempt = job.attempt, job.queue = %job.queue);
             let completion = execute(&shared, &queue, &job, &running).instrument(span).await;
             shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove((job.id, job.attempt));
-            queue.run_ended((job.id, job.attempt));
+            // A hand-back (a kind this node does not run) gives its attempt number back: the
+            // next claim runs the job at the same one, which must count.
+            if !completion.give_back_attempt {
+                queue.run_ended((job.id, job.attempt));
+            }
             shared.completions.submit(completion).await;
             next = queue.next_or_free(permit);
         }

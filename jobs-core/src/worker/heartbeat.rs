@@ -24,10 +24,19 @@ pub(crate) async fn beat(shared: &Shared, registering: bool) -> Result<()> {
             let limit = q.limit.current();
             let running = q.limit.in_use(&q.slots);
             let buffered = q.buffered();
-            (
-                q.name.to_string(),
-                serde_json::json!({ "limit": limit, "running": running, "buffered": buffered }),
-            )
+            let mut load = serde_json::json!({ "limit": limit, "running": running, "buffered": buffered });
+            // The limits this node declares, which apply where none is stored: for the
+            // dashboard, which reads only the stored ones from the database.
+            if q.declared.any() {
+                let d = q.declared;
+                load["declared"] = serde_json::json!({
+                    "global_limit": d.global_limit,
+                    "per_key_limit": d.per_key_limit,
+                    "rate_allowed": d.rate.map(|r| r.allowed),
+                    "rate_period_secs": d.rate.map(|r| r.period_secs),
+                });
+            }
+            (q.name.to_string(), load)
         })
         .collect();
     let queues = serde_json::Value::Object(queues);

@@ -118,9 +118,15 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
     let nodes = driver.node_list(NodeListParams {}).await?;
     let queues = liveness::queue_lines(depths, &nodes, now);
     let mut usage = Vec::new();
+    // The limits each queue's live nodes declare (the first one's), applied where none is
+    // stored.
+    let mut declared: HashMap<String, serde_json::Value> = HashMap::new();
     for node in nodes.into_iter().filter(|n| liveness::is_live(n, now)) {
         if let Some(map) = node.queues.as_object() {
             for (queue, v) in map {
+                if let Some(d) = v.get("declared") {
+                    declared.entry(queue.clone()).or_insert_with(|| d.clone());
+                }
                 usage.push(NodeUse {
                     node: node.name.clone(),
                     queue: queue.clone(),
@@ -140,23 +146,32 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
     let (mut waiting, mut limits) = (HashMap::new(), Vec::new());
     for line in &queues {
         let depth = &line.depth;
-        let stored = settings.get(&depth.queue);
-        let limited = stored.filter(|s| s.limited());
-        let used = match limited {
-            Some(s) => {
-                let params = QueueLimitsUsageParams {
-                    queue: &depth.queue,
-                    per_key_limit: s.per_key_limit,
-                    top: BUSIEST_KEYS,
-                    cap: WAITING_CAP,
-                };
-                Some(driver.queue_limits_usage(params).await?)
+        let (in_force, from_node) =
+            limits_usage::in_force(&depth.queue, settings.get(&depth.queue), declared.get(&depth.queue));
+        let used = if in_force.limited() {
+            let params = QueueLimitsUsageParams {
+                queue: &depth.queue,
+                per_key_limit: in_force.per_key_limit,
+                top: BUSIEST_KEYS,
+                cap: WAITING_CAP,
+            };
+            // A failed read leaves this queue's usage out, not the page (its pause button).
+            match driver.queue_limits_usage(params).await {
+                Ok(used) => Some(used),
+                Err(e) => {
+                    tracing::warn!(queue = %depth.queue, error = %e, "reading the limits' usage failed");
+                    None
+                }
             }
-            None => None,
+        } else {
+            None
         };
-        waiting.insert(depth.queue.clone(), limits_usage::why_waiting(depth, stored, used.as_ref(), now));
-        if let (Some(s), Some(used)) = (limited, &used) {
-            limits.push(LimitsLine::new(depth, s, used, now));
+        waiting.insert(
+            depth.queue.clone(),
+            limits_usage::why_waiting(depth, Some(&in_force), used.as_ref(), now),
+        );
+        if let Some(used) = &used {
+            limits.push(LimitsLine::new(depth, &in_force, from_node, used, now));
         }
     }
     let cookies = c.take_cookies();

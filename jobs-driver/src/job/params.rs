@@ -114,8 +114,9 @@ pub struct JobClaimParams<'a> {
     /// Runs of this node, as (job, attempt), whose handler has ended but whose outcome is
     /// not written yet: under a limit they no longer count as running (they run nothing),
     /// so the room they leave is taken at once rather than after the write. A run listed
-    /// here whose row has moved on (written, or rescued and claimed at another attempt)
-    /// changes nothing.
+    /// here whose row has moved on (written, or rescued and claimed at the next attempt)
+    /// changes nothing. Never list a hand-back that gives its attempt number back: the
+    /// job's next run has the same number.
     pub ended: &'a [(i64, i32)],
 }
 
