@@ -20,6 +20,12 @@ fn entries(row: &JobRow) -> Vec<serde_json::Value> {
 }
 
 /// A row's partition key (`None`: unkeyed).
+/// `row` is one of `queue`'s running jobs and holds a place under its limits: its run is
+/// not among the `ended` ones (their handler returned; the outcome waits).
+fn holds_place(row: &JobRow, queue: usize, ended: &[(i64, i32)]) -> bool {
+    row.queue == QUEUES[queue] && row.state == JobState::Running && !ended.contains(&(row.id, row.attempt))
+}
+
 fn partition_key(row: &JobRow) -> Option<String> {
     row.meta.get(jobs_core::driver::partition::PARTITION_META_KEY)?.as_str().map(str::to_owned)
 }
@@ -31,12 +37,14 @@ fn error_type(entry: &serde_json::Value) -> &str {
 impl System {
     /// A claim took only available jobs of its queue, in order, at most `limit` (and what
     /// the queue's global limit leaves; per key with a per-key limit), none of a paused
-    /// queue, and never an attempt number that ran.
+    /// queue, and never an attempt number that ran. The claiming node's `ended` runs (their
+    /// handler returned) hold no place: a running row at such a (job, attempt) is not
+    /// counted.
     pub(super) fn check_claim(
         &self,
         queue: usize,
         limit: usize,
-        node: &str,
+        ended: &[(i64, i32)],
         claimed: &[jobs_core::driver::ClaimedJob],
     ) {
         assert!(claimed.len() <= limit, "claimed {} for a limit of {limit}", claimed.len());
@@ -51,17 +59,13 @@ impl System {
         eligible.sort_by_key(|r| (r.priority, r.scheduled_at, r.id));
         let room = match self.limits[queue] {
             Some(global) => {
-                let running = self
-                    .rows
-                    .values()
-                    .filter(|r| r.queue == QUEUES[queue] && r.state == JobState::Running)
-                    .count();
+                let running = self.rows.values().filter(|r| holds_place(r, queue, ended)).count();
                 usize::from(global).saturating_sub(running)
             }
             None => usize::MAX,
         };
         if let Some(per_key) = self.per_key[queue] {
-            self.check_keyed_claim(queue, limit.min(room), usize::from(per_key), &eligible, claimed);
+            self.check_keyed_claim(queue, limit.min(room), usize::from(per_key), ended, &eligible, claimed);
         } else {
             let expected = if self.paused[queue] { 0 } else { limit.min(room).min(eligible.len()) };
             assert_eq!(
@@ -88,7 +92,6 @@ impl System {
                 job.attempt
             );
         }
-        let _ = node;
     }
 
     /// A claim on a queue with a per-key limit: of each key, at most what its limit leaves
@@ -100,16 +103,12 @@ impl System {
         queue: usize,
         room: usize,
         per_key: usize,
+        ended: &[(i64, i32)],
         eligible: &[&JobRow],
         claimed: &[jobs_core::driver::ClaimedJob],
     ) {
         let running = |key: &Option<String>| {
-            self.rows
-                .values()
-                .filter(|r| {
-                    r.queue == QUEUES[queue] && r.state == JobState::Running && &partition_key(r) == key
-                })
-                .count()
+            self.rows.values().filter(|r| holds_place(r, queue, ended) && &partition_key(r) == key).count()
         };
         let mut keys: Vec<Option<String>> = eligible.iter().map(|r| partition_key(r)).collect();
         keys.sort();
@@ -167,18 +166,15 @@ impl System {
             }
         }
         // Running jobs of a limited queue stay within its limit (a lowered limit excepted:
-        // its running jobs finish).
+        // its running jobs finish). A run whose handler returned, on any node, holds no
+        // place: its row reads running until its outcome is written.
+        let ended: Vec<(i64, i32)> = self.nodes.iter().flat_map(|n| n.ended()).collect();
         for (queue, limit) in self.limits.iter().enumerate() {
             if let (Some(limit), Op::Claim { queue: claimed, .. }) = (limit, op)
                 && *claimed == queue
             {
-                let running =
-                    now.values().filter(|r| r.queue == QUEUES[queue] && r.state == JobState::Running).count();
-                let before = self
-                    .rows
-                    .values()
-                    .filter(|r| r.queue == QUEUES[queue] && r.state == JobState::Running)
-                    .count();
+                let running = now.values().filter(|r| holds_place(r, queue, &ended)).count();
+                let before = self.rows.values().filter(|r| holds_place(r, queue, &ended)).count();
                 assert!(
                     running <= usize::from(*limit) || running <= before,
                     "{running} running on {} over its limit of {limit}",
@@ -194,7 +190,7 @@ impl System {
             {
                 let count = |rows: &mut dyn Iterator<Item = &JobRow>| {
                     let mut by_key: HashMap<Option<String>, usize> = HashMap::new();
-                    for r in rows.filter(|r| r.queue == QUEUES[queue] && r.state == JobState::Running) {
+                    for r in rows.filter(|r| holds_place(r, queue, &ended)) {
                         *by_key.entry(partition_key(r)).or_default() += 1;
                     }
                     by_key

@@ -12,6 +12,16 @@ pub(super) struct Run {
     pub(super) max_attempts: i32,
     pub(super) queue: String,
     pub(super) started: bool,
+    /// Its handler returned; the outcome is not written yet (the node's claims leave the
+    /// run out of what runs: `JobClaimParams::ended`).
+    pub(super) ended: bool,
+}
+
+impl Node {
+    /// The runs whose handler returned and whose outcome waits, as (job, attempt).
+    pub(super) fn ended(&self) -> Vec<(i64, i32)> {
+        self.runs.iter().filter(|r| r.ended).map(|r| (r.job, r.attempt)).collect()
+    }
 }
 
 #[derive(Debug, Clone, Default)]

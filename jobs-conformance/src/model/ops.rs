@@ -93,6 +93,14 @@ pub enum Op {
         /// Which of its runs.
         pick: usize,
     },
+    /// A started run's handler returns: the outcome waits for the completer (a later
+    /// `Finish` writes it), and the node's claims no longer count the run.
+    End {
+        /// Node index.
+        node: usize,
+        /// Which of its runs.
+        pick: usize,
+    },
     /// A node ends one of its runs and writes the outcome.
     Finish {
         /// Node index.
@@ -249,6 +257,7 @@ impl ReferenceStateMachine for Generator {
             8 => (node.clone(), 0..QUEUES.len(), 1u8..5, prop::bool::weighted(0.05))
                 .prop_map(|(node, queue, limit, lose_reply)| Op::Claim { node, queue, limit, lose_reply }),
             8 => (node.clone(), any::<usize>()).prop_map(|(node, pick)| Op::Start { node, pick }),
+            8 => (node.clone(), any::<usize>()).prop_map(|(node, pick)| Op::End { node, pick }),
             10 => (node.clone(), any::<usize>(), ending()).prop_map(|(node, pick, ending)| Op::Finish { node, pick, ending }),
             1 => any::<usize>().prop_map(|pick| Op::Cancel { pick }),
             1 => any::<usize>().prop_map(|pick| Op::Retry { pick }),

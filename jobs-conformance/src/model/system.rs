@@ -182,6 +182,7 @@ impl System {
                 }
                 let name = node_name(node);
                 let limited = self.limits[queue].is_some() || self.per_key[queue].is_some();
+                let ended = self.nodes[node].ended();
                 let params = JobClaimParams {
                     queue: QUEUES[queue],
                     limit: usize::from(limit),
@@ -190,10 +191,10 @@ impl System {
                     recurring_size: false,
                     limited,
                     declared: Default::default(),
-                    ended: &[],
+                    ended: &ended,
                 };
                 let claimed = self.block(self.driver().job_claim(params)).expect("claim");
-                self.check_claim(queue, usize::from(limit), &name, &claimed);
+                self.check_claim(queue, usize::from(limit), &ended, &claimed);
                 if !lose_reply {
                     for job in claimed {
                         self.nodes[node].runs.push(Run {
@@ -202,6 +203,7 @@ impl System {
                             max_attempts: job.max_attempts,
                             queue: job.queue,
                             started: false,
+                            ended: false,
                         });
                     }
                 }
@@ -214,6 +216,14 @@ impl System {
                     run.started = true;
                     let first = self.started.insert((run.job, run.attempt));
                     assert!(first, "job {} ran twice at attempt {}", run.job, run.attempt);
+                }
+            }
+            Op::End { node, pick } => {
+                let runs = &mut self.nodes[node].runs;
+                if let Some(run) = (!runs.is_empty()).then(|| pick % runs.len()).map(|i| &mut runs[i])
+                    && run.started
+                {
+                    run.ended = true;
                 }
             }
             Op::Finish { node, pick, ending } => {
