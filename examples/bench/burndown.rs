@@ -41,6 +41,8 @@ pub(crate) struct Shape {
     pub(crate) dependencies: Dependencies,
     /// The queue's cluster-wide limits.
     pub(crate) limits: Limits,
+    /// How long each job takes, ms.
+    pub(crate) job_ms: u64,
 }
 
 /// A burn-down queue's limits.
@@ -188,6 +190,7 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
             delete_on_completion: shape.delete,
             queues: shape.queues,
             node: format!("bench-{i}"),
+            job_ms: shape.job_ms,
         };
         workers.push(WorkerProcess::start(url, &args)?);
     }

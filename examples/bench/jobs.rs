@@ -11,9 +11,17 @@ pub(crate) static DONE: AtomicU64 = AtomicU64::new(0);
 /// Enqueue-to-start latencies in milliseconds (`pickup`).
 pub(crate) static LATENCIES: Mutex<Vec<f64>> = Mutex::new(Vec::new());
 
-/// Does nothing: the burn-down measures the framework, not the job.
+/// How long each `noop` takes in this process, ms (`--job-ms`; 0: no wait).
+pub(crate) static JOB_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Does nothing (or waits `JOB_MS`, as a call to another service would): the burn-down
+/// measures the framework, not the job.
 #[job(kind = "bench.noop", queue = "bench")]
 pub(crate) async fn noop(_ctx: JobContext, _n: i64) -> Result<(), std::convert::Infallible> {
+    let ms = JOB_MS.load(Ordering::Relaxed);
+    if ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
     DONE.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }

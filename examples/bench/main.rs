@@ -102,6 +102,10 @@ struct Args {
     /// Partition keys of the `burndown-per-key` scenario (at most 1 running per key).
     #[arg(long, default_value_t = 1_000)]
     keys: usize,
+    /// How long each burn-down job takes, ms (it waits, as a call to another service
+    /// would); 0: no-op jobs.
+    #[arg(long, default_value_t = 0)]
+    job_ms: u64,
     /// Tasks enqueueing concurrently in the enqueue scenario (N); the batched run is repeated
     /// for each.
     #[arg(long, value_delimiter = ',', default_value = "4,8")]
@@ -239,6 +243,7 @@ async fn main() -> BenchResult {
         delete,
         dependencies: burndown::Dependencies::None,
         limits: burndown::Limits::None,
+        job_ms: args.job_ms,
     };
     // (framework figure, ceiling figure, ceiling runs before it)
     let mut ratios: Vec<(String, String, usize)> = Vec::new();

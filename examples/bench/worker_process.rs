@@ -45,11 +45,15 @@ pub(crate) struct WorkerArgs {
     /// The worker's node name.
     #[arg(long)]
     pub(crate) node: String,
+    /// How long each job takes, ms.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) job_ms: u64,
 }
 
 /// The child's side: runs a worker on the `bench` queue until told to stop.
 pub(crate) async fn run(args: WorkerArgs) -> BenchResult {
     let url = std::env::var("DATABASE_URL")?;
+    crate::jobs::JOB_MS.store(args.job_ms, std::sync::atomic::Ordering::Relaxed);
     let names = crate::burndown::queue_names(args.queues);
     let slots = args.concurrency.div_ceil(names.len()).max(1);
     let mut builder = Worker::builder(jobs_core::driver_for_url(&url, 8)?);
@@ -132,6 +136,7 @@ impl WorkerProcess {
         command
             .args(["--queues", &args.queues.to_string()])
             .args(["--node", &args.node])
+            .args(["--job-ms", &args.job_ms.to_string()])
             .env("DATABASE_URL", database_url)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
