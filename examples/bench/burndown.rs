@@ -228,7 +228,7 @@ pub(crate) async fn run(url: &str, shape: Shape, name: &str, figures: &mut Figur
         "claims_in_flight": shape.claims_in_flight, "max_fetch": shape.max_fetch, "prefetch_window_ms": shape.prefetch_window_ms, "prefetch": shape.prefetch, "seconds": elapsed, "jobs_per_s": rate,
         "claims": claims, "worker_cpu_ms_per_1000_jobs": worker_ms_per_1000,
         "machine_cpu_us_per_job": machine_us_per_job, "queues": shape.queues,
-        "postgres_cpu_us_per_job": postgres_us_per_job,
+        "postgres_cpu_us_per_job": postgres_us_per_job, "job_ms": shape.job_ms,
     });
     let mut extra = String::new();
     if !shape.delete {

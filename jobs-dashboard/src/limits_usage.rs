@@ -16,15 +16,42 @@ pub(crate) const BUSIEST_KEYS: usize = 5;
 /// reads up to this many index entries, on every refresh of the page.
 pub(crate) const WAITING_CAP: i64 = 1_000;
 
+/// Where some of a queue's limits in force come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Declared {
+    /// All are stored (or there are none).
+    Stored,
+    /// Every live node serving the queue declares the same ones.
+    ByWorkers,
+    /// Its live nodes declare different ones (or some none): each claims under its own;
+    /// shown are the first node's.
+    Disagree,
+}
+
+impl Declared {
+    /// What the page says of it, if anything.
+    pub(crate) fn hint(self) -> Option<&'static str> {
+        match self {
+            Declared::Stored => None,
+            Declared::ByWorkers => Some("limits declared by its workers"),
+            Declared::Disagree => {
+                Some("its workers declare different limits, each claiming under its own: shown, one node's")
+            }
+        }
+    }
+}
+
 /// `stored` (what `set_queue_limits` keeps, if anything) with each limit it leaves unset
-/// taken from what a live node declares for `queue` (its heartbeat's `declared`, see
-/// `QueueConfig::per_key_limit` and `#[job(limit)]`), as claims apply them; and whether
-/// any came from a node.
+/// taken from what the live nodes serving `queue` declare for it (each heartbeat's
+/// `declared`, in `by_node`; see `QueueConfig::per_key_limit` and `#[job(limit)]`), as
+/// claims apply them; and where they come from.
 pub(crate) fn in_force(
     queue: &str,
     stored: Option<&QueueSettings>,
-    declared: Option<&serde_json::Value>,
-) -> (QueueSettings, bool) {
+    by_node: &[Option<serde_json::Value>],
+) -> (QueueSettings, Declared) {
+    let declared = by_node.iter().flatten().next();
+    let agree = by_node.iter().all(|d| d.as_ref() == declared);
     let mut settings = stored.cloned().unwrap_or_else(|| QueueSettings {
         queue: queue.to_owned(),
         paused: false,
@@ -34,7 +61,7 @@ pub(crate) fn in_force(
         rate_allowed: None,
         rate_period_secs: None,
     });
-    let Some(declared) = declared else { return (settings, false) };
+    let Some(declared) = declared else { return (settings, Declared::Stored) };
     let field = |name: &str| declared.get(name).and_then(serde_json::Value::as_i64);
     let before = (settings.global_limit, settings.per_key_limit, settings.rate());
     settings.global_limit = settings.global_limit.or(field("global_limit"));
@@ -43,15 +70,19 @@ pub(crate) fn in_force(
         settings.rate_allowed = field("rate_allowed");
         settings.rate_period_secs = field("rate_period_secs");
     }
-    let from_node = before != (settings.global_limit, settings.per_key_limit, settings.rate());
-    (settings, from_node)
+    let source = match (before != (settings.global_limit, settings.per_key_limit, settings.rate()), agree) {
+        (false, _) => Declared::Stored,
+        (true, true) => Declared::ByWorkers,
+        (true, false) => Declared::Disagree,
+    };
+    (settings, source)
 }
 
 /// One limited queue's usage, worded.
 pub(crate) struct LimitsLine {
     pub(crate) queue: String,
-    /// Some of the limits are the workers' own (none stored in their place).
-    pub(crate) declared: bool,
+    /// What the page says of the limits the workers declare, if any is in force.
+    pub(crate) declared: Option<&'static str>,
     /// "37 of 40 running" (the global limit), or how many run.
     pub(crate) running: String,
     /// "512 of 600 started in the last minute", if the queue has a rate.
@@ -67,7 +98,7 @@ pub(crate) struct BusyKey {
     /// The key, or "(no key)" for the unkeyed jobs.
     pub(crate) key: String,
     pub(crate) running: i64,
-    /// "1,204 waiting", "10,000+ waiting", or empty where not counted.
+    /// "204 waiting", "1,000+ waiting", or empty where not counted.
     pub(crate) waiting: String,
     /// The key is at the per-key limit.
     pub(crate) at_limit: bool,
@@ -78,7 +109,7 @@ impl LimitsLine {
     pub(crate) fn new(
         depth: &QueueDepth,
         settings: &QueueSettings,
-        declared: bool,
+        declared: Declared,
         usage: &LimitsUsage,
         now: DateTime<Utc>,
     ) -> LimitsLine {
@@ -119,7 +150,21 @@ impl LimitsLine {
                 at_limit: settings.per_key_limit.is_some_and(|limit| k.running >= limit),
             })
             .collect();
-        LimitsLine { queue: settings.queue.clone(), declared, running, rate, keys, busiest }
+        LimitsLine { queue: settings.queue.clone(), declared: declared.hint(), running, rate, keys, busiest }
+    }
+}
+
+impl LimitsLine {
+    /// `queue`'s line when its usage could not be read.
+    pub(crate) fn unreadable(queue: &str, declared: Declared) -> LimitsLine {
+        LimitsLine {
+            queue: queue.to_owned(),
+            declared: declared.hint(),
+            running: "its usage could not be read (the log says why)".to_owned(),
+            rate: None,
+            keys: None,
+            busiest: Vec::new(),
+        }
     }
 }
 
@@ -251,8 +296,13 @@ mod tests {
                 KeyLoad { key: None, running: 1, available: None },
             ],
         };
-        let line =
-            LimitsLine::new(&depth(10, 0, 4, false), &settings(Some(40), Some(3)), false, &usage, Utc::now());
+        let line = LimitsLine::new(
+            &depth(10, 0, 4, false),
+            &settings(Some(40), Some(3)),
+            super::Declared::Stored,
+            &usage,
+            Utc::now(),
+        );
         assert_eq!(line.running, "4 of 40 running");
         assert_eq!(line.keys.as_deref(), Some("2 keys running, 1 at their limit of 3"));
         assert_eq!(
@@ -265,15 +315,27 @@ mod tests {
 
     #[test]
     fn a_nodes_declared_limits_apply_where_none_is_stored() {
+        use super::{Declared, in_force};
         let declared = serde_json::json!({"global_limit": null, "per_key_limit": 2, "rate_allowed": 10, "rate_period_secs": 60});
-        let (alone, from_node) = super::in_force("exports", None, Some(&declared));
-        assert!(from_node);
+        let both = [Some(declared.clone()), Some(declared.clone())];
+        let (alone, source) = in_force("exports", None, &both);
+        assert_eq!(source, Declared::ByWorkers);
         assert_eq!((alone.global_limit, alone.per_key_limit, alone.rate_allowed), (None, Some(2), Some(10)));
         let stored = settings(Some(40), Some(3));
-        let (both, from_node) = super::in_force("exports", Some(&stored), Some(&declared));
-        assert!(from_node, "the rate is the node's");
-        assert_eq!((both.global_limit, both.per_key_limit, both.rate_allowed), (Some(40), Some(3), Some(10)));
-        let (none, from_node) = super::in_force("exports", Some(&stored), None);
-        assert!(!from_node && none == stored);
+        let (merged, source) = in_force("exports", Some(&stored), &both[..1]);
+        assert_eq!(source, Declared::ByWorkers, "the rate is the node's");
+        assert_eq!(
+            (merged.global_limit, merged.per_key_limit, merged.rate_allowed),
+            (Some(40), Some(3), Some(10))
+        );
+        // A stored rate wins over the declared one: nothing is the node's.
+        let with_rate = QueueSettings { rate_allowed: Some(5), rate_period_secs: Some(1), ..stored.clone() };
+        let (kept, source) = in_force("exports", Some(&with_rate), &both);
+        assert_eq!((source, kept), (Declared::Stored, with_rate));
+        // Nodes that disagree, or one that declares nothing: said so.
+        let other = serde_json::json!({"per_key_limit": 1});
+        assert_eq!(in_force("exports", None, &[Some(declared.clone()), Some(other)]).1, Declared::Disagree);
+        assert_eq!(in_force("exports", None, &[None, Some(declared)]).1, Declared::Disagree);
+        assert_eq!(in_force("exports", Some(&stored), &[]), (stored, Declared::Stored));
     }
 }

@@ -203,6 +203,8 @@ async fn the_per_key_statements_read_one_entry_per_key() {
     let plan = explain(&mut conn, CLAIM_KEY, &["'keyed'", "10", "'planner'", "NULL", "42", "'hot'"]).await;
     assert!(plan.contains("\"key\": \"jobs_partition_idx\""), "a key's claim leaves its index:\n{plan}");
     assert!(!sorts(&plan), "a key's claim sorts its jobs:\n{plan}");
-    let plan = explain(&mut conn, RUNNING_BY_KEY, &["'keyed'"]).await;
-    assert!(full_scans(&plan).is_empty(), "counting the running jobs reads the table:\n{plan}");
+    // The node's ended runs ($2) are a list the statement reads whole (JSON_TABLE `e`).
+    let plan = explain(&mut conn, RUNNING_BY_KEY, &["'keyed'", "'[[1,1],[2,1]]'"]).await;
+    let scans: Vec<String> = full_scans(&plan).into_iter().filter(|t| t != "e").collect();
+    assert!(scans.is_empty(), "counting the running jobs reads the table:\n{plan}");
 }

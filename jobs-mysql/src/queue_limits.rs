@@ -32,8 +32,9 @@ ON DUPLICATE KEY UPDATE name = name";
 // Statements of their own, after the lock (read committed: a snapshot per statement), so
 // that they see every claim committed by the transactions the lock waited for. The runs
 // that ended here and wait for their outcome's write ($2: `[[job, attempt], ...]`) run
-// nothing and are left out (`NOT IN`, which is read once, not once per running row as a
-// correlated `NOT EXISTS` would be).
+// nothing and are left out. (MariaDB checks each running row against the list, as it
+// would a `NOT EXISTS`: the list holds at most the node's slots, the rows the queue's
+// running jobs.)
 macro_rules! running_where {
     () => {
         "queue = $1 AND state = 'running'

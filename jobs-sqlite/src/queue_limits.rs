@@ -32,7 +32,7 @@ INSERT INTO job_queues (name, created_at, updated_at) VALUES ($1, $2, $2) ON CON
 macro_rules! running_where {
     () => {
         "queue = $1 AND state = 'running'
-  AND (id, attempt) NOT IN (SELECT e.value ->> 0, e.value ->> 1 FROM json_each($2) AS e)"
+  AND (jobs.id, jobs.attempt) NOT IN (SELECT e.value ->> 0, e.value ->> 1 FROM json_each($2) AS e)"
     };
 }
 

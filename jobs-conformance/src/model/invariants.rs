@@ -19,13 +19,13 @@ fn entries(row: &JobRow) -> Vec<serde_json::Value> {
     row.errors.as_array().cloned().unwrap_or_default()
 }
 
-/// A row's partition key (`None`: unkeyed).
 /// `row` is one of `queue`'s running jobs and holds a place under its limits: its run is
 /// not among the `ended` ones (their handler returned; the outcome waits).
 fn holds_place(row: &JobRow, queue: usize, ended: &[(i64, i32)]) -> bool {
     row.queue == QUEUES[queue] && row.state == JobState::Running && !ended.contains(&(row.id, row.attempt))
 }
 
+/// A row's partition key (`None`: unkeyed).
 fn partition_key(row: &JobRow) -> Option<String> {
     row.meta.get(jobs_core::driver::partition::PARTITION_META_KEY)?.as_str().map(str::to_owned)
 }
@@ -166,9 +166,12 @@ impl System {
             }
         }
         // Running jobs of a limited queue stay within its limit (a lowered limit excepted:
-        // its running jobs finish). A run whose handler returned, on any node, holds no
-        // place: its row reads running until its outcome is written.
-        let ended: Vec<(i64, i32)> = self.nodes.iter().flat_map(|n| n.ended()).collect();
+        // its running jobs finish). A run whose handler returned on the claiming node holds
+        // no place for its claim: its row reads running until its outcome is written.
+        let ended: Vec<(i64, i32)> = match op {
+            Op::Claim { node, .. } => self.nodes[*node].ended(),
+            _ => Vec::new(),
+        };
         for (queue, limit) in self.limits.iter().enumerate() {
             if let (Some(limit), Op::Claim { queue: claimed, .. }) = (limit, op)
                 && *claimed == queue

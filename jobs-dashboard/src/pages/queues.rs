@@ -118,15 +118,13 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
     let nodes = driver.node_list(NodeListParams {}).await?;
     let queues = liveness::queue_lines(depths, &nodes, now);
     let mut usage = Vec::new();
-    // The limits each queue's live nodes declare (the first one's), applied where none is
-    // stored.
-    let mut declared: HashMap<String, serde_json::Value> = HashMap::new();
+    // What each live node serving a queue declares for it (`None`: nothing), applied
+    // where no limit is stored.
+    let mut declared: HashMap<String, Vec<Option<serde_json::Value>>> = HashMap::new();
     for node in nodes.into_iter().filter(|n| liveness::is_live(n, now)) {
         if let Some(map) = node.queues.as_object() {
             for (queue, v) in map {
-                if let Some(d) = v.get("declared") {
-                    declared.entry(queue.clone()).or_insert_with(|| d.clone());
-                }
+                declared.entry(queue.clone()).or_default().push(v.get("declared").cloned());
                 usage.push(NodeUse {
                     node: node.name.clone(),
                     queue: queue.clone(),
@@ -146,8 +144,8 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
     let (mut waiting, mut limits) = (HashMap::new(), Vec::new());
     for line in &queues {
         let depth = &line.depth;
-        let (in_force, from_node) =
-            limits_usage::in_force(&depth.queue, settings.get(&depth.queue), declared.get(&depth.queue));
+        let by_node = declared.get(&depth.queue).map_or(&[][..], Vec::as_slice);
+        let (in_force, from_node) = limits_usage::in_force(&depth.queue, settings.get(&depth.queue), by_node);
         let used = if in_force.limited() {
             let params = QueueLimitsUsageParams {
                 queue: &depth.queue,
@@ -155,11 +153,13 @@ pub(crate) async fn page(req: HttpRequest, d: web::Data<Dashboard>) -> Result<Ht
                 top: BUSIEST_KEYS,
                 cap: WAITING_CAP,
             };
-            // A failed read leaves this queue's usage out, not the page (its pause button).
+            // A failed read leaves this queue's usage out, saying so, not the page (its pause
+            // button).
             match driver.queue_limits_usage(params).await {
                 Ok(used) => Some(used),
                 Err(e) => {
                     tracing::warn!(queue = %depth.queue, error = %e, "reading the limits' usage failed");
+                    limits.push(LimitsLine::unreadable(&depth.queue, from_node));
                     None
                 }
             }
