@@ -65,6 +65,7 @@ macro_rules! with_cases {
             a_global_limit_caps_what_runs_across_nodes: [],
             a_rate_limit_slides_over_its_window: [],
             workers_obey_the_queues_limits: [],
+            limits_set_again_read_back_as_set: [],
             a_jobs_end_frees_its_room_before_its_outcome_is_written: [SkipLocked],
             per_key_claims_take_the_keys_in_turn: [],
             new_keys_wait_for_the_next_round: [],

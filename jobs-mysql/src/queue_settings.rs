@@ -32,24 +32,36 @@ pub(crate) async fn set_concurrency(
     Ok(())
 }
 
-/// See [`QueueSetLimitsParams`]. A merge patch: a limit given as null is removed.
+/// See [`QueueSetLimitsParams`]: the four limits are removed, then the ones given set
+/// (from an object built here that holds no null: MariaDB 10.11's `JSON_MERGE_PATCH` loses
+/// a member's new value when the patch also removes a member listed before it in the
+/// document, `{"p":1,"g":1}` patched with `{"g":2,"p":null}` giving `{"g":1}`).
 pub(crate) async fn set_limits(
     conn: &mut AsyncMysqlConnection,
     params: QueueSetLimitsParams<'_>,
 ) -> Result<()> {
+    let mut limits = serde_json::Map::new();
+    let mut put = |name: &str, value: Option<i64>| {
+        if let Some(v) = value {
+            limits.insert(name.to_owned(), v.into());
+        }
+    };
+    put("global_limit", params.global_limit.map(i64::from));
+    put("rate_allowed", params.rate.map(|r| i64::from(r.allowed)));
+    put("rate_period_secs", params.rate.map(|r| i64::from(r.period_secs)));
+    put("per_key_limit", params.per_key_limit.map(i64::from));
+    let limits = serde_json::Value::Object(limits).to_string();
     CachedQuery::new(
         "INSERT INTO job_queues (name, paused, settings, created_at, updated_at)
-         VALUES ($1, FALSE, JSON_MERGE_PATCH('{}', JSON_OBJECT('global_limit', $2, 'rate_allowed', $3, 'rate_period_secs', $4, 'per_key_limit', $5)),
-                 UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
+         VALUES ($1, FALSE, $2, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
          ON DUPLICATE KEY UPDATE
-         settings = JSON_MERGE_PATCH(settings, JSON_OBJECT('global_limit', $2, 'rate_allowed', $3, 'rate_period_secs', $4, 'per_key_limit', $5)),
+         settings = JSON_MERGE_PATCH(
+             JSON_REMOVE(settings, '$.global_limit', '$.rate_allowed', '$.rate_period_secs', '$.per_key_limit'),
+             $2),
          updated_at = UTC_TIMESTAMP(6)",
     )
     .bind::<Text, _>(params.queue)
-    .bind::<Nullable<Integer>, _>(params.global_limit)
-    .bind::<Nullable<Integer>, _>(params.rate.map(|r| i32::try_from(r.allowed).unwrap_or(i32::MAX)))
-    .bind::<Nullable<Integer>, _>(params.rate.map(|r| i32::try_from(r.period_secs).unwrap_or(i32::MAX)))
-    .bind::<Nullable<Integer>, _>(params.per_key_limit)
+    .bind::<Text, _>(&limits)
     .execute(conn)
     .await?;
     Ok(())

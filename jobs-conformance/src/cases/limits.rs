@@ -205,3 +205,45 @@ pub async fn a_jobs_end_frees_its_room_before_its_outcome_is_written(db: TestDb)
     .await;
     handle.shutdown().await.expect("shutdown");
 }
+
+/// Limits set one after another read back as last set, whatever was there before: a
+/// limit given replaces the stored one, one not given is removed, the concurrency stays.
+/// (MariaDB's `JSON_MERGE_PATCH` kept the old global limit when the same patch removed the
+/// per-key one stored before it, first in the document.)
+pub async fn limits_set_again_read_back_as_set(db: TestDb) {
+    let rate = RateLimit { allowed: 5, period_secs: 60 };
+    let set = |global_limit, per_key_limit, rate| QueueSetLimitsParams {
+        queue: "work",
+        global_limit,
+        per_key_limit,
+        rate,
+    };
+    let read = || async {
+        let all = db.driver.queue_settings(QueueSettingsParams { queue: Some("work") }).await.expect("read");
+        let s = all.first().cloned().expect("a row");
+        (s.concurrency, s.global_limit, s.per_key_limit, s.rate())
+    };
+    let steps = [
+        (None, Some(1), None),
+        (Some(1), Some(1), Some(rate)),
+        (Some(2), None, None),
+        (None, Some(4), Some(rate)),
+        (Some(7), Some(2), None),
+        (None, None, None),
+    ];
+    for (global, per_key, rate) in steps {
+        db.driver.queue_set_limits(set(global, per_key, rate)).await.expect("set");
+        let expected = (None, global.map(i64::from), per_key.map(i64::from), rate);
+        assert_eq!(read().await, expected, "after setting {global:?}, {per_key:?}, {rate:?}");
+    }
+    db.driver
+        .queue_set_concurrency(jobs_core::driver::QueueSetConcurrencyParams {
+            queue: "work",
+            concurrency: Some(3),
+        })
+        .await
+        .expect("concurrency");
+    db.driver.queue_set_limits(set(Some(2), Some(1), None)).await.expect("set");
+    db.driver.queue_set_limits(set(None, None, Some(rate))).await.expect("set");
+    assert_eq!(read().await, (Some(3), None, None, Some(rate)), "the concurrency stays");
+}
