@@ -216,9 +216,7 @@ pub(crate) fn why_waiting(
             {
                 let keys =
                     format!("{} {}", thousands(usage.keys_at_limit), plural(usage.keys_at_limit, "key"));
-                why.push(format!(
-                    "{keys} at the per-key limit ({limit}): more of their jobs wait for a running one to end"
-                ));
+                why.push(format!("{keys} at the per-key limit ({limit}): their other jobs wait"));
             }
         }
     }
@@ -276,7 +274,7 @@ mod tests {
             why_waiting(&depth(1200, 0, 40, false), Some(&limited), Some(&usage), now),
             [
                 "at its global limit (40): 1,200 available wait for a running job to end",
-                "1 key at the per-key limit (3): more of their jobs wait for a running one to end"
+                "1 key at the per-key limit (3): their other jobs wait"
             ]
         );
         assert!(

@@ -8,8 +8,8 @@
 
 use fantoccini::{Client, Locator};
 use jobs_core::driver::{
-    KindMetric, KindStatsCount, NodeHeartbeatParams, ScheduleDef, ScheduleSyncParams, StatsCount,
-    StatsRecordParams,
+    KindMetric, KindStatsCount, NodeHeartbeatParams, QueueSetLimitsParams, RateLimit, ScheduleDef,
+    ScheduleSyncParams, StatsCount, StatsRecordParams,
 };
 use jobs_core::testing::TestDatabase;
 use jobs_core::{IntoDriver, JobState};
@@ -46,6 +46,19 @@ async fn every_page_in_light_and_dark_at_phone_and_desktop_widths_then_live_refr
         })
         .collect();
     jobs.push(JobFactory::new("walk.a-kind-with-a-rather-long-name-that-wraps").queue("reports"));
+    // Customers' jobs under limits, for the queues page's "Limits in use" and "why waiting".
+    for (customer, state) in [
+        ("acme-corporation-europe", JobState::Running),
+        ("acme-corporation-europe", JobState::Available),
+        ("globex", JobState::Running),
+    ] {
+        jobs.push(
+            JobFactory::new("walk.report")
+                .queue("exports")
+                .meta(serde_json::json!({ "_partition_key": customer }))
+                .state(state, now),
+        );
+    }
     let ids = insert_all(&*driver, jobs).await;
     let queues = serde_json::json!({"reports": {"limit": 10, "running": 3, "buffered": 2}});
     let beat = NodeHeartbeatParams {
@@ -60,6 +73,10 @@ async fn every_page_in_light_and_dark_at_phone_and_desktop_widths_then_live_refr
         registering: false,
     };
     driver.node_heartbeat(beat).await.expect("heartbeat");
+    let rate = Some(RateLimit { allowed: 600, period_secs: 60 });
+    let limits =
+        QueueSetLimitsParams { queue: "exports", global_limit: Some(40), per_key_limit: Some(1), rate };
+    driver.queue_set_limits(limits).await.expect("limits");
     let def = ScheduleDef {
         name: "nightly-report".into(),
         expression: "0 0 3 * * *".into(),
@@ -114,6 +131,10 @@ async fn every_page_in_light_and_dark_at_phone_and_desktop_widths_then_live_refr
                 client.goto(&format!("{base}{path}")).await.expect("open page");
                 let h1 = text(&client, "h1").await;
                 assert!(h1.starts_with(heading), "{name}: {h1}");
+                if *name == "queues" {
+                    let keys = text(&client, "#limits-exports .limits-keys").await;
+                    assert_eq!(keys, "2 keys running, 2 at their limit of 1", "{size_name}");
+                }
                 // Only tables scroll sideways; the page itself fits the window.
                 let overflow =
                     eval(&client, "return document.documentElement.scrollWidth - window.innerWidth").await;
