@@ -216,7 +216,12 @@ pub(crate) fn why_waiting(
             {
                 let keys =
                     format!("{} {}", thousands(usage.keys_at_limit), plural(usage.keys_at_limit, "key"));
-                why.push(format!("{keys} at the per-key limit ({limit}): their other jobs wait"));
+                let rest = if usage.keys_at_limit == 1 {
+                    "starts no more until one of its jobs ends"
+                } else {
+                    "start no more until one of theirs ends"
+                };
+                why.push(format!("{keys} at the per-key limit ({limit}) {rest}"));
             }
         }
     }
@@ -274,7 +279,7 @@ mod tests {
             why_waiting(&depth(1200, 0, 40, false), Some(&limited), Some(&usage), now),
             [
                 "at its global limit (40): 1,200 available wait for a running job to end",
-                "1 key at the per-key limit (3): their other jobs wait"
+                "1 key at the per-key limit (3) starts no more until one of its jobs ends"
             ]
         );
         assert!(

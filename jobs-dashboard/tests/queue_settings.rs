@@ -201,7 +201,10 @@ async fn the_queues_page_shows_the_limits_in_use_the_busiest_keys_and_why_jobs_w
     assert!(page.contains("<code>(no key)</code> 1 running</div>"), "{page}");
     assert!(page.contains("<code>globex</code> 1 running, 1 waiting"), "{page}");
     assert!(page.contains("at its global limit (4): 4 available wait for a running job to end"), "{page}");
-    assert!(page.contains("1 key at the per-key limit (2): their other jobs wait"), "{page}");
+    assert!(
+        page.contains("1 key at the per-key limit (2) starts no more until one of its jobs ends"),
+        "{page}"
+    );
     assert!(!page.contains("rate used up"), "{page}");
 
     // No global limit, 4 a minute: the rate is used up.

@@ -33,9 +33,11 @@ pub(crate) async fn set_concurrency(
 }
 
 /// See [`QueueSetLimitsParams`]: the four limits are removed, then the ones given set
-/// (from an object built here that holds no null: MariaDB 10.11's `JSON_MERGE_PATCH` loses
-/// a member's new value when the patch also removes a member listed before it in the
-/// document, `{"p":1,"g":1}` patched with `{"g":2,"p":null}` giving `{"g":1}`).
+/// (from an object built here that holds no null). MariaDB's `JSON_MERGE_PATCH` mishandles
+/// a patch whose null removes a document's leading member: the patch's later members are
+/// not looked for again, so `{"p":1,"g":1}` patched with `{"g":2,"p":null}` gives
+/// `{"g":1}` (seen on 10.11; `limits_set_again_read_back_as_set` reaches it at its third
+/// step).
 pub(crate) async fn set_limits(
     conn: &mut AsyncMysqlConnection,
     params: QueueSetLimitsParams<'_>,
