@@ -26,6 +26,7 @@ mod allowed;
 mod invariants;
 mod nodes;
 mod ops;
+mod runs;
 mod system;
 mod workflows;
 

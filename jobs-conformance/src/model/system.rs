@@ -9,10 +9,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use jobs_core::driver::partition::PARTITION_META_KEY;
 use jobs_core::driver::{
-    Capability, Completion, Driver, JobArchiveParams, JobCancelManyParams, JobClaimParams,
-    JobCompleteManyParams, JobDeleteManyParams, JobInsertManyParams, JobPruneParams, JobReleaseOrphansParams,
-    JobRescueStuckParams, JobRetryManyParams, JobRow, JobScheduleDueParams, JobState, NewJob,
-    NodeHeartbeatParams, QueueSetLimitsParams, QueueSetPausedParams,
+    Capability, Completion, Driver, JobArchiveParams, JobCancelManyParams, JobCompleteManyParams,
+    JobDeleteManyParams, JobInsertManyParams, JobPruneParams, JobReleaseOrphansParams, JobRescueStuckParams,
+    JobRetryManyParams, JobRow, JobScheduleDueParams, JobState, NewJob, QueueSetLimitsParams,
+    QueueSetPausedParams,
 };
 
 use super::allowed::Allowed;
@@ -176,91 +176,10 @@ impl System {
                     }
                 }
             }
-            Op::Claim { node, queue, limit, lose_reply } => {
-                if !self.nodes[node].alive {
-                    return self.check(op, allowed);
-                }
-                let name = node_name(node);
-                let limited = self.limits[queue].is_some() || self.per_key[queue].is_some();
-                let ended = self.nodes[node].ended();
-                let params = JobClaimParams {
-                    queue: QUEUES[queue],
-                    limit: usize::from(limit),
-                    node: &name,
-                    now: Some(self.now),
-                    recurring_size: false,
-                    limited,
-                    declared: Default::default(),
-                    ended: &ended,
-                };
-                let claimed = self.block(self.driver().job_claim(params)).expect("claim");
-                self.check_claim(queue, usize::from(limit), &ended, &claimed);
-                if !lose_reply {
-                    for job in claimed {
-                        self.nodes[node].runs.push(Run {
-                            job: job.id,
-                            attempt: job.attempt,
-                            max_attempts: job.max_attempts,
-                            queue: job.queue,
-                            started: false,
-                            ended: false,
-                        });
-                    }
-                }
-            }
-            Op::Start { node, pick } => {
-                let runs = &mut self.nodes[node].runs;
-                if let Some(run) = (!runs.is_empty()).then(|| pick % runs.len()).map(|i| &mut runs[i])
-                    && !run.started
-                {
-                    run.started = true;
-                    let first = self.started.insert((run.job, run.attempt));
-                    assert!(first, "job {} ran twice at attempt {}", run.job, run.attempt);
-                }
-            }
-            Op::End { node, pick } => {
-                let runs = &mut self.nodes[node].runs;
-                if let Some(run) = (!runs.is_empty()).then(|| pick % runs.len()).map(|i| &mut runs[i])
-                    && run.started
-                {
-                    run.ended = true;
-                }
-            }
-            Op::Finish { node, pick, ending } => {
-                let runs = &mut self.nodes[node].runs;
-                if runs.is_empty() {
-                    return self.check(op, allowed);
-                }
-                let run = runs.remove(pick % runs.len());
-                let ending = match (run.started, ending) {
-                    (false, _) => Ending::HandBack,
-                    (true, Ending::HandBack) => Ending::Stop,
-                    (true, e) => e,
-                };
-                let completion = completion(&run, ending);
-                let name = node_name(node);
-                let current = self.rows.get(&run.job).is_some_and(|row| {
-                    row.state == JobState::Running
-                        && row.attempt == run.attempt
-                        && row.attempted_by.last() == Some(&name)
-                });
-                let params = JobCompleteManyParams { completions: &[completion], now: Some(self.now) };
-                let applied = self.block(self.driver().job_complete_many(params)).expect("complete");
-                assert_eq!(
-                    applied == vec![run.job],
-                    current,
-                    "job {} attempt {} on {name}: an outcome applies exactly when its run is the current one",
-                    run.job,
-                    run.attempt
-                );
-                if run.started {
-                    allowed.finish.insert(run.job);
-                }
-                // The completer settles a workflow step's finish for its dependents.
-                if !applied.is_empty() && self.rows.get(&run.job).is_some_and(|r| r.workflow_id.is_some()) {
-                    self.settle(Some(run.job));
-                }
-            }
+            Op::Claim { node, queue, limit, lose_reply } => self.claim(node, queue, limit, lose_reply),
+            Op::Start { node, pick } => self.start(node, pick),
+            Op::End { node, pick } => self.end(node, pick),
+            Op::Finish { node, pick, ending } => self.finish(node, pick, ending, &mut allowed),
             Op::Cancel { pick } => {
                 if let Some(id) = self.pick_job(pick) {
                     self.block(self.driver().job_cancel_many(JobCancelManyParams { ids: &[id] }))
@@ -388,22 +307,5 @@ impl System {
             Op::Settle => self.settle(None),
         }
         self.check(op, allowed)
-    }
-
-    fn heartbeat(&self, node: usize, registering: bool) {
-        let name = node_name(node);
-        let queues = serde_json::json!({});
-        let params = NodeHeartbeatParams {
-            node: &name,
-            host: "model",
-            pid: i32::try_from(node).unwrap_or(0),
-            queues: &queues,
-            kinds: &[],
-            kind_options: &serde_json::json!({}),
-            now: Some(self.now),
-            lock: None,
-            registering,
-        };
-        self.block(self.driver().node_heartbeat(params)).expect("heartbeat");
     }
 }
