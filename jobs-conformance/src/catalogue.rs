@@ -74,6 +74,8 @@ macro_rules! with_cases {
             a_rescued_job_frees_its_keys_place: [],
             ended_runs_leave_their_room: [],
             the_limits_usage_reads_running_keys_and_the_rates_starts: [],
+            a_rate_per_key_slides_over_each_keys_window: [],
+            rates_per_key_hold_across_three_workers: [],
             finished_jobs_behave_the_same_wherever_they_are_kept: [],
             a_key_held_in_a_final_state_holds_after_the_archiver_ran: [],
             jobs_lost_with_their_node_on_their_last_attempt_run_again: [],

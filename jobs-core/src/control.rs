@@ -77,16 +77,20 @@ pub struct QueueLimits {
     pub per_key_limit: Option<u32>,
     /// At most so many of the queue's jobs started per period, across every node.
     pub rate: Option<jobs_driver::RateLimit>,
+    /// At most so many of the queue's jobs started per period per partition key, across
+    /// every node (the unkeyed jobs count as one key).
+    pub per_key_rate: Option<jobs_driver::RateLimit>,
 }
 
 /// Sets `queue`'s limits for the whole cluster (none: removes them). Every worker reads
 /// them at its next poll (`poll_interval`, 1 s by default) and from then on claims the
 /// queue's jobs under them, one node's claim after another's, buffering none ahead:
 /// at most `global_limit` of them run at once, at most `per_key_limit` per partition key
-/// (keys served in turn), and at most `rate.allowed` start in any
+/// (keys served in turn), at most `rate.allowed` start in any
 /// stretch of `rate.period_secs` (counted in twentieths of the period, so a queue kept
-/// busy starts about 95 % of the rate, never more). Jobs running beyond a lowered limit
-/// finish.
+/// busy starts about 95 % of the rate, never more), and at most `per_key_rate.allowed`
+/// per partition key in any stretch of its period (counted the same way, per key). Jobs
+/// running beyond a lowered limit finish.
 ///
 /// ```no_run
 /// # async fn demo(pool: jobs_core::postgres::Pool) -> jobs_core::Result<()> {
@@ -115,15 +119,18 @@ pub async fn set_queue_limits(driver: impl IntoDriver, queue: &str, limits: Queu
         }
         None => None,
     };
-    let rate = match limits.rate {
-        Some(r) => Some(jobs_driver::validation::validate_rate_limit(
-            i64::from(r.allowed),
-            i64::from(r.period_secs),
-        )?),
-        None => None,
+    let valid_rate = |rate: Option<jobs_driver::RateLimit>| match rate {
+        Some(r) => {
+            jobs_driver::validation::validate_rate_limit(i64::from(r.allowed), i64::from(r.period_secs))
+                .map(Some)
+        }
+        None => Ok(None),
     };
+    let rate = valid_rate(limits.rate)?;
+    let per_key_rate = valid_rate(limits.per_key_rate)?;
     let driver = driver.into_driver();
-    Ok(driver.queue_set_limits(QueueSetLimitsParams { queue, global_limit, per_key_limit, rate }).await?)
+    let params = QueueSetLimitsParams { queue, global_limit, per_key_limit, rate, per_key_rate };
+    Ok(driver.queue_set_limits(params).await?)
 }
 
 /// What an [`Action`] did.

@@ -60,17 +60,24 @@ pub(crate) fn in_force(
         per_key_limit: None,
         rate_allowed: None,
         rate_period_secs: None,
+        per_key_rate_allowed: None,
+        per_key_rate_period_secs: None,
     });
     let Some(declared) = declared else { return (settings, Declared::Stored) };
     let field = |name: &str| declared.get(name).and_then(serde_json::Value::as_i64);
-    let before = (settings.global_limit, settings.per_key_limit, settings.rate());
+    let limits = |s: &QueueSettings| (s.global_limit, s.per_key_limit, s.rate(), s.per_key_rate());
+    let before = limits(&settings);
     settings.global_limit = settings.global_limit.or(field("global_limit"));
     settings.per_key_limit = settings.per_key_limit.or(field("per_key_limit"));
     if settings.rate().is_none() {
         settings.rate_allowed = field("rate_allowed");
         settings.rate_period_secs = field("rate_period_secs");
     }
-    let source = match (before != (settings.global_limit, settings.per_key_limit, settings.rate()), agree) {
+    if settings.per_key_rate().is_none() {
+        settings.per_key_rate_allowed = field("per_key_rate_allowed");
+        settings.per_key_rate_period_secs = field("per_key_rate_period_secs");
+    }
+    let source = match (before != limits(&settings), agree) {
         (false, _) => Declared::Stored,
         (true, true) => Declared::ByWorkers,
         (true, false) => Declared::Disagree,
@@ -89,6 +96,8 @@ pub(crate) struct LimitsLine {
     pub(crate) rate: Option<String>,
     /// "120 keys running, 15 at their limit of 3", if any job runs.
     pub(crate) keys: Option<String>,
+    /// "4 keys used up their 10 per minute", if the queue has a rate per key.
+    pub(crate) key_rate: Option<String>,
     /// The busiest keys, most running first.
     pub(crate) busiest: Vec<BusyKey>,
 }
@@ -136,6 +145,16 @@ impl LimitsLine {
                 None => running,
             }
         });
+        let key_rate = settings.per_key_rate().map(|rate| {
+            let n = usage.keys_rate_used_up;
+            format!(
+                "{} {} used up {} {}",
+                thousands(n),
+                plural(n, "key"),
+                if n == 1 { "its" } else { "their" },
+                crate::queue_settings::describe_rate(rate)
+            )
+        });
         let busiest = usage
             .busiest
             .iter()
@@ -150,7 +169,15 @@ impl LimitsLine {
                 at_limit: settings.per_key_limit.is_some_and(|limit| k.running >= limit),
             })
             .collect();
-        LimitsLine { queue: settings.queue.clone(), declared: declared.hint(), running, rate, keys, busiest }
+        LimitsLine {
+            queue: settings.queue.clone(),
+            declared: declared.hint(),
+            running,
+            rate,
+            keys,
+            key_rate,
+            busiest,
+        }
     }
 }
 
@@ -163,6 +190,7 @@ impl LimitsLine {
             running: "its usage could not be read (the log says why)".to_owned(),
             rate: None,
             keys: None,
+            key_rate: None,
             busiest: Vec::new(),
         }
     }
@@ -223,6 +251,19 @@ pub(crate) fn why_waiting(
                 };
                 why.push(format!("{keys} at the per-key limit ({limit}) {rest}"));
             }
+            if let (Some(rate), Some(usage)) = (settings.per_key_rate(), usage)
+                && usage.keys_rate_used_up > 0
+            {
+                let n = usage.keys_rate_used_up;
+                why.push(format!(
+                    "{} {} used up the rate per key ({}): {} jobs wait for starts to leave the last {}",
+                    thousands(n),
+                    plural(n, "key"),
+                    crate::queue_settings::describe_rate(rate),
+                    if n == 1 { "its" } else { "their" },
+                    crate::queue_settings::describe_period(i64::from(rate.period_secs))
+                ));
+            }
         }
     }
     if depth.scheduled > 0 {
@@ -262,6 +303,8 @@ mod tests {
             per_key_limit,
             rate_allowed: None,
             rate_period_secs: None,
+            per_key_rate_allowed: None,
+            per_key_rate_period_secs: None,
         }
     }
 
@@ -286,6 +329,18 @@ mod tests {
             why_waiting(&depth(1200, 0, 39, false), Some(&settings(Some(40), None)), Some(&usage), now)
                 .is_empty()
         );
+        let per_key_rate = QueueSettings {
+            per_key_rate_allowed: Some(10),
+            per_key_rate_period_secs: Some(60),
+            ..settings(None, None)
+        };
+        let used_up = LimitsUsage { keys_rate_used_up: 1, ..LimitsUsage::default() };
+        assert_eq!(
+            why_waiting(&depth(7, 0, 0, false), Some(&per_key_rate), Some(&used_up), now),
+            [
+                "1 key used up the rate per key (10 per minute): its jobs wait for starts to leave the last minute"
+            ]
+        );
     }
 
     #[test]
@@ -294,6 +349,7 @@ mod tests {
             rate_window: None,
             keys_running: 2,
             keys_at_limit: 1,
+            keys_rate_used_up: 0,
             busiest: vec![
                 KeyLoad { key: Some("acme".into()), running: 3, available: Some(1_000) },
                 KeyLoad { key: None, running: 1, available: None },

@@ -71,8 +71,9 @@ pub(crate) async fn concurrency(
 }
 
 /// `POST /queues/{name}/limits` with `global_limit` (at most this many running across the
-/// cluster), `per_key_limit` (at most this many running per partition key), `rate_allowed` and `rate_period` (seconds, one of [`RATE_PERIODS`]); an empty
-/// number removes that limit.
+/// cluster), `per_key_limit` (at most this many running per partition key), `rate_allowed`
+/// and `rate_period` (seconds, one of [`RATE_PERIODS`]), `per_key_rate_allowed` and
+/// `per_key_rate_period` (the same, per partition key); an empty number removes that limit.
 pub(crate) async fn limits(
     d: &Dashboard,
     name: &str,
@@ -92,26 +93,15 @@ pub(crate) async fn limits(
             i32::try_from(n).ok()
         }
     };
-    let rate = match number(fields, "rate_allowed", "the rate")? {
-        None => None,
-        Some(allowed) => {
-            let period = number(fields, "rate_period", "the rate's period")?.ok_or_else(|| {
-                DashboardError::BadRequest("a rate needs its period: per second, minute, hour or day".into())
-            })?;
-            Some(
-                validation::validate_rate_limit(allowed, period)
-                    .map_err(|e| DashboardError::BadRequest(e.to_string()))?,
-            )
-        }
-    };
-    d.config
-        .driver
-        .queue_set_limits(QueueSetLimitsParams { queue: name, global_limit, per_key_limit, rate })
-        .await?;
+    let rate = rate_field(fields, "rate_allowed", "rate_period", "the rate")?;
+    let per_key_rate = rate_field(fields, "per_key_rate_allowed", "per_key_rate_period", "the rate per key")?;
+    let params = QueueSetLimitsParams { queue: name, global_limit, per_key_limit, rate, per_key_rate };
+    d.config.driver.queue_set_limits(params).await?;
     let stated = [
         global_limit.map(|n| format!("at most {n} running across the cluster")),
         per_key_limit.map(|n| format!("at most {n} running per key")),
         rate.map(|r| format!("{} started", describe_rate(r))),
+        per_key_rate.map(|r| format!("{} started per key", describe_rate(r))),
     ]
     .into_iter()
     .flatten()
@@ -122,6 +112,20 @@ pub(crate) async fn limits(
         target: format!("queue {name}: {stated}"),
         notice: format!("queue {name}: {stated}, from each node's next poll"),
     })
+}
+
+/// A rate from its two fields (`allowed` empty: none).
+fn rate_field(
+    fields: &[(String, String)],
+    allowed: &str,
+    period: &str,
+    what: &str,
+) -> Result<Option<RateLimit>, DashboardError> {
+    let Some(n) = number(fields, allowed, what)? else { return Ok(None) };
+    let secs = number(fields, period, &format!("{what}'s period"))?.ok_or_else(|| {
+        DashboardError::BadRequest(format!("{what} needs its period: per second, minute, hour or day"))
+    })?;
+    validation::validate_rate_limit(n, secs).map(Some).map_err(|e| DashboardError::BadRequest(e.to_string()))
 }
 
 #[cfg(test)]

@@ -371,12 +371,21 @@ async fn limits_are_shown_and_changed_one_at_a_time() {
     assert!(out.contains("per-key limit: 2") && out.contains("rate: 100 per 60 s"), "{out}");
     assert!(out.contains("global limit: none"), "{out}");
 
+    let (ok, out, err) = cli(url, &["limits", "exports", "--per-key-rate", "10/hour"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("rate per key: 10 per 3600 s") && out.contains("per-key limit: 2"), "{out}");
+
     let (ok, out, err) = cli(url, &["limits", "exports", "--global", "5"]);
     assert!(ok, "{err}");
     assert!(
-        out.contains("global limit: 5") && out.contains("per-key limit: 2"),
+        out.contains("global limit: 5")
+            && out.contains("per-key limit: 2")
+            && out.contains("rate per key: 10"),
         "the others are kept: {out}"
     );
+    let (ok, _, err) = cli(url, &["limits", "exports", "--per-key-rate", "ten/hour"]);
+    assert!(!ok);
+    assert!(err.contains("--per-key-rate takes N/PERIOD"), "{err}");
 
     let (ok, _, err) = cli(url, &["limits", "exports", "--per-key", "0"]);
     assert!(!ok);
@@ -385,7 +394,9 @@ async fn limits_are_shown_and_changed_one_at_a_time() {
     assert!(!ok);
     assert!(err.contains("--rate takes N/PERIOD"), "{err}");
 
-    let (ok, out, err) = cli(url, &["limits", "exports", "--per-key", "none", "--rate", "none"]);
+    let (ok, out, err) =
+        cli(url, &["limits", "exports", "--per-key", "none", "--rate", "none", "--per-key-rate", "none"]);
     assert!(ok, "{err}");
     assert!(out.contains("per-key limit: none") && out.contains("global limit: 5"), "{out}");
+    assert!(out.contains("rate per key: none"), "{out}");
 }

@@ -123,6 +123,29 @@ async fn a_queues_limits_are_set_for_the_cluster_and_cleared() {
     assert_eq!(stored().await, Some((None, None)));
     let (_, page, _) = get(&app, "/admin/jobs/queues").await;
     assert!(page.contains("no global limit") && page.contains("no rate limit"), "{page}");
+    assert!(page.contains("no rate per key"), "{page}");
+
+    // A rate per key, from its own two fields; one without its period is refused.
+    let per_key = [("per_key_rate_allowed", "10"), ("per_key_rate_period", "3600")];
+    let posted = post_full(&app, uri, Some(&csrf), &per_key).await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER, "{}", posted.body);
+    assert!(
+        posted.notice.as_deref().is_some_and(|n| n.contains("10 per hour started per key")),
+        "{:?}",
+        posted.notice
+    );
+    let key_rate = mailers(&pool).await.and_then(|s| s.per_key_rate());
+    assert_eq!(key_rate, Some(RateLimit { allowed: 10, period_secs: 3600 }));
+    let (_, page, _) = get(&app, "/admin/jobs/queues").await;
+    assert!(page.contains("<strong>10 per hour</strong> started per key"), "{page}");
+    assert!(page.contains(r#"name="per_key_rate_allowed" min="1""#), "{page}");
+    let posted = post_full(&app, uri, Some(&csrf), &[("per_key_rate_allowed", "10")]).await;
+    assert_eq!(posted.status, StatusCode::BAD_REQUEST);
+    assert!(posted.body.contains("the rate per key needs its period"), "{}", posted.body);
+    let posted = post_full(&app, uri, Some(&csrf), &[("per_key_rate_allowed", "")]).await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER, "{}", posted.body);
+    assert_eq!(mailers(&pool).await.and_then(|s| s.per_key_rate()), None);
+    let (_, page, _) = get(&app, "/admin/jobs/queues").await;
     assert!(
         page.contains(r#"<option value="60" selected>per minute</option>"#),
         "a minute by default: {page}"
@@ -173,6 +196,7 @@ async fn the_queues_page_shows_the_limits_in_use_the_busiest_keys_and_why_jobs_w
         global_limit,
         per_key_limit: Some(2),
         rate: Some(RateLimit { allowed, period_secs: 60 }),
+        per_key_rate: None,
     };
     driver.queue_set_limits(limits(Some(4), 5)).await.expect("set");
     let app = test_app::app(&pool, jobs_dashboard::Access::Full).await;
@@ -213,6 +237,28 @@ async fn the_queues_page_shows_the_limits_in_use_the_busiest_keys_and_why_jobs_w
     assert!(page.contains("4 running") && page.contains("4 of 4 started in the last minute"), "{page}");
     assert!(page.contains("rate used up: 4 available wait for starts to leave the last period"), "{page}");
     assert!(!page.contains("at its global limit"), "{page}");
+    assert!(!page.contains("used up the rate per key"), "{page}");
+
+    // Only a rate per key, 1 an hour: acme and globex start one each, then wait.
+    let per_key_rate = QueueSetLimitsParams {
+        queue: "mailers",
+        global_limit: None,
+        per_key_limit: None,
+        rate: None,
+        per_key_rate: Some(RateLimit { allowed: 1, period_secs: 3600 }),
+    };
+    driver.queue_set_limits(per_key_rate).await.expect("set");
+    let claimed = driver.job_claim(claim).await.expect("claim");
+    assert_eq!(claimed.len(), 2, "{claimed:?}");
+    let (_, page, _) = get(&app, "/admin/jobs/queues").await;
+    assert!(page.contains("<strong>1 per hour</strong> started per key"), "{page}");
+    assert!(page.contains(r#"<div class="limits-key-rate">2 keys used up their 1 per hour</div>"#), "{page}");
+    assert!(
+        page.contains(
+            "2 keys used up the rate per key (1 per hour): their jobs wait for starts to leave the last hour"
+        ),
+        "{page}"
+    );
 
     // Paused: that is why, whatever the limits say.
     driver
@@ -220,7 +266,7 @@ async fn the_queues_page_shows_the_limits_in_use_the_busiest_keys_and_why_jobs_w
         .await
         .expect("pause");
     let (_, page, _) = get(&app, "/admin/jobs/queues").await;
-    assert!(page.contains("paused: 4 available wait for a resume"), "{page}");
+    assert!(page.contains("paused: 2 available wait for a resume"), "{page}");
     assert!(!page.contains("rate used up"), "{page}");
 }
 

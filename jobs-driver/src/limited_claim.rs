@@ -1,6 +1,6 @@
 //! A claim on a queue with cluster-wide limits, written once for every backend: inside
 //! one transaction, lock the queue's row and read its limits and usage, count what runs
-//! (per key when the queue has a per-key limit; the claiming node's runs that ended and
+//! (per key when the queue has a limit per key; the claiming node's runs that ended and
 //! wait for their outcome's write run nothing and are left out), claim what the limits
 //! allow (in turn over the keys, [`crate::partition`]), and store the rate's usage and
 //! the keys' turn.
@@ -13,8 +13,8 @@ use chrono::{DateTime, Utc};
 
 use crate::error::Result;
 use crate::job::ClaimedJob;
-use crate::partition::{KeyedClaimOps, PartitionTurn, claim_by_key};
-use crate::queue_limits::{ClaimLimits, DeclaredLimits, RateWindow};
+use crate::partition::{KeyLimits, KeyedClaimOps, PartitionTurn, claim_by_key};
+use crate::queue_limits::{ClaimLimits, DeclaredLimits, RateLimit, RateWindow};
 
 /// A queue's row as a limited claim reads it, under its lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +27,10 @@ pub struct StoredLimits {
     pub rate_allowed: Option<i64>,
     /// The settings' `rate_period_secs`.
     pub rate_period_secs: Option<i64>,
+    /// The settings' `per_key_rate_allowed`.
+    pub per_key_rate_allowed: Option<i64>,
+    /// The settings' `per_key_rate_period_secs`.
+    pub per_key_rate_period_secs: Option<i64>,
     /// `rate_window`: where the rate's newest slice began.
     pub rate_window: Option<DateTime<Utc>>,
     /// `rate_counts`: the rate's starts per slice (JSON text).
@@ -78,19 +82,26 @@ pub async fn claim_limited<O: LimitedClaimOps>(
     }
     let Some(stored) = stored else { return ops.claim_plain(limit).await };
     let window = RateWindow::decode(stored.rate_window, stored.rate_counts.as_deref());
-    let limits = ClaimLimits::stored(
-        stored.global_limit,
-        stored.per_key_limit,
-        stored.rate_allowed,
-        stored.rate_period_secs,
-        window,
-    )
+    let per_key_rate = match (stored.per_key_rate_allowed, stored.per_key_rate_period_secs) {
+        (Some(allowed), Some(period)) => RateLimit::new(allowed, period),
+        _ => None,
+    };
+    let limits = ClaimLimits {
+        per_key_rate,
+        ..ClaimLimits::stored(
+            stored.global_limit,
+            stored.per_key_limit,
+            stored.rate_allowed,
+            stored.rate_period_secs,
+            window,
+        )
+    }
     .or_declared(declared);
     if !limits.any() {
         return ops.claim_plain(limit).await;
     }
     let running = if limits.global_limit.is_some() || limits.per_key.is_some() {
-        ops.running(limits.per_key.is_some()).await?
+        ops.running(limits.keyed()).await?
     } else {
         Vec::new()
     };
@@ -100,14 +111,14 @@ pub async fn claim_limited<O: LimitedClaimOps>(
     if allowed == 0 {
         return Ok(Vec::new());
     }
-    let (jobs, turn) = match limits.per_key {
-        Some(per_key) => {
-            let running: HashMap<Option<String>, i64> = running.into_iter().collect();
-            let turn = PartitionTurn::decode(stored.partition_turn.as_deref());
-            let (jobs, next) = claim_by_key(ops, per_key, &running, allowed, &turn, now).await?;
-            (jobs, (next != turn).then_some(next))
-        }
-        None => (ops.claim_plain(usize::try_from(allowed).unwrap_or(limit)).await?, None),
+    let (jobs, turn) = if limits.keyed() {
+        let running: HashMap<Option<String>, i64> = running.into_iter().collect();
+        let turn = PartitionTurn::decode(stored.partition_turn.as_deref());
+        let by_key = KeyLimits { per_key: limits.per_key, rate: limits.per_key_rate };
+        let (jobs, next) = claim_by_key(ops, by_key, &running, allowed, &turn, now).await?;
+        (jobs, (next != turn).then_some(next))
+    } else {
+        (ops.claim_plain(usize::try_from(allowed).unwrap_or(limit)).await?, None)
     };
     let usage = limits.after_claim(i64::try_from(jobs.len()).unwrap_or(i64::MAX), now);
     if usage.is_some() || turn.is_some() {

@@ -68,6 +68,9 @@ pub struct QueueSetLimitsParams<'a> {
     pub per_key_limit: Option<i32>,
     /// At most this many of its jobs started per period across the cluster.
     pub rate: Option<crate::queue_limits::RateLimit>,
+    /// At most this many of its jobs started per period per partition key, across the
+    /// cluster (see [`partition`](crate::partition)).
+    pub per_key_rate: Option<crate::queue_limits::RateLimit>,
 }
 
 /// `queue_settings`: what is stored for one queue (`Some`) or every queue with a stored
@@ -102,6 +105,12 @@ pub struct QueueSettings {
     /// The rate limit's period in seconds, if set.
     #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
     pub rate_period_secs: Option<i64>,
+    /// The per-key rate limit's jobs per period, if set.
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    pub per_key_rate_allowed: Option<i64>,
+    /// The per-key rate limit's period in seconds, if set.
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    pub per_key_rate_period_secs: Option<i64>,
 }
 
 impl QueueSettings {
@@ -110,10 +119,18 @@ impl QueueSettings {
         crate::queue_limits::RateLimit::new(self.rate_allowed?, self.rate_period_secs?)
     }
 
+    /// The rate limit per partition key, if one is set.
+    pub fn per_key_rate(&self) -> Option<crate::queue_limits::RateLimit> {
+        crate::queue_limits::RateLimit::new(self.per_key_rate_allowed?, self.per_key_rate_period_secs?)
+    }
+
     /// Whether claims on this queue must obey cluster-wide limits
     /// ([`JobClaimParams::limited`](crate::JobClaimParams::limited)).
     pub fn limited(&self) -> bool {
-        self.global_limit.is_some() || self.per_key_limit.is_some() || self.rate().is_some()
+        self.global_limit.is_some()
+            || self.per_key_limit.is_some()
+            || self.rate().is_some()
+            || self.per_key_rate().is_some()
     }
 }
 
@@ -158,6 +175,8 @@ pub struct LimitsUsage {
     pub keys_running: i64,
     /// Of those, the keys at the per-key limit (their waiting jobs wait for them).
     pub keys_at_limit: i64,
+    /// Keys whose per-key rate is used up now (the unkeyed group counts as one).
+    pub keys_rate_used_up: i64,
     /// The busiest keys: most running first, then by key (the unkeyed group first).
     pub busiest: Vec<KeyLoad>,
 }
@@ -188,6 +207,6 @@ impl LimitsUsage {
             .into_iter()
             .map(|r| KeyLoad { key: r.key, running: r.running, available: r.available })
             .collect();
-        LimitsUsage { rate_window, keys_running, keys_at_limit, busiest }
+        LimitsUsage { rate_window, keys_running, keys_at_limit, keys_rate_used_up: 0, busiest }
     }
 }

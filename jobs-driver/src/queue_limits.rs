@@ -62,6 +62,72 @@ impl RateLimit {
     fn slot_ms(self) -> i64 {
         (i64::from(self.period_secs) * 1000 / RATE_SLOTS as i64).max(1)
     }
+
+    /// The starts a claim at `now` counts, with `stored` as the usage: those of the last
+    /// period, and of the slice before it (see the module docs).
+    pub fn started(self, stored: Option<&RateWindow>, now: DateTime<Utc>) -> i64 {
+        self.current(stored, now).counts.iter().sum()
+    }
+
+    /// How many more may start at `now`, with `stored` as the usage (never below 0).
+    pub fn left(self, stored: Option<&RateWindow>, now: DateTime<Utc>) -> i64 {
+        (i64::from(self.allowed) - self.started(stored, now)).max(0)
+    }
+
+    /// The usage to store after `claimed` started at `now`.
+    pub fn after(self, stored: Option<&RateWindow>, claimed: i64, now: DateTime<Utc>) -> RateWindow {
+        let mut window = self.current(stored, now);
+        if let Some(newest) = window.counts.last_mut() {
+            *newest += claimed;
+        }
+        window
+    }
+
+    /// When a rate used up in `window` lets one more start again: when enough of its
+    /// oldest slices have fallen out (`None`: one may start now).
+    pub fn blocked_until(self, window: &RateWindow) -> Option<DateTime<Utc>> {
+        let allowed = i64::from(self.allowed);
+        let len = window.counts.len();
+        let dropped = (0..=len).find(|&m| window.counts[m..].iter().sum::<i64>() < allowed)?;
+        if dropped == 0 {
+            return None;
+        }
+        let ms = self.slot_ms().saturating_mul(i64::try_from(dropped).unwrap_or(i64::MAX));
+        Some(window.start + chrono::Duration::milliseconds(ms))
+    }
+
+    /// When a window begun at `start` no longer counts any start at all (every slice
+    /// fallen out): its row may be forgotten.
+    pub fn forgotten_after(self, start: DateTime<Utc>) -> DateTime<Utc> {
+        let slices = i64::try_from(RATE_SLOTS + 1).unwrap_or(i64::MAX);
+        start + chrono::Duration::milliseconds(self.slot_ms().saturating_mul(slices))
+    }
+
+    /// The stored usage moved on to the slice holding `now`. A clock behind the stored
+    /// slice (another node's, or a transaction's start time) keeps the stored one: it
+    /// never forgets starts.
+    fn current(self, stored: Option<&RateWindow>, now: DateTime<Utc>) -> RateWindow {
+        let slot_ms = self.slot_ms();
+        let slot = now.timestamp_millis().div_euclid(slot_ms);
+        let start = DateTime::<Utc>::from_timestamp_millis(slot * slot_ms).unwrap_or(now);
+        let mut counts = vec![0; RATE_SLOTS + 1];
+        let Some(stored) = stored else { return RateWindow { start, counts } };
+        // The stored counts, newest last, fitted to the slices (the period may have changed).
+        let kept = stored.counts.len().min(counts.len());
+        let tail = &stored.counts[stored.counts.len() - kept..];
+        let stored_slot = stored.start.timestamp_millis().div_euclid(slot_ms);
+        if stored_slot >= slot {
+            counts[RATE_SLOTS + 1 - kept..].copy_from_slice(tail);
+            return RateWindow { start: stored.start, counts };
+        }
+        let moved = usize::try_from(slot - stored_slot).unwrap_or(usize::MAX);
+        if moved < counts.len() {
+            let keep = kept.min(counts.len() - moved);
+            let to = counts.len() - moved;
+            counts[to - keep..to].copy_from_slice(&tail[kept - keep..]);
+        }
+        RateWindow { start, counts }
+    }
 }
 
 /// A rate limit's usage as stored: the starts counted in each slice, oldest first, the
@@ -99,12 +165,17 @@ pub struct DeclaredLimits {
     pub per_key_limit: Option<i64>,
     /// At most this many started per period, across the cluster.
     pub rate: Option<RateLimit>,
+    /// At most this many started per period per partition key, across the cluster.
+    pub per_key_rate: Option<RateLimit>,
 }
 
 impl DeclaredLimits {
     /// Whether any limit is declared.
     pub fn any(&self) -> bool {
-        self.global_limit.is_some() || self.per_key_limit.is_some() || self.rate.is_some()
+        self.global_limit.is_some()
+            || self.per_key_limit.is_some()
+            || self.rate.is_some()
+            || self.per_key_rate.is_some()
     }
 }
 
@@ -119,6 +190,9 @@ pub struct ClaimLimits {
     pub rate: Option<RateLimit>,
     /// The rate's stored usage (`None` before the first limited claim).
     pub window: Option<RateWindow>,
+    /// The rate limit per partition key (each key's usage is stored apart, see
+    /// [`crate::partition`]). [`ClaimLimits::stored`] leaves it unset.
+    pub per_key_rate: Option<RateLimit>,
 }
 
 impl ClaimLimits {
@@ -136,7 +210,7 @@ impl ClaimLimits {
             (Some(allowed), Some(period)) => RateLimit::new(allowed, period),
             _ => None,
         };
-        ClaimLimits { global_limit, per_key, rate, window }
+        ClaimLimits { global_limit, per_key, rate, window, per_key_rate: None }
     }
 
     /// These limits, with `declared` ones where none is stored.
@@ -146,12 +220,18 @@ impl ClaimLimits {
             per_key: self.per_key.or(declared.per_key_limit),
             rate: self.rate.or(declared.rate),
             window: self.window,
+            per_key_rate: self.per_key_rate.or(declared.per_key_rate),
         }
     }
 
     /// Whether any limit is set.
     pub fn any(&self) -> bool {
-        self.global_limit.is_some() || self.per_key.is_some() || self.rate.is_some()
+        self.global_limit.is_some() || self.keyed() || self.rate.is_some()
+    }
+
+    /// Whether a limit applies per partition key (a claim then deals over the keys).
+    pub fn keyed(&self) -> bool {
+        self.per_key.is_some() || self.per_key_rate.is_some()
     }
 
     /// How many of `wanted` jobs a claim may take at `now`, with `running` of the queue's
@@ -162,7 +242,7 @@ impl ClaimLimits {
             allowed = allowed.min(limit.saturating_sub(running));
         }
         if let Some(rate) = self.rate {
-            allowed = allowed.min(i64::from(rate.allowed).saturating_sub(self.started(now)));
+            allowed = allowed.min(rate.left(self.window.as_ref(), now));
         }
         allowed.max(0)
     }
@@ -170,44 +250,13 @@ impl ClaimLimits {
     /// The starts a claim at `now` counts against the rate (0 without one): those of the
     /// last period, and of the slice before it (see the module docs).
     pub fn started(&self, now: DateTime<Utc>) -> i64 {
-        self.rate.map_or(0, |rate| self.current(rate, now).counts.iter().sum())
+        self.rate.map_or(0, |rate| rate.started(self.window.as_ref(), now))
     }
 
     /// The usage to store after a claim took `claimed` jobs at `now` (`None` without a
     /// rate limit).
     pub fn after_claim(&self, claimed: i64, now: DateTime<Utc>) -> Option<RateWindow> {
-        let rate = self.rate?;
-        let mut window = self.current(rate, now);
-        if let Some(newest) = window.counts.last_mut() {
-            *newest += claimed;
-        }
-        Some(window)
-    }
-
-    /// The stored usage moved on to the slice holding `now`. A clock behind the stored
-    /// slice (another node's, or a transaction's start time) keeps the stored one: it
-    /// never forgets starts.
-    fn current(&self, rate: RateLimit, now: DateTime<Utc>) -> RateWindow {
-        let slot_ms = rate.slot_ms();
-        let slot = now.timestamp_millis().div_euclid(slot_ms);
-        let start = DateTime::<Utc>::from_timestamp_millis(slot * slot_ms).unwrap_or(now);
-        let mut counts = vec![0; RATE_SLOTS + 1];
-        let Some(stored) = &self.window else { return RateWindow { start, counts } };
-        // The stored counts, newest last, fitted to the slices (the period may have changed).
-        let kept = stored.counts.len().min(counts.len());
-        let tail = &stored.counts[stored.counts.len() - kept..];
-        let stored_slot = stored.start.timestamp_millis().div_euclid(slot_ms);
-        if stored_slot >= slot {
-            counts[RATE_SLOTS + 1 - kept..].copy_from_slice(tail);
-            return RateWindow { start: stored.start, counts };
-        }
-        let moved = usize::try_from(slot - stored_slot).unwrap_or(usize::MAX);
-        if moved < counts.len() {
-            let keep = kept.min(counts.len() - moved);
-            let to = counts.len() - moved;
-            counts[to - keep..to].copy_from_slice(&tail[kept - keep..]);
-        }
-        RateWindow { start, counts }
+        Some(self.rate?.after(self.window.as_ref(), claimed, now))
     }
 }
 
@@ -223,6 +272,7 @@ mod tests {
             per_key: None,
             rate: Some(RateLimit { allowed, period_secs }),
             window: None,
+            per_key_rate: None,
         }
     }
 
@@ -244,7 +294,8 @@ mod tests {
 
     #[test]
     fn a_global_limit_counts_what_runs() {
-        let limits = ClaimLimits { global_limit: Some(3), per_key: None, rate: None, window: None };
+        let limits =
+            ClaimLimits { global_limit: Some(3), ..ClaimLimits::stored(None, None, None, None, None) };
         let now = Utc::now();
         assert_eq!(limits.allowance(10, 0, now), 3);
         assert_eq!(limits.allowance(2, 0, now), 2);
@@ -307,13 +358,31 @@ mod tests {
         assert_eq!(limits.allowance(10, 0, noon()), 3);
         assert_eq!(limits.allowance(10, 2, noon()), 2);
         assert!(limits.any());
-        assert!(!ClaimLimits { global_limit: None, per_key: None, rate: None, window: None }.any());
+        assert!(!ClaimLimits::stored(None, None, None, None, None).any());
         let declared = DeclaredLimits { per_key_limit: Some(1), ..DeclaredLimits::default() };
-        let stored = ClaimLimits { global_limit: None, per_key: None, rate: None, window: None };
+        let stored = ClaimLimits::stored(None, None, None, None, None);
         assert_eq!(stored.clone().or_declared(&declared).per_key, Some(1));
         let own = ClaimLimits { per_key: Some(3), ..stored };
         assert_eq!(own.or_declared(&declared).per_key, Some(3), "the stored setting wins");
         assert_eq!(RateLimit::new(0, 10), None);
         assert_eq!(RateLimit::new(5, 86_401), None);
+    }
+
+    #[test]
+    fn a_used_up_rate_says_when_one_more_may_start() {
+        let ten = RateLimit { allowed: 10, period_secs: 60 };
+        // 4 at noon, 6 at 0:30: used up until the noon slice falls out (a period and a
+        // slice after it began), then 4 may start, and all 10 once 0:30's slice is out too.
+        let window = ten.after(None, 4, noon());
+        let window = ten.after(Some(&window), 6, noon() + Duration::seconds(30));
+        assert_eq!(ten.left(Some(&window), noon() + Duration::seconds(30)), 0);
+        let until = ten.blocked_until(&window).expect("used up");
+        assert_eq!(until, noon() + Duration::seconds(63));
+        assert_eq!(ten.left(Some(&window), until - Duration::milliseconds(1)), 0);
+        assert_eq!(ten.left(Some(&window), until), 4);
+        assert_eq!(ten.blocked_until(&ten.after(None, 9, noon())), None, "one left: not blocked");
+        assert_eq!(ten.forgotten_after(window.start), noon() + Duration::seconds(93));
+        assert_eq!(ten.left(Some(&window), ten.forgotten_after(window.start)), 10);
+        assert_eq!(ten.left(Some(&window), ten.forgotten_after(window.start) - Duration::milliseconds(1)), 4);
     }
 }

@@ -35,6 +35,7 @@ mod connection;
 mod driver;
 mod exec;
 mod jobs;
+mod key_rates;
 mod kind_stats;
 mod leader;
 mod listener;

@@ -1,17 +1,18 @@
 //! Claims on a queue with cluster-wide limits: the statements of
 //! [`jobs_driver::limited_claim`], run in one transaction that holds the queue's row.
 
-use chrono::NaiveDateTime;
+use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Datetime, Nullable, Text};
 use diesel_async::{AsyncConnection, AsyncMysqlConnection, RunQueryDsl};
 use jobs_driver::limited_claim::{LimitedClaimOps, StoredLimits, claim_limited, ended_runs_json};
-use jobs_driver::partition::{KeyedClaimOps, PartitionTurn, Share};
+use jobs_driver::partition::{KeyRate, KeyedClaimOps, PartitionTurn, Share};
 use jobs_driver::rows::Count;
 use jobs_driver::{ClaimedJob, DriverError, JobClaimParams, RateWindow, Result};
 
 use crate::cached::CachedQuery;
 use crate::jobs::claim::{self, claim_update};
+use crate::key_rates;
 use crate::rows::token;
 use crate::time::{naive, naive_opt, utc};
 
@@ -20,6 +21,8 @@ SELECT CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.global_limit')) AS SIGNED) AS
        CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.per_key_limit')) AS SIGNED) AS per_key_limit,
        CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.rate_allowed')) AS SIGNED) AS rate_allowed,
        CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.rate_period_secs')) AS SIGNED) AS rate_period_secs,
+       CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.per_key_rate_allowed')) AS SIGNED) AS per_key_rate_allowed,
+       CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.per_key_rate_period_secs')) AS SIGNED) AS per_key_rate_period_secs,
        rate_window, rate_counts, partition_turn, COALESCE($2, UTC_TIMESTAMP(6)) AS now
 FROM job_queues WHERE name = $1
 FOR UPDATE";
@@ -131,6 +134,10 @@ struct LimitsRow {
     rate_allowed: Option<i64>,
     #[diesel(sql_type = Nullable<BigInt>)]
     rate_period_secs: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    per_key_rate_allowed: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    per_key_rate_period_secs: Option<i64>,
     #[diesel(sql_type = Nullable<Datetime>)]
     rate_window: Option<NaiveDateTime>,
     #[diesel(sql_type = Nullable<Text>)]
@@ -233,6 +240,18 @@ impl KeyedClaimOps for Limited<'_, '_> {
         }
         claim::read_back(self.tx, p.queue, token, claimed).await
     }
+
+    async fn rate_blocked(&mut self, now: DateTime<Utc>) -> Result<i64> {
+        key_rates::blocked(self.tx, self.params.queue, now).await
+    }
+
+    async fn key_rates(&mut self, keys: &[String]) -> Result<Vec<KeyRate>> {
+        key_rates::read(self.tx, self.params.queue, keys).await
+    }
+
+    async fn store_key_rates(&mut self, rates: &[KeyRate], stale_before: DateTime<Utc>) -> Result<()> {
+        key_rates::write(self.tx, self.params.queue, rates, stale_before).await
+    }
 }
 
 impl LimitedClaimOps for Limited<'_, '_> {
@@ -247,6 +266,8 @@ impl LimitedClaimOps for Limited<'_, '_> {
             per_key_limit: r.per_key_limit,
             rate_allowed: r.rate_allowed,
             rate_period_secs: r.rate_period_secs,
+            per_key_rate_allowed: r.per_key_rate_allowed,
+            per_key_rate_period_secs: r.per_key_rate_period_secs,
             rate_window: r.rate_window.map(utc),
             rate_counts: r.rate_counts,
             partition_turn: r.partition_turn,

@@ -32,7 +32,7 @@ pub(crate) async fn set_concurrency(
     Ok(())
 }
 
-/// See [`QueueSetLimitsParams`]: the four limits are removed, then the ones given set
+/// See [`QueueSetLimitsParams`]: the limits are removed, then the ones given set
 /// (from an object built here that holds no null). MariaDB's `JSON_MERGE_PATCH` mishandles
 /// a patch whose null removes a document's leading member: the patch's later members are
 /// not looked for again, so `{"p":1,"g":1}` patched with `{"g":2,"p":null}` gives
@@ -52,13 +52,16 @@ pub(crate) async fn set_limits(
     put("rate_allowed", params.rate.map(|r| i64::from(r.allowed)));
     put("rate_period_secs", params.rate.map(|r| i64::from(r.period_secs)));
     put("per_key_limit", params.per_key_limit.map(i64::from));
+    put("per_key_rate_allowed", params.per_key_rate.map(|r| i64::from(r.allowed)));
+    put("per_key_rate_period_secs", params.per_key_rate.map(|r| i64::from(r.period_secs)));
     let limits = serde_json::Value::Object(limits).to_string();
     CachedQuery::new(
         "INSERT INTO job_queues (name, paused, settings, created_at, updated_at)
          VALUES ($1, FALSE, $2, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
          ON DUPLICATE KEY UPDATE
          settings = JSON_MERGE_PATCH(
-             JSON_REMOVE(settings, '$.global_limit', '$.rate_allowed', '$.rate_period_secs', '$.per_key_limit'),
+             JSON_REMOVE(settings, '$.global_limit', '$.rate_allowed', '$.rate_period_secs', '$.per_key_limit',
+                         '$.per_key_rate_allowed', '$.per_key_rate_period_secs'),
              $2),
          updated_at = UTC_TIMESTAMP(6)",
     )
@@ -80,7 +83,10 @@ pub(crate) async fn settings(
                 CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.global_limit')) AS SIGNED) AS global_limit,
                 CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.per_key_limit')) AS SIGNED) AS per_key_limit,
                 CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.rate_allowed')) AS SIGNED) AS rate_allowed,
-                CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.rate_period_secs')) AS SIGNED) AS rate_period_secs
+                CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.rate_period_secs')) AS SIGNED) AS rate_period_secs,
+                CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.per_key_rate_allowed')) AS SIGNED) AS per_key_rate_allowed,
+                CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.per_key_rate_period_secs')) AS SIGNED)
+                    AS per_key_rate_period_secs
          FROM job_queues WHERE $1 IS NULL OR name = $1 ORDER BY name",
     )
     .bind::<Nullable<Text>, _>(params.queue)
@@ -114,6 +120,8 @@ struct RateRow {
     rate_window: Option<chrono::NaiveDateTime>,
     #[diesel(sql_type = Nullable<Text>)]
     rate_counts: Option<String>,
+    #[diesel(sql_type = BigInt)]
+    used_up: i64,
 }
 
 /// See [`QueueLimitsUsageParams`].
@@ -137,14 +145,19 @@ pub(crate) async fn limits_usage(
             .await?;
         row.available = counted.iter().map(|c| c.n).next();
     }
-    let rate: Vec<RateRow> =
-        CachedQuery::new("SELECT rate_window, rate_counts FROM job_queues WHERE name = $1")
-            .bind::<Text, _>(params.queue)
-            .load(conn)
-            .await?;
+    let rate: Vec<RateRow> = CachedQuery::new(
+        "SELECT rate_window, rate_counts,
+                    (SELECT COUNT(*) FROM job_key_rates r
+                     WHERE r.queue = $1 AND r.blocked_until > UTC_TIMESTAMP(6)) AS used_up
+             FROM job_queues WHERE name = $1",
+    )
+    .bind::<Text, _>(params.queue)
+    .load(conn)
+    .await?;
+    let used_up = rate.iter().map(|r| r.used_up).next().unwrap_or(0);
     let window = rate
         .into_iter()
         .next()
         .and_then(|r| RateWindow::decode(r.rate_window.map(utc), r.rate_counts.as_deref()));
-    Ok(LimitsUsage::from_rows(rows, window))
+    Ok(LimitsUsage { keys_rate_used_up: used_up, ..LimitsUsage::from_rows(rows, window) })
 }

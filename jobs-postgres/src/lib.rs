@@ -33,6 +33,7 @@ pub mod connection;
 mod driver;
 mod job_context;
 mod jobs;
+mod key_rates;
 mod kind_stats;
 mod leader;
 mod listener;

@@ -6,18 +6,21 @@ use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Timestamptz};
 use diesel::{OptionalExtension, QueryableByName};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use jobs_driver::limited_claim::{LimitedClaimOps, StoredLimits, claim_limited};
-use jobs_driver::partition::{KeyedClaimOps, PartitionTurn, Share};
+use jobs_driver::partition::{KeyRate, KeyedClaimOps, PartitionTurn, Share};
 use jobs_driver::rows::Count;
 use jobs_driver::{ClaimedJob, DriverError, JobClaimParams, RateWindow, Result};
 
 use crate::cached::CachedQuery;
 use crate::jobs::claim::{self, ClaimedColumns, ClaimedRow, claim_update};
+use crate::key_rates;
 
 const LOCK_LIMITS: &str = "\
 SELECT (settings ->> 'global_limit')::int8 AS global_limit,
        (settings ->> 'per_key_limit')::int8 AS per_key_limit,
        (settings ->> 'rate_allowed')::int8 AS rate_allowed,
        (settings ->> 'rate_period_secs')::int8 AS rate_period_secs,
+       (settings ->> 'per_key_rate_allowed')::int8 AS per_key_rate_allowed,
+       (settings ->> 'per_key_rate_period_secs')::int8 AS per_key_rate_period_secs,
        rate_window, rate_counts, partition_turn, COALESCE($2::timestamptz, now()) AS now
 FROM job_queues WHERE name = $1
 FOR UPDATE";
@@ -123,6 +126,10 @@ struct LimitsRow {
     rate_allowed: Option<i64>,
     #[diesel(sql_type = Nullable<BigInt>)]
     rate_period_secs: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    per_key_rate_allowed: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    per_key_rate_period_secs: Option<i64>,
     #[diesel(sql_type = Nullable<Timestamptz>)]
     rate_window: Option<DateTime<Utc>>,
     #[diesel(sql_type = Nullable<Text>)]
@@ -242,6 +249,18 @@ impl KeyedClaimOps for Limited<'_, '_> {
         }
         Ok(jobs)
     }
+
+    async fn rate_blocked(&mut self, now: DateTime<Utc>) -> Result<i64> {
+        key_rates::blocked(self.tx, self.params.queue, now).await
+    }
+
+    async fn key_rates(&mut self, keys: &[String]) -> Result<Vec<KeyRate>> {
+        key_rates::read(self.tx, self.params.queue, keys).await
+    }
+
+    async fn store_key_rates(&mut self, rates: &[KeyRate], stale_before: DateTime<Utc>) -> Result<()> {
+        key_rates::write(self.tx, self.params.queue, rates, stale_before).await
+    }
 }
 
 impl LimitedClaimOps for Limited<'_, '_> {
@@ -257,6 +276,8 @@ impl LimitedClaimOps for Limited<'_, '_> {
             per_key_limit: r.per_key_limit,
             rate_allowed: r.rate_allowed,
             rate_period_secs: r.rate_period_secs,
+            per_key_rate_allowed: r.per_key_rate_allowed,
+            per_key_rate_period_secs: r.per_key_rate_period_secs,
             rate_window: r.rate_window,
             rate_counts: r.rate_counts,
             partition_turn: r.partition_turn,

@@ -38,10 +38,12 @@ where
 {
     diesel::sql_query(
         "INSERT INTO job_queues AS q (name, settings)
-         VALUES ($1, jsonb_strip_nulls(jsonb_build_object('global_limit', $2::int, 'rate_allowed', $3::int,
-                                                          'rate_period_secs', $4::int, 'per_key_limit', $5::int)))
+         VALUES ($1, jsonb_strip_nulls(jsonb_build_object(
+                 'global_limit', $2::int, 'rate_allowed', $3::int, 'rate_period_secs', $4::int,
+                 'per_key_limit', $5::int, 'per_key_rate_allowed', $6::int, 'per_key_rate_period_secs', $7::int)))
          ON CONFLICT (name) DO UPDATE
-         SET settings = (q.settings - ARRAY['global_limit', 'rate_allowed', 'rate_period_secs', 'per_key_limit'])
+         SET settings = (q.settings - ARRAY['global_limit', 'rate_allowed', 'rate_period_secs', 'per_key_limit',
+                                            'per_key_rate_allowed', 'per_key_rate_period_secs'])
                         || EXCLUDED.settings,
              updated_at = now()",
     )
@@ -50,6 +52,8 @@ where
     .bind::<Nullable<Integer>, _>(params.rate.map(|r| i32::try_from(r.allowed).unwrap_or(i32::MAX)))
     .bind::<Nullable<Integer>, _>(params.rate.map(|r| i32::try_from(r.period_secs).unwrap_or(i32::MAX)))
     .bind::<Nullable<Integer>, _>(params.per_key_limit)
+    .bind::<Nullable<Integer>, _>(params.per_key_rate.map(|r| i32::try_from(r.allowed).unwrap_or(i32::MAX)))
+    .bind::<Nullable<Integer>, _>(params.per_key_rate.map(|r| i32::try_from(r.period_secs).unwrap_or(i32::MAX)))
     .execute(conn)
     .await?;
     Ok(())
@@ -65,7 +69,9 @@ where
                 (settings ->> 'global_limit')::int8 AS global_limit,
                 (settings ->> 'per_key_limit')::int8 AS per_key_limit,
                 (settings ->> 'rate_allowed')::int8 AS rate_allowed,
-                (settings ->> 'rate_period_secs')::int8 AS rate_period_secs
+                (settings ->> 'rate_period_secs')::int8 AS rate_period_secs,
+                (settings ->> 'per_key_rate_allowed')::int8 AS per_key_rate_allowed,
+                (settings ->> 'per_key_rate_period_secs')::int8 AS per_key_rate_period_secs
          FROM job_queues
          WHERE $1::text IS NULL OR name = $1 ORDER BY name",
     )
@@ -99,6 +105,8 @@ struct RateRow {
     rate_window: Option<chrono::DateTime<chrono::Utc>>,
     #[diesel(sql_type = Nullable<Text>)]
     rate_counts: Option<String>,
+    #[diesel(sql_type = BigInt)]
+    used_up: i64,
 }
 
 /// See [`QueueLimitsUsageParams`].
@@ -113,12 +121,17 @@ where
         .bind::<BigInt, _>(params.cap)
         .load(conn)
         .await?;
-    let rate: Vec<RateRow> =
-        diesel::sql_query("SELECT rate_window, rate_counts FROM job_queues WHERE name = $1")
-            .bind::<Text, _>(params.queue)
-            .load(conn)
-            .await?;
+    let rate: Vec<RateRow> = diesel::sql_query(
+        "SELECT rate_window, rate_counts,
+                (SELECT count(*) FROM job_key_rates r
+                 WHERE r.queue = $1 AND r.blocked_until IS NOT NULL AND r.blocked_until > now()) AS used_up
+         FROM job_queues WHERE name = $1",
+    )
+    .bind::<Text, _>(params.queue)
+    .load(conn)
+    .await?;
+    let used_up = rate.iter().map(|r| r.used_up).next().unwrap_or(0);
     let window =
         rate.into_iter().next().and_then(|r| RateWindow::decode(r.rate_window, r.rate_counts.as_deref()));
-    Ok(LimitsUsage::from_rows(rows, window))
+    Ok(LimitsUsage { keys_rate_used_up: used_up, ..LimitsUsage::from_rows(rows, window) })
 }

@@ -37,6 +37,7 @@ mod connection;
 mod driver;
 mod exec;
 mod jobs;
+mod key_rates;
 mod kind_stats;
 mod leader;
 mod listener;

@@ -219,10 +219,10 @@ impl Driver for SqliteDriver {
     }
 
     async fn queue_set_limits(&self, params: QueueSetLimitsParams<'_>) -> Result<()> {
-        let QueueSetLimitsParams { queue, global_limit, per_key_limit, rate } = params;
+        let QueueSetLimitsParams { queue, global_limit, per_key_limit, rate, per_key_rate } = params;
         let (queue, now) = (queue.to_owned(), now_ms(None));
         write(&self.local, move |c| {
-            queue_settings::set_limits(c, &queue, global_limit, per_key_limit, rate, now)
+            queue_settings::set_limits(c, &queue, global_limit, per_key_limit, rate, per_key_rate, now)
         })
         .await
     }
@@ -235,7 +235,8 @@ impl Driver for SqliteDriver {
     async fn queue_limits_usage(&self, params: QueueLimitsUsageParams<'_>) -> Result<LimitsUsage> {
         let (queue, QueueLimitsUsageParams { per_key_limit, top, cap, .. }) =
             (params.queue.to_owned(), params);
-        read(&self.pool, move |c| queue_settings::limits_usage(c, &queue, per_key_limit, top, cap)).await
+        let now = now_ms(None);
+        read(&self.pool, move |c| queue_settings::limits_usage(c, &queue, per_key_limit, top, cap, now)).await
     }
 
     async fn node_heartbeat(&self, params: NodeHeartbeatParams<'_>) -> Result<()> {

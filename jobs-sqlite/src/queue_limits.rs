@@ -3,16 +3,18 @@
 //! already makes every process's claims run one after another. They are synchronous: the
 //! shared flow runs them through [`run_ready`].
 
+use chrono::{DateTime, Utc};
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Nullable, Text};
 use diesel::{RunQueryDsl, SqliteConnection};
 use jobs_driver::limited_claim::{LimitedClaimOps, StoredLimits, claim_limited, ended_runs_json, run_ready};
-use jobs_driver::partition::{KeyedClaimOps, PartitionTurn, Share};
+use jobs_driver::partition::{KeyRate, KeyedClaimOps, PartitionTurn, Share};
 use jobs_driver::rows::Count;
 use jobs_driver::{ClaimedJob, DeclaredLimits, RateWindow, Result};
 
 use crate::cached::CachedQuery;
 use crate::jobs::claim::{self, ClaimedRow, claim_update};
+use crate::key_rates;
 use crate::time::{from_ms, to_ms};
 
 const READ_LIMITS: &str = "\
@@ -20,6 +22,8 @@ SELECT json_extract(settings, '$.global_limit') AS global_limit,
        json_extract(settings, '$.per_key_limit') AS per_key_limit,
        json_extract(settings, '$.rate_allowed') AS rate_allowed,
        json_extract(settings, '$.rate_period_secs') AS rate_period_secs,
+       json_extract(settings, '$.per_key_rate_allowed') AS per_key_rate_allowed,
+       json_extract(settings, '$.per_key_rate_period_secs') AS per_key_rate_period_secs,
        rate_window, rate_counts, partition_turn
 FROM job_queues WHERE name = $1";
 
@@ -97,6 +101,10 @@ struct LimitsRow {
     rate_allowed: Option<i64>,
     #[diesel(sql_type = Nullable<BigInt>)]
     rate_period_secs: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    per_key_rate_allowed: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    per_key_rate_period_secs: Option<i64>,
     #[diesel(sql_type = Nullable<BigInt>)]
     rate_window: Option<i64>,
     #[diesel(sql_type = Nullable<Text>)]
@@ -219,6 +227,8 @@ impl Limited<'_, '_> {
             per_key_limit: r.per_key_limit,
             rate_allowed: r.rate_allowed,
             rate_period_secs: r.rate_period_secs,
+            per_key_rate_allowed: r.per_key_rate_allowed,
+            per_key_rate_period_secs: r.per_key_rate_period_secs,
             rate_window: r.rate_window.map(from_ms),
             rate_counts: r.rate_counts,
             partition_turn: r.partition_turn,
@@ -266,6 +276,18 @@ impl KeyedClaimOps for Limited<'_, '_> {
 
     async fn claim(&mut self, shares: &[Share]) -> Result<Vec<ClaimedJob>> {
         self.claim_now(shares)
+    }
+
+    async fn rate_blocked(&mut self, now: DateTime<Utc>) -> Result<i64> {
+        key_rates::blocked(self.conn, &self.request.queue, now)
+    }
+
+    async fn key_rates(&mut self, keys: &[String]) -> Result<Vec<KeyRate>> {
+        key_rates::read(self.conn, &self.request.queue, keys)
+    }
+
+    async fn store_key_rates(&mut self, rates: &[KeyRate], stale_before: DateTime<Utc>) -> Result<()> {
+        key_rates::write(self.conn, &self.request.queue, rates, stale_before)
     }
 }
 

@@ -40,13 +40,18 @@ pub(crate) fn set_limits(
     global_limit: Option<i32>,
     per_key_limit: Option<i32>,
     rate: Option<jobs_driver::RateLimit>,
+    per_key_rate: Option<jobs_driver::RateLimit>,
     now_ms: i64,
 ) -> Result<()> {
     CachedQuery::new(
         "INSERT INTO job_queues (name, settings, created_at, updated_at)
-         VALUES ($1, json_patch('{}', json_object('global_limit', $2, 'rate_allowed', $3, 'rate_period_secs', $4, 'per_key_limit', $6)), $5, $5)
+         VALUES ($1, json_patch('{}', json_object('global_limit', $2, 'rate_allowed', $3, 'rate_period_secs', $4,
+                                                  'per_key_limit', $6, 'per_key_rate_allowed', $7,
+                                                  'per_key_rate_period_secs', $8)), $5, $5)
          ON CONFLICT (name) DO UPDATE
-         SET settings = json_patch(settings, json_object('global_limit', $2, 'rate_allowed', $3, 'rate_period_secs', $4, 'per_key_limit', $6)),
+         SET settings = json_patch(settings, json_object('global_limit', $2, 'rate_allowed', $3, 'rate_period_secs', $4,
+                                                         'per_key_limit', $6, 'per_key_rate_allowed', $7,
+                                                         'per_key_rate_period_secs', $8)),
              updated_at = $5",
     )
     .bind::<Text, _>(queue)
@@ -55,6 +60,8 @@ pub(crate) fn set_limits(
     .bind::<Nullable<BigInt>, _>(rate.map(|r| i64::from(r.period_secs)))
     .bind::<BigInt, _>(now_ms)
     .bind::<Nullable<Integer>, _>(per_key_limit)
+    .bind::<Nullable<BigInt>, _>(per_key_rate.map(|r| i64::from(r.allowed)))
+    .bind::<Nullable<BigInt>, _>(per_key_rate.map(|r| i64::from(r.period_secs)))
     .execute(conn)?;
     Ok(())
 }
@@ -66,7 +73,9 @@ pub(crate) fn settings(conn: &mut SqliteConnection, queue: Option<&str>) -> Resu
                 json_extract(settings, '$.global_limit') AS global_limit,
                 json_extract(settings, '$.per_key_limit') AS per_key_limit,
                 json_extract(settings, '$.rate_allowed') AS rate_allowed,
-                json_extract(settings, '$.rate_period_secs') AS rate_period_secs
+                json_extract(settings, '$.rate_period_secs') AS rate_period_secs,
+                json_extract(settings, '$.per_key_rate_allowed') AS per_key_rate_allowed,
+                json_extract(settings, '$.per_key_rate_period_secs') AS per_key_rate_period_secs
          FROM job_queues
          WHERE $1 IS NULL OR name = $1 ORDER BY name",
     )
@@ -102,6 +111,8 @@ struct RateRow {
     rate_window: Option<i64>,
     #[diesel(sql_type = Nullable<Text>)]
     rate_counts: Option<String>,
+    #[diesel(sql_type = BigInt)]
+    used_up: i64,
 }
 
 /// See [`QueueLimitsUsageParams`](jobs_driver::QueueLimitsUsageParams).
@@ -111,6 +122,7 @@ pub(crate) fn limits_usage(
     per_key_limit: Option<i64>,
     top: usize,
     cap: i64,
+    now_ms: i64,
 ) -> Result<LimitsUsage> {
     let mut rows: Vec<KeyLoadRow> = CachedQuery::new(KEY_LOADS)
         .bind::<Text, _>(queue)
@@ -126,13 +138,19 @@ pub(crate) fn limits_usage(
             .load(conn)?;
         row.available = counted.iter().map(|c| c.n).next();
     }
-    let rate: Vec<RateRow> =
-        CachedQuery::new("SELECT rate_window, rate_counts FROM job_queues WHERE name = $1")
-            .bind::<Text, _>(queue)
-            .load(conn)?;
+    let rate: Vec<RateRow> = CachedQuery::new(
+        "SELECT rate_window, rate_counts,
+                    (SELECT count(*) FROM job_key_rates r
+                     WHERE r.queue = $1 AND r.blocked_until IS NOT NULL AND r.blocked_until > $2) AS used_up
+             FROM job_queues WHERE name = $1",
+    )
+    .bind::<Text, _>(queue)
+    .bind::<BigInt, _>(now_ms)
+    .load(conn)?;
+    let used_up = rate.iter().map(|r| r.used_up).next().unwrap_or(0);
     let window = rate
         .into_iter()
         .next()
         .and_then(|r| RateWindow::decode(r.rate_window.map(from_ms), r.rate_counts.as_deref()));
-    Ok(LimitsUsage::from_rows(rows, window))
+    Ok(LimitsUsage { keys_rate_used_up: used_up, ..LimitsUsage::from_rows(rows, window) })
 }

@@ -74,8 +74,13 @@ async fn every_page_in_light_and_dark_at_phone_and_desktop_widths_then_live_refr
     };
     driver.node_heartbeat(beat).await.expect("heartbeat");
     let rate = Some(RateLimit { allowed: 600, period_secs: 60 });
-    let limits =
-        QueueSetLimitsParams { queue: "exports", global_limit: Some(40), per_key_limit: Some(1), rate };
+    let limits = QueueSetLimitsParams {
+        queue: "exports",
+        global_limit: Some(40),
+        per_key_limit: Some(1),
+        rate,
+        per_key_rate: Some(RateLimit { allowed: 30, period_secs: 3600 }),
+    };
     driver.queue_set_limits(limits).await.expect("limits");
     let def = ScheduleDef {
         name: "nightly-report".into(),
@@ -135,7 +140,8 @@ async fn every_page_in_light_and_dark_at_phone_and_desktop_widths_then_live_refr
                     // Read in one step: live refresh replaces the table every second.
                     let script = "return document.querySelector('#limits-exports .limits-keys').textContent";
                     let keys = eval(&client, script).await;
-                    assert_eq!(keys, "2 keys running, 2 at their limit of 1", "{size_name} {theme}");
+                    let expected = "2 keys running, 2 at their limit of 10 keys used up their 30 per hour";
+                    assert_eq!(keys, expected, "{size_name} {theme}");
                 }
                 // Only tables scroll sideways; the page itself fits the window.
                 let overflow =

@@ -49,6 +49,20 @@ fn zero_intervals_batches_and_counts_are_refused_by_name() {
         ("per_key_limit", worker().queue_config(QueueConfig::new("work", 4).per_key_limit(0))),
         ("global_limit", worker().queue_config(QueueConfig::new("work", 4).global_limit(0))),
         ("global_limit", worker().queue_config(QueueConfig::new("work", 4).global_limit(1_000_000))),
+        (
+            "rate_limit",
+            worker().queue_config(QueueConfig::new("work", 4).rate_limit(0, Duration::from_secs(60))),
+        ),
+        (
+            "rate_limit",
+            worker()
+                .queue_config(QueueConfig::new("work", 4).per_key_rate_limit(5, Duration::from_millis(500))),
+        ),
+        (
+            "rate_limit",
+            worker()
+                .queue_config(QueueConfig::new("work", 4).per_key_rate_limit(5, Duration::from_secs(90_000))),
+        ),
         ("unknown_kinds.postpone", worker().unknown_kinds(UnknownKindPolicy::Postpone(ZERO))),
         ("leader.interval", worker().leader(LeaderConfig { interval: ZERO, ..LeaderConfig::default() })),
         ("leader.ttl", worker().leader(LeaderConfig { ttl: ZERO, ..LeaderConfig::default() })),

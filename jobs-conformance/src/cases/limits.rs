@@ -30,7 +30,7 @@ fn limited<'a>(limit: usize, node: &'a str, now: Option<DateTime<Utc>>) -> JobCl
 }
 
 fn limits(global_limit: Option<i32>, rate: Option<RateLimit>) -> QueueSetLimitsParams<'static> {
-    QueueSetLimitsParams { queue: "work", global_limit, per_key_limit: None, rate }
+    QueueSetLimitsParams { queue: "work", global_limit, per_key_limit: None, rate, per_key_rate: None }
 }
 
 async fn available(db: &TestDb, n: usize) -> Vec<i64> {
@@ -212,29 +212,32 @@ pub async fn a_jobs_end_frees_its_room_before_its_outcome_is_written(db: TestDb)
 /// per-key one stored before it, first in the document.)
 pub async fn limits_set_again_read_back_as_set(db: TestDb) {
     let rate = RateLimit { allowed: 5, period_secs: 60 };
-    let set = |global_limit, per_key_limit, rate| QueueSetLimitsParams {
+    let per_key_rate = RateLimit { allowed: 2, period_secs: 3600 };
+    let set = |global_limit, per_key_limit, rate, per_key_rate| QueueSetLimitsParams {
         queue: "work",
         global_limit,
         per_key_limit,
         rate,
+        per_key_rate,
     };
     let read = || async {
         let all = db.driver.queue_settings(QueueSettingsParams { queue: Some("work") }).await.expect("read");
         let s = all.first().cloned().expect("a row");
-        (s.concurrency, s.global_limit, s.per_key_limit, s.rate())
+        (s.concurrency, s.global_limit, s.per_key_limit, s.rate(), s.per_key_rate())
     };
     let steps = [
-        (None, Some(1), None),
-        (Some(1), Some(1), Some(rate)),
-        (Some(2), None, None),
-        (None, Some(4), Some(rate)),
-        (Some(7), Some(2), None),
-        (None, None, None),
+        (None, Some(1), None, Some(per_key_rate)),
+        (Some(1), Some(1), Some(rate), None),
+        (Some(2), None, None, Some(per_key_rate)),
+        (None, Some(4), Some(rate), Some(per_key_rate)),
+        (Some(7), Some(2), None, None),
+        (None, None, None, Some(per_key_rate)),
+        (None, None, None, None),
     ];
-    for (global, per_key, rate) in steps {
-        db.driver.queue_set_limits(set(global, per_key, rate)).await.expect("set");
-        let expected = (None, global.map(i64::from), per_key.map(i64::from), rate);
-        assert_eq!(read().await, expected, "after setting {global:?}, {per_key:?}, {rate:?}");
+    for (global, per_key, rate, key_rate) in steps {
+        db.driver.queue_set_limits(set(global, per_key, rate, key_rate)).await.expect("set");
+        let expected = (None, global.map(i64::from), per_key.map(i64::from), rate, key_rate);
+        assert_eq!(read().await, expected, "after setting {global:?}, {per_key:?}, {rate:?}, {key_rate:?}");
     }
     db.driver
         .queue_set_concurrency(jobs_core::driver::QueueSetConcurrencyParams {
@@ -243,7 +246,7 @@ pub async fn limits_set_again_read_back_as_set(db: TestDb) {
         })
         .await
         .expect("concurrency");
-    db.driver.queue_set_limits(set(Some(2), Some(1), None)).await.expect("set");
-    db.driver.queue_set_limits(set(None, None, Some(rate))).await.expect("set");
-    assert_eq!(read().await, (Some(3), None, None, Some(rate)), "the concurrency stays");
+    db.driver.queue_set_limits(set(Some(2), Some(1), None, Some(per_key_rate))).await.expect("set");
+    db.driver.queue_set_limits(set(None, None, Some(rate), None)).await.expect("set");
+    assert_eq!(read().await, (Some(3), None, None, Some(rate), None), "the concurrency stays");
 }

@@ -33,6 +33,7 @@ pub async fn the_limits_usage_reads_running_keys_and_the_rates_starts(db: TestDb
         global_limit: None,
         per_key_limit: Some(2),
         rate: Some(rate),
+        per_key_rate: None,
     };
     db.driver.queue_set_limits(limits).await.expect("set");
     let claim = JobClaimParams {

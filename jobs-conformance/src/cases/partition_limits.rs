@@ -33,7 +33,13 @@ fn claim(limit: usize, node: &str) -> JobClaimParams<'_> {
 }
 
 fn per_key(limit: Option<i32>, global_limit: Option<i32>) -> QueueSetLimitsParams<'static> {
-    QueueSetLimitsParams { queue: "exports", global_limit, per_key_limit: limit, rate: None }
+    QueueSetLimitsParams {
+        queue: "exports",
+        global_limit,
+        per_key_limit: limit,
+        rate: None,
+        per_key_rate: None,
+    }
 }
 
 fn keys_of(jobs: &[jobs_core::driver::ClaimedJob]) -> Vec<Option<String>> {

@@ -212,6 +212,7 @@ impl System {
                     global_limit: limit.map(i32::from),
                     per_key_limit: per_key.map(i32::from),
                     rate: None,
+                    per_key_rate: None,
                 };
                 self.block(self.driver().queue_set_limits(params)).expect("limits");
                 self.limits[queue] = limit;

@@ -109,6 +109,15 @@ impl QueueConfig {
         self
     }
 
+    /// At most `allowed` of the queue's jobs started in any `period` per partition key,
+    /// across the cluster (each key counted apart, the unkeyed jobs as one key; counted
+    /// in twentieths of the period, as [`QueueConfig::rate_limit`]).
+    pub fn per_key_rate_limit(mut self, allowed: u32, period: Duration) -> QueueConfig {
+        let period_secs = u32::try_from(period.as_secs()).unwrap_or(u32::MAX);
+        self.limits.per_key_rate = Some(jobs_driver::RateLimit { allowed, period_secs });
+        self
+    }
+
     /// Deletes completed jobs instead of keeping them, except those other jobs depend on
     /// (kept until the pruner runs, for their dependents to read that they completed).
     pub fn delete_on_completion(mut self) -> QueueConfig {

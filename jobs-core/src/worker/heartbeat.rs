@@ -34,6 +34,8 @@ pub(crate) async fn beat(shared: &Shared, registering: bool) -> Result<()> {
                     "per_key_limit": d.per_key_limit,
                     "rate_allowed": d.rate.map(|r| r.allowed),
                     "rate_period_secs": d.rate.map(|r| r.period_secs),
+                    "per_key_rate_allowed": d.per_key_rate.map(|r| r.allowed),
+                    "per_key_rate_period_secs": d.per_key_rate.map(|r| r.period_secs),
                 });
             }
             (q.name.to_string(), load)

@@ -24,6 +24,10 @@ pub(super) struct LimitsArgs {
     /// `30/90` (seconds) (`none`: no rate).
     #[arg(long, value_name = "N/PERIOD|none")]
     rate: Option<String>,
+    /// At most N started per period per partition key, written as `--rate` (`none`: no
+    /// rate per key).
+    #[arg(long, value_name = "N/PERIOD|none")]
+    per_key_rate: Option<String>,
 }
 
 /// A count, or `none`.
@@ -37,13 +41,13 @@ fn count(option: &str, value: &str) -> Result<Option<u32>, CliError> {
         .map_err(|_| CliError::Invalid(format!("--{option} takes a whole number or `none`, not `{value}`")))
 }
 
-/// `N/PERIOD`, or `none`.
-fn rate(value: &str) -> Result<Option<RateLimit>, CliError> {
+/// `N/PERIOD`, or `none` (for `--option`).
+fn rate(option: &str, value: &str) -> Result<Option<RateLimit>, CliError> {
     if value == "none" {
         return Ok(None);
     }
     let bad =
-        || CliError::Invalid(format!("--rate takes N/PERIOD (e.g. 100/minute) or `none`, not `{value}`"));
+        || CliError::Invalid(format!("--{option} takes N/PERIOD (e.g. 100/minute) or `none`, not `{value}`"));
     let (allowed, period) = value.split_once('/').ok_or_else(bad)?;
     let allowed: u32 = allowed.trim().parse().map_err(|_| bad())?;
     let period_secs = match period.trim() {
@@ -67,12 +71,13 @@ pub(super) async fn limits(url: &str, args: LimitsArgs, out: &mut impl Write) ->
         Ok::<_, CliError>(stored.into_iter().next())
     };
     let stored = read(driver.clone(), args.queue.clone()).await?;
-    if args.global.is_some() || args.per_key.is_some() || args.rate.is_some() {
+    if args.global.is_some() || args.per_key.is_some() || args.rate.is_some() || args.per_key_rate.is_some() {
         let to_u32 = |n: Option<i64>| n.and_then(|n| u32::try_from(n).ok());
         let mut limits = QueueLimits {
             global_limit: to_u32(stored.as_ref().and_then(|s| s.global_limit)),
             per_key_limit: to_u32(stored.as_ref().and_then(|s| s.per_key_limit)),
             rate: stored.as_ref().and_then(|s| s.rate()),
+            per_key_rate: stored.as_ref().and_then(|s| s.per_key_rate()),
         };
         if let Some(v) = &args.global {
             limits.global_limit = count("global", v)?;
@@ -81,7 +86,10 @@ pub(super) async fn limits(url: &str, args: LimitsArgs, out: &mut impl Write) ->
             limits.per_key_limit = count("per-key", v)?;
         }
         if let Some(v) = &args.rate {
-            limits.rate = rate(v)?;
+            limits.rate = rate("rate", v)?;
+        }
+        if let Some(v) = &args.per_key_rate {
+            limits.per_key_rate = rate("per-key-rate", v)?;
         }
         set_queue_limits(driver.clone(), &args.queue, limits).await?;
     }
@@ -93,6 +101,10 @@ pub(super) async fn limits(url: &str, args: LimitsArgs, out: &mut impl Write) ->
     match stored.as_ref().and_then(|s| s.rate()) {
         Some(r) => writeln!(out, "  rate: {} per {} s", r.allowed, r.period_secs)?,
         None => writeln!(out, "  rate: none")?,
+    }
+    match stored.as_ref().and_then(|s| s.per_key_rate()) {
+        Some(r) => writeln!(out, "  rate per key: {} per {} s", r.allowed, r.period_secs)?,
+        None => writeln!(out, "  rate per key: none")?,
     }
     writeln!(
         out,

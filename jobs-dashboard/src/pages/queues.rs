@@ -71,10 +71,12 @@ impl QueuesPage {
         self.settings.get(queue).and_then(|s| s.per_key_limit)
     }
 
-    /// The periods a rate may have, the stored one selected (offered too if it is not one
-    /// of the usual ones: it was set through the API).
-    fn period_options(&self, queue: &str) -> Vec<PeriodOption> {
-        let stored = self.rate(queue).map(|(_, period, _)| period);
+    /// The periods a rate (the queue's, or with `per_key` its rate per key) may have, the
+    /// stored one selected (offered too if it is not one of the usual ones: it was set
+    /// through the API).
+    fn period_options(&self, queue: &str, per_key: bool) -> Vec<PeriodOption> {
+        let rate = if per_key { self.per_key_rate(queue) } else { self.rate(queue) };
+        let stored = rate.map(|(_, period, _)| period);
         let mut options: Vec<PeriodOption> = crate::queue_settings::RATE_PERIODS
             .iter()
             .map(|&(secs, name)| PeriodOption {
@@ -97,6 +99,12 @@ impl QueuesPage {
     /// The rate limit, if any: its jobs per period, its period in seconds, and in words.
     fn rate(&self, queue: &str) -> Option<(u32, i64, String)> {
         let rate = self.settings.get(queue)?.rate()?;
+        Some((rate.allowed, i64::from(rate.period_secs), crate::queue_settings::describe_rate(rate)))
+    }
+
+    /// The rate limit per key, if any, as [`Self::rate`].
+    fn per_key_rate(&self, queue: &str) -> Option<(u32, i64, String)> {
+        let rate = self.settings.get(queue)?.per_key_rate()?;
         Some((rate.allowed, i64::from(rate.period_secs), crate::queue_settings::describe_rate(rate)))
     }
 

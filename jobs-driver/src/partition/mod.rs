@@ -18,6 +18,15 @@
 //! like any other: it cannot starve the others. Within a key, jobs go in their usual
 //! order (priority, due time, id); across keys, the turn decides.
 //!
+//! **A rate per key.** A queue may also limit how many jobs start per period for each key
+//! (and for the unkeyed group, as one key). Each key's starts are counted as the queue's
+//! rate counts its own ([`ClaimLimits`](crate::ClaimLimits): twentieths of the period),
+//! in a row of `job_key_rates` per key that started jobs lately ([`KeyRate`]). A claim
+//! reads the rows of the keys it walked, gives no key more than its rate leaves, writes
+//! the rows of the keys it served and drops the rows that count nothing any more. A key
+//! whose rate is used up stores until when: the claim counts those keys and walks that
+//! many keys further, so that keys waiting on their rate never hide keys that may run.
+//!
 //! **Rounds.** A round ends at the greatest key waiting when it began
 //! ([`PartitionTurn::round_end`]); keys that appear later wait for the next round, so a
 //! stream of new keys cannot hold back the keys before the turn.
@@ -42,13 +51,15 @@
 
 mod claim;
 mod key;
+mod rate;
 mod shares;
 #[cfg(test)]
 mod tests;
 mod turn;
 
-pub use claim::{KeyedClaimOps, claim_by_key};
+pub use claim::{KeyLimits, KeyedClaimOps, claim_by_key};
 pub use key::{key_text, partition_key_of};
+pub use rate::{KeyRate, UNKEYED_RATE_KEY, rate_key};
 pub use shares::{Share, shares};
 pub use turn::{PartitionTurn, UNKEYED_RECHECK_MAX_MS, UNKEYED_RECHECK_MS};
 

@@ -6,13 +6,15 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use super::claim::{KeyedClaimOps, claim_by_key};
+use super::claim::{KeyLimits, KeyedClaimOps, claim_by_key};
 use super::key::{key_text, partition_key_of};
+use super::rate::KeyRate;
 use super::shares::{Share, shares};
 use super::turn::PartitionTurn;
 use crate::error::Result;
 use crate::job::ClaimedJob;
 use crate::limited_claim::run_ready;
+use crate::queue_limits::RateLimit;
 
 fn keys(names: &[&str]) -> Vec<Option<String>> {
     names.iter().map(|k| Some((*k).to_owned())).collect()
@@ -73,11 +75,13 @@ fn keys_come_from_strings_numbers_and_booleans() {
 struct Queue {
     waiting: BTreeMap<String, i64>,
     next_id: i64,
+    /// The keys' rate usage, as `job_key_rates` holds it.
+    rates: BTreeMap<String, KeyRate>,
 }
 
 impl Queue {
     fn with(jobs: &[(&str, i64)]) -> Queue {
-        Queue { waiting: jobs.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect(), next_id: 0 }
+        Queue { waiting: jobs.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect(), ..Queue::default() }
     }
 
     fn add(&mut self, key: &str, n: i64) {
@@ -113,6 +117,22 @@ impl KeyedClaimOps for Queue {
             }
         }
         Ok(jobs)
+    }
+
+    async fn rate_blocked(&mut self, now: DateTime<Utc>) -> Result<i64> {
+        Ok(self.rates.values().filter(|r| r.blocked_until.is_some_and(|t| t > now)).count() as i64)
+    }
+
+    async fn key_rates(&mut self, keys: &[String]) -> Result<Vec<KeyRate>> {
+        Ok(keys.iter().filter_map(|k| self.rates.get(k).cloned()).collect())
+    }
+
+    async fn store_key_rates(&mut self, rates: &[KeyRate], stale_before: DateTime<Utc>) -> Result<()> {
+        for rate in rates {
+            self.rates.insert(rate.key.clone(), rate.clone());
+        }
+        self.rates.retain(|_, r| r.window.start >= stale_before);
+        Ok(())
     }
 }
 
@@ -156,7 +176,8 @@ fn claim_running(
     now: DateTime<Utc>,
     running: &HashMap<Option<String>, i64>,
 ) -> (Vec<String>, PartitionTurn) {
-    let (jobs, next) = run_ready(claim_by_key(queue, 1, running, allowed, turn, now)).expect("claim");
+    let limits = KeyLimits { per_key: Some(1), rate: None };
+    let (jobs, next) = run_ready(claim_by_key(queue, limits, running, allowed, turn, now)).expect("claim");
     let mut keys: Vec<String> = jobs.iter().map(|j| partition_key_of(&j.meta).unwrap_or_default()).collect();
     keys.sort();
     (keys, next)
@@ -263,4 +284,44 @@ fn a_short_claim_takes_the_keys_that_came_after_the_last_round() {
     let running: HashMap<Option<String>, i64> = [(Some("p0".to_owned()), 1)].into_iter().collect();
     let (keys, _) = claim_running(&mut queue, &turn, 1, Utc::now(), &running);
     assert_eq!(keys, ["p1"]);
+}
+
+#[test]
+fn a_rate_per_key_bounds_each_keys_starts_and_hides_no_other_key() {
+    // 2 a minute per key, no limit on what runs; 300 keys used up their rate and wait
+    // before the 2 that have not, in key order.
+    let rate = RateLimit { allowed: 2, period_secs: 60 };
+    let limits = KeyLimits { per_key: None, rate: Some(rate) };
+    let t0 = chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 11, 30, 12, 0, 0).single().expect("a time");
+    let mut queue = Queue::default();
+    for i in 0..300 {
+        queue.add(&format!("a{i:03}"), 5);
+    }
+    let none = HashMap::new();
+    let mut turn = PartitionTurn::default();
+    let mut started: BTreeMap<String, i64> = BTreeMap::new();
+    for _ in 0..4 {
+        let (jobs, next) =
+            run_ready(claim_by_key(&mut queue, limits, &none, 1_000, &turn, t0)).expect("claim");
+        for job in jobs {
+            *started.entry(partition_key_of(&job.meta).unwrap_or_default()).or_default() += 1;
+        }
+        turn = next;
+    }
+    assert_eq!(started.len(), 300);
+    assert!(started.values().all(|n| *n == 2), "2 each in the minute: {started:?}");
+    queue.add("z1", 5);
+    queue.add("z2", 5);
+    // A small claim still reaches the keys that may start, past the 300 used up.
+    let (jobs, next) = run_ready(claim_by_key(&mut queue, limits, &none, 3, &turn, t0)).expect("claim");
+    let mut keys: Vec<String> = jobs.iter().filter_map(|j| partition_key_of(&j.meta)).collect();
+    keys.sort();
+    assert_eq!(keys.len(), 3, "z1 and z2 may start 2 each: {keys:?}");
+    assert!(keys.iter().all(|k| k == "z1" || k == "z2"), "{keys:?}");
+    turn = next;
+    // A period and a slice later, every key may start 2 again; the old rows are dropped.
+    let later = t0 + chrono::Duration::seconds(63);
+    let (jobs, _) = run_ready(claim_by_key(&mut queue, limits, &none, 10_000, &turn, later)).expect("claim");
+    assert_eq!(jobs.len(), 300 * 2 + 2 * 2, "every key may start 2 again");
+    assert!(queue.rates.values().all(|r| r.window.start >= later - chrono::Duration::seconds(63)));
 }

@@ -39,7 +39,7 @@ impl WorkerBuilder {
             if let Some(n) = limits.per_key_limit {
                 jobs_driver::validation::validate_per_key_limit(n)?;
             }
-            if let Some(rate) = limits.rate {
+            for rate in [limits.rate, limits.per_key_rate].into_iter().flatten() {
                 jobs_driver::validation::validate_rate_limit(
                     i64::from(rate.allowed),
                     i64::from(rate.period_secs),
