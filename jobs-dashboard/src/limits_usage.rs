@@ -256,11 +256,11 @@ pub(crate) fn why_waiting(
             {
                 let n = usage.keys_rate_used_up;
                 why.push(format!(
-                    "{} {} used up the rate per key ({}): {} jobs wait for starts to leave the last {}",
+                    "rate per key ({}) used up by {} {}: {} start again as starts leave the last {}",
+                    crate::queue_settings::describe_rate(rate),
                     thousands(n),
                     plural(n, "key"),
-                    crate::queue_settings::describe_rate(rate),
-                    if n == 1 { "its" } else { "their" },
+                    if n == 1 { "its jobs" } else { "their jobs" },
                     crate::queue_settings::describe_period(i64::from(rate.period_secs))
                 ));
             }

@@ -23,9 +23,13 @@ SELECT CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.global_limit')) AS SIGNED) AS
        CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.rate_period_secs')) AS SIGNED) AS rate_period_secs,
        CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.per_key_rate_allowed')) AS SIGNED) AS per_key_rate_allowed,
        CAST(JSON_UNQUOTE(JSON_EXTRACT(settings, '$.per_key_rate_period_secs')) AS SIGNED) AS per_key_rate_period_secs,
-       rate_window, rate_counts, partition_turn, COALESCE($2, UTC_TIMESTAMP(6)) AS now
+       rate_window, rate_counts, partition_turn
 FROM job_queues WHERE name = $1
 FOR UPDATE";
+
+// The claim's time, read once the row is locked (a statement's `UTC_TIMESTAMP` is fixed when
+// it starts, before a lock wait): the claim counts its starts, and stamps its jobs, at it.
+const CLOCK: &str = "SELECT COALESCE($1, UTC_TIMESTAMP(6)) AS now";
 
 const CREATE_ROW: &str = "\
 INSERT INTO job_queues (name, paused, settings, created_at, updated_at)
@@ -144,6 +148,10 @@ struct LimitsRow {
     rate_counts: Option<String>,
     #[diesel(sql_type = Nullable<Text>)]
     partition_turn: Option<String>,
+}
+
+#[derive(QueryableByName)]
+struct Clock {
     #[diesel(sql_type = Datetime)]
     now: NaiveDateTime,
 }
@@ -256,11 +264,17 @@ impl KeyedClaimOps for Limited<'_, '_> {
 
 impl LimitedClaimOps for Limited<'_, '_> {
     async fn lock_limits(&mut self) -> Result<Option<StoredLimits>> {
-        let rows: Vec<LimitsRow> = CachedQuery::new(LOCK_LIMITS)
-            .bind::<Text, _>(self.params.queue)
+        let rows: Vec<LimitsRow> =
+            CachedQuery::new(LOCK_LIMITS).bind::<Text, _>(self.params.queue).load(self.tx).await?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let clock: Vec<Clock> = CachedQuery::new(CLOCK)
             .bind::<Nullable<Datetime>, _>(naive_opt(self.params.now))
             .load(self.tx)
             .await?;
+        let now = clock.into_iter().next().map_or_else(chrono::Utc::now, |c| utc(c.now));
+        self.params.now = Some(now);
         Ok(rows.into_iter().next().map(|r| StoredLimits {
             global_limit: r.global_limit,
             per_key_limit: r.per_key_limit,
@@ -271,7 +285,7 @@ impl LimitedClaimOps for Limited<'_, '_> {
             rate_window: r.rate_window.map(utc),
             rate_counts: r.rate_counts,
             partition_turn: r.partition_turn,
-            now: utc(r.now),
+            now,
         }))
     }
 

@@ -14,16 +14,22 @@ use crate::cached::CachedQuery;
 use crate::jobs::claim::{self, ClaimedColumns, ClaimedRow, claim_update};
 use crate::key_rates;
 
+// The claim's time is read once the row is locked (the outer select runs after the locking
+// one returned it), not at the transaction's start: a claim that waited for the lock counts
+// its starts, and stamps its jobs, at the time they really start.
 const LOCK_LIMITS: &str = "\
-SELECT (settings ->> 'global_limit')::int8 AS global_limit,
-       (settings ->> 'per_key_limit')::int8 AS per_key_limit,
-       (settings ->> 'rate_allowed')::int8 AS rate_allowed,
-       (settings ->> 'rate_period_secs')::int8 AS rate_period_secs,
-       (settings ->> 'per_key_rate_allowed')::int8 AS per_key_rate_allowed,
-       (settings ->> 'per_key_rate_period_secs')::int8 AS per_key_rate_period_secs,
-       rate_window, rate_counts, partition_turn, COALESCE($2::timestamptz, now()) AS now
-FROM job_queues WHERE name = $1
-FOR UPDATE";
+WITH locked AS (
+    SELECT (settings ->> 'global_limit')::int8 AS global_limit,
+           (settings ->> 'per_key_limit')::int8 AS per_key_limit,
+           (settings ->> 'rate_allowed')::int8 AS rate_allowed,
+           (settings ->> 'rate_period_secs')::int8 AS rate_period_secs,
+           (settings ->> 'per_key_rate_allowed')::int8 AS per_key_rate_allowed,
+           (settings ->> 'per_key_rate_period_secs')::int8 AS per_key_rate_period_secs,
+           rate_window, rate_counts, partition_turn
+    FROM job_queues WHERE name = $1
+    FOR UPDATE
+)
+SELECT locked.*, COALESCE($2::timestamptz, clock_timestamp()) AS now FROM locked";
 
 const CREATE_ROW: &str = "INSERT INTO job_queues (name) VALUES ($1) ON CONFLICT (name) DO NOTHING";
 
@@ -271,6 +277,10 @@ impl LimitedClaimOps for Limited<'_, '_> {
             .get_result(self.tx)
             .await
             .optional()?;
+        // The claim's statements stamp its jobs with the time it counts them at.
+        if let Some(r) = &row {
+            self.params.now = Some(r.now);
+        }
         Ok(row.map(|r| StoredLimits {
             global_limit: r.global_limit,
             per_key_limit: r.per_key_limit,

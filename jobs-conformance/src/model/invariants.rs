@@ -64,8 +64,8 @@ impl System {
             }
             None => usize::MAX,
         };
-        if let Some(per_key) = self.per_key[queue] {
-            self.check_keyed_claim(queue, limit.min(room), usize::from(per_key), ended, &eligible, claimed);
+        if self.per_key[queue].is_some() || self.key_rate[queue].is_some() {
+            self.check_keyed_claim(queue, limit.min(room), ended, &eligible, claimed);
         } else {
             let expected = if self.paused[queue] { 0 } else { limit.min(room).min(eligible.len()) };
             assert_eq!(
@@ -94,29 +94,53 @@ impl System {
         }
     }
 
-    /// A claim on a queue with a per-key limit: of each key, at most what its limit leaves
-    /// and the first in line; in all, no more than the limits and the jobs allow, and
-    /// something whenever a keyed job could run. (Which keys get the claim is the turn's
-    /// business; the unkeyed group may sit out up to 30 s after it was found empty.)
+    /// A claim on a queue with a per-key limit or rate: of each key, at most what its limit
+    /// and its rate leave, and the first in line; in all, no more than the limits and the
+    /// jobs allow, and something whenever a keyed job could run. (Which keys get the claim
+    /// is the turn's business; the unkeyed group may sit out up to 30 s after it was found
+    /// empty.)
+    ///
+    /// The rate counts starts in slices of a twentieth of the period, plus the slice before
+    /// them: a claim at `now` counts every start since `now - period` and none before
+    /// `now - period - slice`. So a key may get no more than its rate less its starts in the
+    /// last period, and surely has room when its starts in the last period and a slice leave
+    /// some.
     fn check_keyed_claim(
         &self,
         queue: usize,
         room: usize,
-        per_key: usize,
         ended: &[(i64, i32)],
         eligible: &[&JobRow],
         claimed: &[jobs_core::driver::ClaimedJob],
     ) {
+        let per_key = self.per_key[queue].map_or(usize::MAX, usize::from);
         let running = |key: &Option<String>| {
             self.rows.values().filter(|r| holds_place(r, queue, ended) && &partition_key(r) == key).count()
+        };
+        let period = chrono::TimeDelta::seconds(i64::from(super::ops::KEY_RATE_PERIOD_SECS));
+        let started_since = |key: &Option<String>, since: chrono::DateTime<chrono::Utc>| {
+            let starts = self.key_starts.get(&(queue, key.clone()));
+            starts.map_or(0, |s| s.iter().filter(|t| **t > since).count())
+        };
+        // What the rate leaves a key: at most, and surely.
+        let rate_left = |key: &Option<String>| match self.key_rate[queue] {
+            Some(rate) => {
+                let rate = usize::from(rate);
+                let most = rate.saturating_sub(started_since(key, self.now - period));
+                let surely = rate.saturating_sub(started_since(key, self.now - period - period / 20));
+                (most, surely)
+            }
+            None => (usize::MAX, usize::MAX),
         };
         let mut keys: Vec<Option<String>> = eligible.iter().map(|r| partition_key(r)).collect();
         keys.sort();
         keys.dedup();
-        let (mut most, mut keyed_room) = (0, 0);
+        let (mut most, mut keyed_room) = (0_usize, 0_usize);
         for key in &keys {
             let line: Vec<i64> = eligible.iter().filter(|r| &partition_key(r) == key).map(|r| r.id).collect();
-            let left = per_key.saturating_sub(running(key));
+            let (rate_most, rate_surely) = rate_left(key);
+            let left = per_key.saturating_sub(running(key)).min(rate_most);
+            let surely = per_key.saturating_sub(running(key)).min(rate_surely);
             let mut took: Vec<i64> = claimed
                 .iter()
                 .filter(|j| &jobs_core::driver::partition::partition_key_of(&j.meta) == key)
@@ -127,9 +151,9 @@ impl System {
             let mut first: Vec<i64> = line.iter().take(took.len()).copied().collect();
             first.sort_unstable();
             assert_eq!(took, first, "a key's jobs go by priority, due time, id ({key:?})");
-            most += left.min(line.len());
+            most = most.saturating_add(left.min(line.len()));
             if key.is_some() {
-                keyed_room += left.min(line.len());
+                keyed_room += surely.min(line.len());
             }
         }
         let taken: usize = claimed.iter().filter(|j| eligible.iter().any(|r| r.id == j.id)).count();

@@ -17,6 +17,9 @@ pub(super) const KEYS: usize = 3;
 /// How many partition keys the jobs are spread over (`p0`, `p1`, `p2`).
 pub(super) const PARTITION_KEYS: u8 = 3;
 
+/// The period of a queue's rate per key: a minute, counted in slices of 3 s.
+pub(super) const KEY_RATE_PERIOD_SECS: u32 = 60;
+
 /// Which states a job's key is unique in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unique {
@@ -132,7 +135,8 @@ pub enum Op {
         /// Paused or resumed.
         paused: bool,
     },
-    /// Someone sets (or removes) a queue's global and per-key limits.
+    /// Someone sets (or removes) a queue's global and per-key limits, and its rate per key
+    /// (so many a minute: [`KEY_RATE_PERIOD_SECS`]).
     Limit {
         /// Queue index.
         queue: usize,
@@ -140,6 +144,8 @@ pub enum Op {
         limit: Option<u8>,
         /// The per-key limit.
         per_key: Option<u8>,
+        /// The starts allowed per key per period.
+        key_rate: Option<u8>,
     },
     /// A live node heartbeats.
     Heartbeat {
@@ -263,8 +269,8 @@ impl ReferenceStateMachine for Generator {
             1 => any::<usize>().prop_map(|pick| Op::Retry { pick }),
             1 => any::<usize>().prop_map(|pick| Op::Delete { pick }),
             1 => (0..QUEUES.len(), any::<bool>()).prop_map(|(queue, paused)| Op::Pause { queue, paused }),
-            2 => (0..QUEUES.len(), prop_oneof![Just(None), (1u8..4).prop_map(Some)], prop_oneof![1 => Just(None), 2 => (1u8..3).prop_map(Some)])
-                .prop_map(|(queue, limit, per_key)| Op::Limit { queue, limit, per_key }),
+            2 => (0..QUEUES.len(), prop_oneof![Just(None), (1u8..4).prop_map(Some)], prop_oneof![1 => Just(None), 2 => (1u8..3).prop_map(Some)], prop_oneof![2 => Just(None), 1 => (1u8..4).prop_map(Some)])
+                .prop_map(|(queue, limit, per_key, key_rate)| Op::Limit { queue, limit, per_key, key_rate }),
             4 => node.clone().prop_map(|node| Op::Heartbeat { node }),
             2 => node.clone().prop_map(|node| Op::Kill { node }),
             2 => node.clone().prop_map(|node| Op::Revive { node }),

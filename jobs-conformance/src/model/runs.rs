@@ -16,7 +16,8 @@ impl System {
             return;
         }
         let name = node_name(node);
-        let limited = self.limits[queue].is_some() || self.per_key[queue].is_some();
+        let limited =
+            self.limits[queue].is_some() || self.per_key[queue].is_some() || self.key_rate[queue].is_some();
         let ended = self.nodes[node].ended();
         let params = JobClaimParams {
             queue: QUEUES[queue],
@@ -30,6 +31,12 @@ impl System {
         };
         let claimed = self.block(self.driver().job_claim(params)).expect("claim");
         self.check_claim(queue, usize::from(limit), &ended, &claimed);
+        if self.key_rate[queue].is_some() {
+            for job in &claimed {
+                let key = jobs_core::driver::partition::partition_key_of(&job.meta);
+                self.key_starts.entry((queue, key)).or_default().push(self.now);
+            }
+        }
         if !lose_reply {
             for job in claimed {
                 self.nodes[node].runs.push(Run {

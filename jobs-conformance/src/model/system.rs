@@ -29,8 +29,8 @@ pub(super) const ORPHAN_GRACE: Duration = Duration::from_secs(5);
 
 /// The tables the model writes, which [`System::new`] empties between cases; with the
 /// [`Archive`](Capability::Archive) capability, `jobs_archive` too.
-const TABLES: [&str; 6] =
-    ["jobs", "job_nodes", "job_queues", "job_leaders", "job_dependencies", "job_workflows"];
+const TABLES: [&str; 7] =
+    ["jobs", "job_nodes", "job_queues", "job_leaders", "job_dependencies", "job_workflows", "job_key_rates"];
 
 /// The system under test.
 pub struct System {
@@ -45,6 +45,11 @@ pub struct System {
     pub(super) limits: [Option<u8>; 2],
     /// Each queue's per-key limit.
     pub(super) per_key: [Option<u8>; 2],
+    /// Each queue's rate per key (so many per [`KEY_RATE_PERIOD_SECS`](super::ops::KEY_RATE_PERIOD_SECS)).
+    pub(super) key_rate: [Option<u8>; 2],
+    /// The times each (queue, key) was claimed while its queue had a rate per key (which
+    /// counts only those).
+    pub(super) key_starts: HashMap<(usize, Option<String>), Vec<DateTime<Utc>>>,
     pub(super) paused: [bool; 2],
     /// The workflows enqueued, and whether each holds its dependents on a failure.
     pub(super) workflows: HashMap<i64, bool>,
@@ -78,6 +83,8 @@ impl System {
             rows: HashMap::new(),
             limits: [None; 2],
             per_key: [None; 2],
+            key_rate: [None; 2],
+            key_starts: HashMap::new(),
             paused: [false; 2],
             workflows: HashMap::new(),
         };
@@ -206,17 +213,21 @@ impl System {
                 self.block(self.driver().queue_set_paused(params)).expect("pause");
                 self.paused[queue] = paused;
             }
-            Op::Limit { queue, limit, per_key } => {
+            Op::Limit { queue, limit, per_key, key_rate } => {
                 let params = QueueSetLimitsParams {
                     queue: QUEUES[queue],
                     global_limit: limit.map(i32::from),
                     per_key_limit: per_key.map(i32::from),
                     rate: None,
-                    per_key_rate: None,
+                    per_key_rate: key_rate.map(|allowed| jobs_core::driver::RateLimit {
+                        allowed: u32::from(allowed),
+                        period_secs: super::ops::KEY_RATE_PERIOD_SECS,
+                    }),
                 };
                 self.block(self.driver().queue_set_limits(params)).expect("limits");
                 self.limits[queue] = limit;
                 self.per_key[queue] = per_key;
+                self.key_rate[queue] = key_rate;
             }
             Op::Heartbeat { node } => {
                 if self.nodes[node].alive {

@@ -1,57 +1,22 @@
 //! A claim on a queue with a per-key limit, over a backend's statements.
 
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
 
 use chrono::{DateTime, Utc};
 
 use super::key::partition_key_of;
-use super::rate::{KeyRate, UNKEYED_RATE_KEY, rate_key};
-use super::shares::{Share, shares};
+use super::ops::KeyedClaimOps;
+use super::rate_usage::KeyRates;
+use super::shares::shares;
 use super::turn::PartitionTurn;
+use super::walk::{Walk, walk};
 use crate::error::Result;
 use crate::job::ClaimedJob;
-use crate::queue_limits::{RateLimit, RateWindow};
+use crate::queue_limits::RateLimit;
 
 /// The most per-key rounds a claim makes when keys turn out to hold fewer jobs than their
 /// share (each round is one more statement).
 const MAX_ROUNDS: usize = 8;
-
-/// What a backend does for a claim on a queue with a per-key limit, inside the claim's
-/// transaction (which holds the queue's row). [`claim_by_key`] calls these.
-pub trait KeyedClaimOps: Send {
-    /// Up to `n` distinct keys of the queue's available keyed jobs, in key order: those
-    /// after `after` (all when `None`), and not after `until` when given.
-    fn keys(
-        &mut self,
-        after: Option<&str>,
-        until: Option<&str>,
-        n: i64,
-    ) -> impl Future<Output = Result<Vec<String>>> + Send;
-
-    /// The greatest key of the queue's available keyed jobs, if any.
-    fn last_key(&mut self) -> impl Future<Output = Result<Option<String>>> + Send;
-
-    /// Claims the shares' jobs: of each key its `take` first available jobs, in the
-    /// usual order (priority, due time, id), skipping rows others hold.
-    fn claim(&mut self, shares: &[Share]) -> impl Future<Output = Result<Vec<ClaimedJob>>> + Send;
-
-    /// How many of the queue's keys have used up their rate at `now` (their stored
-    /// `blocked_until` is after it). Asked only under a per-key rate.
-    fn rate_blocked(&mut self, now: DateTime<Utc>) -> impl Future<Output = Result<i64>> + Send;
-
-    /// The stored rate usage of these keys (texts as [`rate_key`] makes them; keys
-    /// without a row are left out). Asked only under a per-key rate.
-    fn key_rates(&mut self, keys: &[String]) -> impl Future<Output = Result<Vec<KeyRate>>> + Send;
-
-    /// Stores these keys' usage (a row per key, written over), and forgets the rows of
-    /// the queue whose window began before `stale_before` (they count no start any more).
-    fn store_key_rates(
-        &mut self,
-        rates: &[KeyRate],
-        stale_before: DateTime<Utc>,
-    ) -> impl Future<Output = Result<()>> + Send;
-}
 
 /// The limits a claim deals over the keys with: running at once per key, started per
 /// period per key (at least one is set).
@@ -89,57 +54,33 @@ pub async fn claim_by_key<O: KeyedClaimOps>(
         Some(_) => ops.rate_blocked(now).await?,
         None => 0,
     };
-    let wanted = allowed.saturating_add(full).saturating_add(blocked);
+    let mut wanted = allowed.saturating_add(full).saturating_add(blocked);
     let unkeyed = turn.unkeyed_due(now);
-    // The keys in turn order: what is left of the round under way (after the turn, up to
-    // the round's end), then, if that is short, a new round (the unkeyed group, the keys
-    // up to the turn, the keys after the old round's end). The parts never overlap; the
-    // new round's start is at `split`.
-    let old_end = turn.round_end.clone();
-    let keyed = |order: &[Option<String>]| i64::try_from(order.iter().flatten().count()).unwrap_or(i64::MAX);
-    let mut order: Vec<Option<String>> = Vec::new();
-    let (mut began, mut new_end) = (false, None);
-    let split = match turn.after.as_deref() {
-        None => {
-            (began, new_end) = (true, begin_round(ops, unkeyed, &mut order).await?);
-            if let Some(end) = new_end.as_deref() {
-                order.extend(ops.keys(None, Some(end), wanted).await?.into_iter().map(Some));
+    let mut walked = walk(ops, turn, unkeyed, wanted).await?;
+    // The listed keys' rate usage. A key whose rate turns out used up though its row did not
+    // say so (the rate was lowered since, or a node declares another) took a place in the
+    // walk that a key with room should have had: walk that many further (and store it
+    // blocked, so that the next claim counts it).
+    let mut rates = KeyRates::default();
+    if let Some(rate) = limits.rate {
+        for _ in 0..MAX_ROUNDS {
+            rates = KeyRates::read(ops, rate, &walked.order, now).await?;
+            let unforeseen = i64::try_from(rates.unforeseen.len()).unwrap_or(i64::MAX);
+            if unforeseen == 0 || walked.keyed() < wanted {
+                break;
             }
-            0
+            wanted = wanted.saturating_add(unforeseen);
+            walked = walk(ops, turn, unkeyed, wanted).await?;
         }
-        Some(after) => {
-            if let Some(end) = old_end.as_deref() {
-                order.extend(ops.keys(Some(after), Some(end), wanted).await?.into_iter().map(Some));
-            }
-            let split = order.len();
-            if keyed(&order) < wanted {
-                (began, new_end) = (true, begin_round(ops, unkeyed, &mut order).await?);
-                if let Some(end) = new_end.as_deref() {
-                    let short = wanted - keyed(&order);
-                    if !after.is_empty() && short > 0 {
-                        order.extend(ops.keys(None, Some(after), short).await?.into_iter().map(Some));
-                    }
-                    let short = wanted - keyed(&order);
-                    if short > 0 {
-                        let from = old_end.as_deref().unwrap_or(after);
-                        order.extend(ops.keys(Some(from), Some(end), short).await?.into_iter().map(Some));
-                    }
-                }
-            }
-            split
-        }
-    };
-    // Each key once (the parts never overlap: this only guards the dealing).
-    let mut seen = HashSet::new();
-    order.retain(|k| seen.insert(k.clone()));
+    }
+    let Walk { mut order, split, began, new_end, old_end } = walked;
     let turn_order = order.clone();
     let mut served: HashSet<Option<String>> = HashSet::new();
     let mut running = running.clone();
     // A key's rate left counts as room taken: what it may still start bounds its share.
-    let windows = match limits.rate {
-        Some(rate) => stored_windows(ops, rate, &order, &mut running, per_key, now).await?,
-        None => HashMap::new(),
-    };
+    if let Some(rate) = limits.rate {
+        rates.lower_room(rate, &order, &mut running, per_key, now);
+    }
     let mut claimed: Vec<ClaimedJob> = Vec::new();
     for _ in 0..MAX_ROUNDS {
         let left = allowed - i64::try_from(claimed.len()).unwrap_or(i64::MAX);
@@ -171,7 +112,7 @@ pub async fn claim_by_key<O: KeyedClaimOps>(
         }
     }
     if let Some(rate) = limits.rate {
-        store_rates(ops, rate, &claimed, &windows, now).await?;
+        rates.store(ops, rate, &claimed, now).await?;
     }
     // The turn stops at the furthest key that got a job (in turn order). When none got
     // one (every listed key at its limit, or its jobs held by others), it moves past the
@@ -191,65 +132,4 @@ pub async fn claim_by_key<O: KeyedClaimOps>(
         None => {}
     }
     Ok((claimed, next))
-}
-
-/// A round begins: the unkeyed group first when it is due; returns where the round ends
-/// (the greatest key waiting now).
-async fn begin_round<O: KeyedClaimOps>(
-    ops: &mut O,
-    unkeyed: bool,
-    order: &mut Vec<Option<String>>,
-) -> Result<Option<String>> {
-    if unkeyed {
-        order.push(None);
-    }
-    ops.last_key().await
-}
-
-/// The listed keys' stored rate usage, by key; each key's rate left lowers its room in
-/// `running` (as if it ran what it may no longer start).
-async fn stored_windows<O: KeyedClaimOps>(
-    ops: &mut O,
-    rate: RateLimit,
-    order: &[Option<String>],
-    running: &mut HashMap<Option<String>, i64>,
-    per_key: i64,
-    now: DateTime<Utc>,
-) -> Result<HashMap<Option<String>, RateWindow>> {
-    let texts: Vec<String> = order.iter().map(|k| rate_key(k.as_deref()).to_owned()).collect();
-    let stored = if texts.is_empty() { Vec::new() } else { ops.key_rates(&texts).await? };
-    let windows: HashMap<Option<String>, RateWindow> =
-        stored.into_iter().map(|r| ((r.key != UNKEYED_RATE_KEY).then_some(r.key), r.window)).collect();
-    for key in order {
-        let left = rate.left(windows.get(key), now);
-        let taken = running.entry(key.clone()).or_default();
-        *taken = (*taken).max(per_key.saturating_sub(left));
-    }
-    Ok(windows)
-}
-
-/// Stores the usage of the keys that started jobs, and forgets the windows that count
-/// nothing any more.
-async fn store_rates<O: KeyedClaimOps>(
-    ops: &mut O,
-    rate: RateLimit,
-    claimed: &[ClaimedJob],
-    windows: &HashMap<Option<String>, RateWindow>,
-    now: DateTime<Utc>,
-) -> Result<()> {
-    let mut started: HashMap<Option<String>, i64> = HashMap::new();
-    for job in claimed {
-        *started.entry(partition_key_of(&job.meta)).or_default() += 1;
-    }
-    let mut rates: Vec<KeyRate> = started
-        .into_iter()
-        .map(|(key, n)| {
-            let window = rate.after(windows.get(&key), n, now);
-            let blocked_until = rate.blocked_until(&window);
-            KeyRate { key: rate_key(key.as_deref()).to_owned(), window, blocked_until }
-        })
-        .collect();
-    rates.sort_by(|a, b| a.key.cmp(&b.key));
-    let stale_before = now - (rate.forgotten_after(now) - now);
-    ops.store_key_rates(&rates, stale_before).await
 }

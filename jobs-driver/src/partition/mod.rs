@@ -51,14 +51,18 @@
 
 mod claim;
 mod key;
+mod ops;
 mod rate;
+mod rate_usage;
 mod shares;
 #[cfg(test)]
 mod tests;
 mod turn;
+mod walk;
 
-pub use claim::{KeyLimits, KeyedClaimOps, claim_by_key};
+pub use claim::{KeyLimits, claim_by_key};
 pub use key::{key_text, partition_key_of};
+pub use ops::KeyedClaimOps;
 pub use rate::{KeyRate, UNKEYED_RATE_KEY, rate_key};
 pub use shares::{Share, shares};
 pub use turn::{PartitionTurn, UNKEYED_RECHECK_MAX_MS, UNKEYED_RECHECK_MS};

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use super::claim::{KeyLimits, KeyedClaimOps, claim_by_key};
+use super::claim::{KeyLimits, claim_by_key};
 use super::key::{key_text, partition_key_of};
+use super::ops::KeyedClaimOps;
 use super::rate::KeyRate;
 use super::shares::{Share, shares};
 use super::turn::PartitionTurn;
@@ -297,6 +298,7 @@ fn a_rate_per_key_bounds_each_keys_starts_and_hides_no_other_key() {
     for i in 0..300 {
         queue.add(&format!("a{i:03}"), 5);
     }
+    queue.add("solo", 1);
     let none = HashMap::new();
     let mut turn = PartitionTurn::default();
     let mut started: BTreeMap<String, i64> = BTreeMap::new();
@@ -308,6 +310,7 @@ fn a_rate_per_key_bounds_each_keys_starts_and_hides_no_other_key() {
         }
         turn = next;
     }
+    assert_eq!(started.remove("solo"), Some(1));
     assert_eq!(started.len(), 300);
     assert!(started.values().all(|n| *n == 2), "2 each in the minute: {started:?}");
     queue.add("z1", 5);
@@ -323,5 +326,31 @@ fn a_rate_per_key_bounds_each_keys_starts_and_hides_no_other_key() {
     let later = t0 + chrono::Duration::seconds(63);
     let (jobs, _) = run_ready(claim_by_key(&mut queue, limits, &none, 10_000, &turn, later)).expect("claim");
     assert_eq!(jobs.len(), 300 * 2 + 2 * 2, "every key may start 2 again");
-    assert!(queue.rates.values().all(|r| r.window.start >= later - chrono::Duration::seconds(63)));
+    assert!(queue.rates.contains_key("solo"), "its window counts nothing from now on, and goes next");
+    let (jobs, _) =
+        run_ready(claim_by_key(&mut queue, limits, &none, 10, &turn, later + chrono::Duration::seconds(1)))
+            .expect("claim");
+    assert!(jobs.is_empty());
+    assert!(!queue.rates.contains_key("solo"), "a window that counts no start is forgotten");
+    assert_eq!(queue.rates.len(), 302);
+}
+
+#[test]
+fn a_key_over_a_lowered_rate_holds_no_other_key_back() {
+    // 3 a minute: a starts 2 (not used up). Then 1 a minute: a is used up, though its row
+    // does not say so; a claim of 1 still reaches b, and marks a blocked for the next.
+    let t0 = chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 11, 30, 12, 0, 0).single().expect("a time");
+    let limits = |allowed| KeyLimits { per_key: None, rate: Some(RateLimit { allowed, period_secs: 60 }) };
+    let mut queue = Queue::with(&[("a", 5)]);
+    let none = HashMap::new();
+    let turn = PartitionTurn::default();
+    let (jobs, turn) = run_ready(claim_by_key(&mut queue, limits(3), &none, 2, &turn, t0)).expect("claim");
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(queue.rates["a"].blocked_until, None);
+    queue.add("b", 1);
+    let turn = PartitionTurn { after: None, ..turn };
+    let (jobs, _) = run_ready(claim_by_key(&mut queue, limits(1), &none, 1, &turn, t0)).expect("claim");
+    let keys: Vec<Option<String>> = jobs.iter().map(|j| partition_key_of(&j.meta)).collect();
+    assert_eq!(keys, [Some("b".to_owned())]);
+    assert!(queue.rates["a"].blocked_until.is_some_and(|t| t > t0), "a is now stored blocked");
 }
