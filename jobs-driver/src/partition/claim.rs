@@ -47,31 +47,39 @@ pub async fn claim_by_key<O: KeyedClaimOps>(
     if allowed <= 0 || per_key <= 0 {
         return Ok((Vec::new(), next));
     }
-    // Enough keys to fill the allowance even if every key at its limit, or with its rate
-    // used up, is among them.
+    // The walk lists keys until `allowed` of them have room. Keys at their limit are
+    // mostly behind the turn (they were served last), so it first lists `allowed` (and one
+    // more per key whose rate is used up); when keys without room took places in it, it
+    // walks again as far as every key at its limit or used up could need, and, for a key
+    // whose rate turns out used up though its row did not say so (the rate was lowered
+    // since, or a node declares another), one further each (and stores it blocked, so that
+    // the next claim counts it).
     let full = i64::try_from(running.values().filter(|n| **n >= per_key).count()).unwrap_or(i64::MAX);
     let blocked = match limits.rate {
         Some(_) => ops.rate_blocked(now).await?,
         None => 0,
     };
-    let mut wanted = allowed.saturating_add(full).saturating_add(blocked);
+    let most = allowed.saturating_add(full).saturating_add(blocked);
+    let mut wanted = allowed.saturating_add(blocked);
     let unkeyed = turn.unkeyed_due(now);
     let mut walked = walk(ops, turn, unkeyed, wanted).await?;
-    // The listed keys' rate usage. A key whose rate turns out used up though its row did not
-    // say so (the rate was lowered since, or a node declares another) took a place in the
-    // walk that a key with room should have had: walk that many further (and store it
-    // blocked, so that the next claim counts it).
     let mut rates = KeyRates::default();
-    if let Some(rate) = limits.rate {
-        for _ in 0..MAX_ROUNDS {
+    for _ in 0..MAX_ROUNDS {
+        if let Some(rate) = limits.rate {
             rates = KeyRates::read(ops, rate, &walked.order, now).await?;
-            let unforeseen = i64::try_from(rates.unforeseen.len()).unwrap_or(i64::MAX);
-            if unforeseen == 0 || walked.keyed() < wanted {
-                break;
-            }
-            wanted = wanted.saturating_add(unforeseen);
-            walked = walk(ops, turn, unkeyed, wanted).await?;
         }
+        let stuck = walked.order.iter().filter(|k| k.is_some()).filter(|k| {
+            running.get(*k).is_some_and(|n| *n >= per_key)
+                || limits.rate.is_some_and(|r| rates.used_up(r, k, now))
+        });
+        let stuck = i64::try_from(stuck.count()).unwrap_or(i64::MAX);
+        let listed = walked.keyed();
+        if listed < wanted || listed - stuck >= allowed {
+            break;
+        }
+        let unforeseen = i64::try_from(rates.unforeseen.len()).unwrap_or(i64::MAX);
+        wanted = most.saturating_add(unforeseen).max(wanted.saturating_add(stuck));
+        walked = walk(ops, turn, unkeyed, wanted).await?;
     }
     let Walk { mut order, split, began, new_end, old_end } = walked;
     let turn_order = order.clone();

@@ -41,6 +41,11 @@ impl KeyRates {
         Ok(KeyRates { by_key, unforeseen })
     }
 
+    /// Whether `key`'s rate is used up at `now`.
+    pub(super) fn used_up(&self, rate: RateLimit, key: &Option<String>, now: DateTime<Utc>) -> bool {
+        rate.left(self.by_key.get(key).map(|r| &r.window), now) == 0
+    }
+
     /// Lowers each listed key's room in `running` to what its rate leaves (as if it ran
     /// what it may no longer start), `per_key` being the limit on what runs.
     pub(super) fn lower_room(
