@@ -274,7 +274,9 @@ async fn the_queues_page_shows_the_limits_in_use_the_busiest_keys_and_why_jobs_w
 async fn limits_the_workers_declare_show_where_none_is_stored() {
     let db = TestDatabase::new().await.expect("db");
     let pool = db.pool(4).expect("pool");
-    let queues = serde_json::json!({"mailers": {"limit": 5, "running": 0, "declared": {"per_key_limit": 1}}});
+    let declared =
+        serde_json::json!({"per_key_limit": 1, "per_key_rate_allowed": 30, "per_key_rate_period_secs": 60});
+    let queues = serde_json::json!({"mailers": {"limit": 5, "running": 0, "declared": declared}});
     test_app::live_node(&pool, queues, &["mail"], serde_json::json!({})).await;
     insert(&pool, vec![keyed(Some("acme")), keyed(Some("acme"))]).await;
     let app = test_app::app(&pool, jobs_dashboard::Access::Full).await;
@@ -283,6 +285,10 @@ async fn limits_the_workers_declare_show_where_none_is_stored() {
         page.contains(r#"<tr id="limits-mailers"><td>mailers<div class="hint">limits declared by its workers</div></td><td class="limits-running">0 running</td>"#),
         "{page}"
     );
+    assert!(
+        page.contains(r#"<div class="limits-key-rate">0 keys used up their 30 per minute</div>"#),
+        "{page}"
+    );
     // Nothing stored: the settings' cell says so, the form stays empty.
-    assert!(page.contains("no per-key limit"), "{page}");
+    assert!(page.contains("no per-key limit") && page.contains("no rate per key"), "{page}");
 }
