@@ -338,7 +338,7 @@ mod tests {
         assert_eq!(
             why_waiting(&depth(7, 0, 0, false), Some(&per_key_rate), Some(&used_up), now),
             [
-                "1 key used up the rate per key (10 per minute): its jobs wait for starts to leave the last minute"
+                "rate per key (10 per minute) used up by 1 key: its jobs start again as starts leave the last minute"
             ]
         );
     }

@@ -53,7 +53,8 @@ pub async fn claim_by_key<O: KeyedClaimOps>(
     // walks again as far as every key at its limit or used up could need, and, for a key
     // whose rate turns out used up though its row did not say so (the rate was lowered
     // since, or a node declares another), one further each (and stores it blocked, so that
-    // the next claim counts it).
+    // the next claim counts it). Such keys can double the walk each time: the last walk
+    // before the cap lists every key. The rates read are always the final walk's.
     let full = i64::try_from(running.values().filter(|n| **n >= per_key).count()).unwrap_or(i64::MAX);
     let blocked = match limits.rate {
         Some(_) => ops.rate_blocked(now).await?,
@@ -64,7 +65,7 @@ pub async fn claim_by_key<O: KeyedClaimOps>(
     let unkeyed = turn.unkeyed_due(now);
     let mut walked = walk(ops, turn, unkeyed, wanted).await?;
     let mut rates = KeyRates::default();
-    for _ in 0..MAX_ROUNDS {
+    for round in 1..=MAX_ROUNDS {
         if let Some(rate) = limits.rate {
             rates = KeyRates::read(ops, rate, &walked.order, now).await?;
         }
@@ -74,11 +75,15 @@ pub async fn claim_by_key<O: KeyedClaimOps>(
         });
         let stuck = i64::try_from(stuck.count()).unwrap_or(i64::MAX);
         let listed = walked.keyed();
-        if listed < wanted || listed - stuck >= allowed {
+        if listed < wanted || listed - stuck >= allowed || round == MAX_ROUNDS {
             break;
         }
         let unforeseen = i64::try_from(rates.unforeseen.len()).unwrap_or(i64::MAX);
-        wanted = most.saturating_add(unforeseen).max(wanted.saturating_add(stuck));
+        wanted = if round + 1 == MAX_ROUNDS {
+            i64::MAX
+        } else {
+            most.saturating_add(unforeseen).max(wanted.saturating_add(stuck))
+        };
         walked = walk(ops, turn, unkeyed, wanted).await?;
     }
     let Walk { mut order, split, began, new_end, old_end } = walked;

@@ -11,8 +11,9 @@
 //! limited claim ([`ClaimLimits`](crate::ClaimLimits)). It counts the queue's running
 //! jobs per key, lists the keys with available jobs in key order starting after the
 //! last key served (the queue's stored [`PartitionTurn`]; each listed key costs one index
-//! probe, and the walk stops after the claim's size plus the keys at their limit, however
-//! many keys wait), gives each key in turn one job until the
+//! probe; the walk first lists the claim's size of keys, and walks further only when keys
+//! at their limit took places in it, as far as all of them could need, however many keys
+//! wait), gives each key in turn one job until the
 //! claim's allowance is spent or every key is at its limit ([`shares`]), claims those
 //! jobs, and stores where the turn stopped. One hot key therefore gets one job per turn
 //! like any other: it cannot starve the others. Within a key, jobs go in their usual
@@ -25,7 +26,10 @@
 //! reads the rows of the keys it walked, gives no key more than its rate leaves, writes
 //! the rows of the keys it served and drops the rows that count nothing any more. A key
 //! whose rate is used up stores until when: the claim counts those keys and walks that
-//! many keys further, so that keys waiting on their rate never hide keys that may run.
+//! many keys further, so that keys waiting on their rate do not hide keys that may run. A
+//! key found used up though its row did not say so (the rate was lowered since, or nodes
+//! declare different rates) is stored blocked, and the claim walks further for it: such
+//! walks double each time, and the eighth lists every key.
 //!
 //! **Rounds.** A round ends at the greatest key waiting when it began
 //! ([`PartitionTurn::round_end`]); keys that appear later wait for the next round, so a

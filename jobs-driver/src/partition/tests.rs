@@ -354,3 +354,32 @@ fn a_key_over_a_lowered_rate_holds_no_other_key_back() {
     assert_eq!(keys, [Some("b".to_owned())]);
     assert!(queue.rates["a"].blocked_until.is_some_and(|t| t > t0), "a is now stored blocked");
 }
+
+#[test]
+fn many_keys_over_a_lowered_rate_are_walked_past_with_their_own_rows() {
+    // 140 keys start 2 each under 3 a minute; then 2 a minute: all used up, unforeseen. A
+    // claim of 1 walks past them all (doubling its walk) to z, and gives none of them more.
+    let t0 = chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 11, 30, 12, 0, 0).single().expect("a time");
+    let limits = |allowed| KeyLimits { per_key: None, rate: Some(RateLimit { allowed, period_secs: 60 }) };
+    let mut queue = Queue::default();
+    for i in 0..140 {
+        queue.add(&format!("u{i:03}"), 3);
+    }
+    let none = HashMap::new();
+    // 2 at once per key, so that each starts exactly 2 of its 3 a minute.
+    let first = KeyLimits { per_key: Some(2), ..limits(3) };
+    let (jobs, _) = run_ready(claim_by_key(&mut queue, first, &none, 1_000, &PartitionTurn::default(), t0))
+        .expect("claim");
+    assert_eq!(jobs.len(), 280);
+    assert!(queue.rates.values().all(|r| r.blocked_until.is_none()));
+    queue.add("z", 1);
+    let at = t0 + chrono::Duration::seconds(1);
+    let (jobs, _) = run_ready(claim_by_key(&mut queue, limits(2), &none, 1, &PartitionTurn::default(), at))
+        .expect("claim");
+    let keys: Vec<Option<String>> = jobs.iter().map(|j| partition_key_of(&j.meta)).collect();
+    assert_eq!(keys, [Some("z".to_owned())]);
+    let two = RateLimit { allowed: 2, period_secs: 60 };
+    for (key, rate) in queue.rates.iter().filter(|(k, _)| k.starts_with('u')) {
+        assert_eq!(two.started(Some(&rate.window), at), 2, "{key}: its starts are kept");
+    }
+}
