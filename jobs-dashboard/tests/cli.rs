@@ -2,29 +2,11 @@
 
 mod test_app;
 
-use std::process::{Command, Output};
-
 use jobs_core::JobState;
 use jobs_core::NewJob;
 use jobs_core::testing::TestDatabase;
+use test_app::cli::cli;
 use test_app::{fail, insert, state_of};
-
-const BINARY: &str = env!("CARGO_BIN_EXE_jobs-dashboard");
-
-/// Runs the CLI with `args` on `url`; returns success, stdout, stderr.
-fn cli(url: Option<&str>, args: &[&str]) -> (bool, String, String) {
-    let mut command = Command::new(BINARY);
-    command.env_remove("DATABASE_URL");
-    if let Some(url) = url {
-        command.args(["--database-url", url]);
-    }
-    let Output { status, stdout, stderr } = command.args(args).output().expect("run jobs-dashboard");
-    (
-        status.success(),
-        String::from_utf8_lossy(&stdout).into_owned(),
-        String::from_utf8_lossy(&stderr).into_owned(),
-    )
-}
 
 /// The id in `enqueue`'s "enqueued job N (…)".
 fn enqueued_id(out: &str) -> i64 {
@@ -356,47 +338,4 @@ async fn enqueue_checks_the_kind_against_live_nodes_and_finds_its_queue() {
         (row.priority, row.max_attempts, row.timeout_ms, row.tags),
         (0, 9, Some(5_000), vec!["cli".to_owned(), "welcome".to_owned()])
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn limits_are_shown_and_changed_one_at_a_time() {
-    let db = TestDatabase::new().await.expect("db");
-    let url = Some(db.url());
-    let (ok, out, err) = cli(url, &["limits", "exports"]);
-    assert!(ok, "{err}");
-    assert!(out.contains("per-key limit: none") && out.contains("rate: none"), "{out}");
-
-    let (ok, out, err) = cli(url, &["limits", "exports", "--per-key", "2", "--rate", "100/minute"]);
-    assert!(ok, "{err}");
-    assert!(out.contains("per-key limit: 2") && out.contains("rate: 100 per 60 s"), "{out}");
-    assert!(out.contains("global limit: none"), "{out}");
-
-    let (ok, out, err) = cli(url, &["limits", "exports", "--per-key-rate", "10/hour"]);
-    assert!(ok, "{err}");
-    assert!(out.contains("rate per key: 10 per 3600 s") && out.contains("per-key limit: 2"), "{out}");
-
-    let (ok, out, err) = cli(url, &["limits", "exports", "--global", "5"]);
-    assert!(ok, "{err}");
-    assert!(
-        out.contains("global limit: 5")
-            && out.contains("per-key limit: 2")
-            && out.contains("rate per key: 10"),
-        "the others are kept: {out}"
-    );
-    let (ok, _, err) = cli(url, &["limits", "exports", "--per-key-rate", "ten/hour"]);
-    assert!(!ok);
-    assert!(err.contains("--per-key-rate takes N/PERIOD"), "{err}");
-
-    let (ok, _, err) = cli(url, &["limits", "exports", "--per-key", "0"]);
-    assert!(!ok);
-    assert!(err.contains("per-key limit is 1 to"), "{err}");
-    let (ok, _, err) = cli(url, &["limits", "exports", "--rate", "fast"]);
-    assert!(!ok);
-    assert!(err.contains("--rate takes N/PERIOD"), "{err}");
-
-    let (ok, out, err) =
-        cli(url, &["limits", "exports", "--per-key", "none", "--rate", "none", "--per-key-rate", "none"]);
-    assert!(ok, "{err}");
-    assert!(out.contains("per-key limit: none") && out.contains("global limit: 5"), "{out}");
-    assert!(out.contains("rate per key: none"), "{out}");
 }

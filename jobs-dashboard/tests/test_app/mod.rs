@@ -2,6 +2,8 @@
 //! database, requests with and without the CSRF token, and fixtures.
 #![allow(dead_code)] // each test binary uses part of it
 
+pub(crate) mod cli;
+
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceResponse};
 use actix_web::http::StatusCode;
