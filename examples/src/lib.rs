@@ -11,6 +11,8 @@ use jobs_core::driver::Driver;
 use jobs_core::{JobContext, Outcome, job};
 use serde::{Deserialize, Serialize};
 
+pub mod report;
+
 /// Arguments of [`send_welcome`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Welcome {
@@ -320,7 +322,8 @@ pub mod store {
     }
 }
 
-/// The shop's worker: its queues and their concurrency. The in-process worker of `shop`
+/// The shop's worker: its queues and their concurrency, and its failed attempts reported
+/// (to the output here; to an error tracker in an app). The in-process worker of `shop`
 /// and the separate `shop-worker` binary both start from this.
 pub fn worker(driver: Arc<dyn Driver>) -> jobs_core::WorkerBuilder {
     jobs_core::Worker::builder(driver)
@@ -328,4 +331,5 @@ pub fn worker(driver: Arc<dyn Driver>) -> jobs_core::WorkerBuilder {
         .queue("billing", 5)
         .queue("reports", 1)
         .queue("maintenance", 1)
+        .middleware(report::ReportFailures(report::PrintReports))
 }

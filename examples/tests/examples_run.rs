@@ -167,8 +167,11 @@ async fn the_shop_works(mut shop: Running, stop: nix::sys::signal::Signal) {
         count(&url, &format!("SELECT count(*) AS n FROM jobs_all WHERE {email} = 'grace@example.com'")).await,
         Some(1)
     );
-    // Each sample order's fulfilment fails twice, then succeeds on the third attempt.
+    // Each sample order's fulfilment fails twice, then succeeds on the third attempt; the
+    // failed attempts reach the error reporter (a run middleware) with their job.
     wait_count(&url, FULFILLED, 2).await;
+    let reported = shop.line_with("failure reported: shop.fulfil_order attempt 2 of 5").await;
+    assert!(reported.contains("the warehouse API timed out (attempt 2) (will retry)"), "{reported}");
     // Then each order's shipping mail, the workflow's second step, read the answer (it
     // fails on a dependency without one) and completed.
     wait_count(&url, MAILED, 2).await;

@@ -25,6 +25,9 @@ type DriverOf<B> = <B as JobsBackend>::Driver;
 pub trait AppTransaction: Send {
     /// Enqueues `jobs` inside the transaction.
     async fn insert(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>, Error>;
+    /// Enqueues `jobs` inside the transaction as the application does
+    /// (`jobs_core::enqueue_many`: the process's insert middleware runs).
+    async fn enqueue(&mut self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>, Error>;
     /// Inserts a workflow inside the transaction.
     async fn insert_workflow(&mut self, workflow: &NewWorkflow) -> Result<InsertedWorkflow, Error>;
     /// Opens, fills or seals a batch inside the transaction.
@@ -74,6 +77,10 @@ where
 {
     async fn insert(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>, Error> {
         Ok(<DriverOf<C::Backend> as ConnectionDriver>::insert(&mut self.0, jobs).await?)
+    }
+
+    async fn enqueue(&mut self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>, Error> {
+        jobs_core::enqueue_many(&mut self.0, jobs).await
     }
 
     async fn insert_workflow(&mut self, workflow: &NewWorkflow) -> Result<InsertedWorkflow, Error> {
@@ -134,6 +141,9 @@ where
 pub trait SyncAppTransaction: Send {
     /// Enqueues `jobs` inside the transaction.
     fn insert(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>, Error>;
+    /// Enqueues `jobs` inside the transaction as the application does
+    /// (`jobs_core::enqueue_many_sync`: the process's insert middleware runs).
+    fn enqueue(&mut self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>, Error>;
     /// Runs statements inside the transaction.
     fn execute(&mut self, sql: &str) -> Result<(), Error>;
     /// Opens a savepoint (a nested transaction).
@@ -168,6 +178,10 @@ where
 {
     fn insert(&mut self, jobs: &[NewJob]) -> Result<Vec<Inserted>, Error> {
         Ok(<DriverOf<C::Backend> as ConnectionDriver>::insert_sync(&mut self.0, jobs)?)
+    }
+
+    fn enqueue(&mut self, jobs: Vec<NewJob>) -> Result<Vec<Inserted>, Error> {
+        jobs_core::enqueue_many_sync(&mut self.0, jobs)
     }
 
     fn execute(&mut self, sql: &str) -> Result<(), Error> {

@@ -93,6 +93,8 @@ macro_rules! with_cases {
             jobs_reach_the_applications_values: [],
             a_job_enqueued_in_the_applications_transaction_commits_and_rolls_back_with_it: [],
             a_job_enqueued_on_a_synchronous_connection_commits_and_rolls_back_with_it: [],
+            insert_middleware_changes_or_refuses_jobs_in_the_applications_transaction: [],
+            run_middleware_nests_in_order_and_can_fail_the_attempt: [],
             a_cancel_or_pause_in_the_applications_transaction_holds_only_if_it_commits: [],
             a_retry_or_delete_in_the_applications_transaction_holds_only_if_it_commits: [],
             an_applications_transaction_holds_only_the_jobs_it_acts_on: [SkipLocked],

@@ -26,12 +26,13 @@
 //! # Ok(()) }
 //! ```
 
-use jobs_driver::{BatchChange, BatchChanged, BatchTarget, JobState, NewJob};
+use jobs_driver::{BatchChange, BatchChanged, BatchTarget, Inserted, JobState, NewJob};
 
 use crate::enqueue::{EnqueueRequest, Enqueued, Enqueuer};
 use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::job_context::JobContext;
+use crate::middleware::InsertChain;
 
 /// A batch being opened: its callback and its first members. Enqueued, it stays open
 /// until sealed ([`sealed`](Self::sealed) now, or [`BatchId::seal`] later): members may
@@ -83,12 +84,22 @@ impl Batch {
         if let Some(e) = self.invalid {
             return Err(e);
         }
+        let mut callback = self.callback?;
+        let mut members = self.members;
+        let chain = InsertChain::current();
+        chain.before(std::iter::once(&mut callback).chain(members.iter_mut()))?;
         let change = BatchChange {
-            target: BatchTarget::New { name: self.name, callback: Box::new(self.callback?) },
-            members: self.members,
+            target: BatchTarget::New { name: self.name, callback: Box::new(callback) },
+            members,
             seal: self.seal,
         };
         let BatchChanged { batch_id, callback_id, members, released } = target.change_batch(&change).await?;
+        if let BatchTarget::New { callback, .. } = &change.target {
+            let callback_inserted = Inserted { id: callback_id, existing: false };
+            chain.after(
+                std::iter::once((&**callback, &callback_inserted)).chain(change.members.iter().zip(&members)),
+            );
+        }
         Ok(EnqueuedBatch { id: BatchId(batch_id), callback_id, members, released })
     }
 }
@@ -106,9 +117,13 @@ impl BatchId {
         target: E,
         members: impl IntoIterator<Item = EnqueueRequest<J>>,
     ) -> Result<Vec<Enqueued>> {
-        let members = members.into_iter().map(|m| m.to_new_job()).collect::<Result<Vec<NewJob>>>()?;
+        let mut members = members.into_iter().map(|m| m.to_new_job()).collect::<Result<Vec<NewJob>>>()?;
+        let chain = InsertChain::current();
+        chain.before(members.iter_mut())?;
         let change = BatchChange { target: BatchTarget::Existing(self.0), members, seal: false };
-        Ok(target.change_batch(&change).await?.members)
+        let added = target.change_batch(&change).await?.members;
+        chain.after(change.members.iter().zip(&added));
+        Ok(added)
     }
 
     /// Seals it: no member may join after this, and its callback runs once every member

@@ -196,6 +196,19 @@ pub enum Error {
     /// An I/O error from the operating system.
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
+
+    /// An insert middleware refused a job (see [`middleware`](crate::middleware)): nothing
+    /// of the insert was written, and the caller's transaction is as it was.
+    #[error("insert middleware `{middleware}` refused a job of kind `{kind}`: {source}")]
+    InsertRefused {
+        /// The middleware's name ([`InsertMiddleware::name`](crate::middleware::InsertMiddleware::name)).
+        middleware: String,
+        /// The refused job's kind.
+        kind: String,
+        /// What the middleware said.
+        #[source]
+        source: BoxError,
+    },
 }
 
 impl Error {
@@ -251,6 +264,9 @@ impl From<diesel_async::pooled_connection::deadpool::PoolError> for Error {
         Error::Pool(e.to_string())
     }
 }
+
+/// Any error, boxed: what a middleware returns.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -72,6 +72,7 @@ mod job;
 mod job_context;
 pub mod maintenance;
 pub mod metrics;
+pub mod middleware;
 pub mod migrate;
 mod options;
 mod outcome;
@@ -86,6 +87,7 @@ mod unique;
 mod worker;
 mod workflow;
 
+pub use async_trait::async_trait;
 pub use backend::JobsBackend;
 pub use backoff::Backoff;
 pub use batch::{Batch, BatchCounts, BatchId, EnqueuedBatch};

@@ -33,6 +33,7 @@ use crate::enqueue::{EnqueueRequest, Enqueued, Enqueuer};
 use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::job_context::JobContext;
+use crate::middleware::InsertChain;
 use crate::outcome::IntoOutcome;
 use serde::de::DeserializeOwned;
 
@@ -146,8 +147,13 @@ impl Workflow {
     /// Inserts the workflow through `target`, in one transaction: the caller's when
     /// `target` is a connection inside one (roll back, and none of it existed).
     pub async fn enqueue<E: Enqueuer>(self, target: E) -> Result<EnqueuedWorkflow> {
-        let workflow = self.into_new_workflow()?;
+        let mut workflow = self.into_new_workflow()?;
+        let chain = InsertChain::current();
+        chain.before(workflow.steps.iter_mut().map(|step| &mut step.job))?;
+        // A middleware may have given a step a uniqueness key, which a waiting step may not hold.
+        workflow.validate()?;
         let InsertedWorkflow { id, jobs } = target.insert_workflow(&workflow).await?;
+        chain.after(workflow.steps.iter().map(|step| &step.job).zip(&jobs));
         Ok(EnqueuedWorkflow { id, jobs })
     }
 }

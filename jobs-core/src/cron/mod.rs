@@ -15,6 +15,7 @@ pub use slots::{CronExpr, normalize};
 use crate::enqueue::Enqueued;
 use crate::error::{Error, Result};
 use crate::job::Job;
+use crate::middleware::InsertChain;
 use crate::options::JobOptions;
 use crate::registry::{JobDescriptor, MissedPolicy};
 use crate::unique::{UniqueBy, UniqueOptions};
@@ -156,9 +157,12 @@ pub async fn run_now(driver: &dyn Driver, name: &str) -> Result<Option<Enqueued>
     let Some(row) = driver.schedule_get(ScheduleGetParams { name }).await? else {
         return Ok(None);
     };
-    let job = job_for(&row, None);
+    let mut job = job_for(&row, None);
+    let chain = InsertChain::current();
+    chain.before(std::iter::once(&mut job))?;
     let inserted =
         driver.job_insert_many(JobInsertManyParams { jobs: std::slice::from_ref(&job), now: None }).await?;
+    chain.after(std::iter::once(&job).zip(&inserted));
     if let Some(enqueued) = inserted.first() {
         driver.schedule_record_run(ScheduleRecordRunParams { name, job_id: enqueued.id, now: None }).await?;
     }

@@ -9,6 +9,7 @@ use jobs_driver::{ConnectionDriver, Driver, Inserted, JobInsertManyParams, NewJo
 use super::enqueuer::Enqueuer;
 use crate::backend::JobsBackend;
 use crate::error::{Error, Result};
+use crate::middleware::InsertChain;
 
 /// What enqueueing one job did: the job's id, and whether a job with the same uniqueness
 /// key already existed (then nothing was inserted and `id` is that job's).
@@ -42,8 +43,7 @@ where
     I: IntoIterator,
     I::Item: IntoNewJob,
 {
-    let rows = new_jobs(jobs)?;
-    insert(target, &rows).await
+    insert(target, new_jobs(jobs)?).await
 }
 
 /// The rows of `jobs`, validated; stops at the first invalid one. (Collecting into a
@@ -76,12 +76,17 @@ pub(crate) async fn enqueue_through<F: std::future::Future>(driver: Arc<dyn Driv
     ENQUEUE_DRIVER.scope(driver, body).await
 }
 
-/// Inserts `rows` through `target`, or through the task's [`enqueue_through`] driver.
-pub(crate) async fn insert<E: Enqueuer>(target: E, rows: &[NewJob]) -> Result<Vec<Enqueued>> {
-    if let Ok(driver) = ENQUEUE_DRIVER.try_with(Arc::clone) {
-        return Ok(driver.job_insert_many(JobInsertManyParams { jobs: rows, now: None }).await?);
-    }
-    target.insert(rows).await
+/// Inserts `rows` through `target`, or through the task's [`enqueue_through`] driver,
+/// inside the process's insert middleware.
+pub(crate) async fn insert<E: Enqueuer>(target: E, mut rows: Vec<NewJob>) -> Result<Vec<Enqueued>> {
+    let chain = InsertChain::current();
+    chain.before(rows.iter_mut())?;
+    let inserted = match ENQUEUE_DRIVER.try_with(Arc::clone) {
+        Ok(driver) => driver.job_insert_many(JobInsertManyParams { jobs: &rows, now: None }).await?,
+        Err(_) => target.insert(&rows).await?,
+    };
+    chain.after(rows.iter().zip(&inserted));
+    Ok(inserted)
 }
 
 /// [`enqueue_many`] on a synchronous diesel connection of a supported backend.
@@ -92,6 +97,18 @@ where
     I: IntoIterator,
     I::Item: IntoNewJob,
 {
-    let rows = new_jobs(jobs)?;
-    Ok(<<C::Backend as JobsBackend>::Driver as ConnectionDriver>::insert_sync(conn, &rows)?)
+    insert_sync(conn, new_jobs(jobs)?)
+}
+
+/// Inserts `rows` on a synchronous connection, inside the process's insert middleware.
+pub(crate) fn insert_sync<C>(conn: &mut C, mut rows: Vec<NewJob>) -> Result<Vec<Enqueued>>
+where
+    C: diesel::connection::LoadConnection,
+    C::Backend: JobsBackend,
+{
+    let chain = InsertChain::current();
+    chain.before(rows.iter_mut())?;
+    let inserted = <<C::Backend as JobsBackend>::Driver as ConnectionDriver>::insert_sync(conn, &rows)?;
+    chain.after(rows.iter().zip(&inserted));
+    Ok(inserted)
 }

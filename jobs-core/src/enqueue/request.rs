@@ -5,10 +5,10 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::marker::PhantomData;
 
-use jobs_driver::{ConnectionDriver, NewJob};
+use jobs_driver::NewJob;
 
 use super::enqueuer::Enqueuer;
-use super::insert::{Enqueued, IntoNewJob, first, insert};
+use super::insert::{Enqueued, IntoNewJob, first, insert, insert_sync};
 use super::overrides::{Overrides, override_setters};
 use crate::backend::JobsBackend;
 use crate::error::Result;
@@ -59,8 +59,7 @@ impl<J: Job> EnqueueRequest<J> {
     /// Inserts the job through `target` — in the caller's transaction when `target` is a
     /// connection inside one: roll back, and the job never existed.
     pub async fn enqueue<E: Enqueuer>(self, target: E) -> Result<Enqueued> {
-        let job = self.to_new_job()?;
-        first(insert(target, std::slice::from_ref(&job)).await?)
+        first(insert(target, vec![self.to_new_job()?]).await?)
     }
 
     /// Inserts the job through a synchronous diesel connection of a supported backend
@@ -70,11 +69,7 @@ impl<J: Job> EnqueueRequest<J> {
         C: diesel::connection::LoadConnection,
         C::Backend: JobsBackend,
     {
-        let job = self.to_new_job()?;
-        first(<<C::Backend as JobsBackend>::Driver as ConnectionDriver>::insert_sync(
-            conn,
-            std::slice::from_ref(&job),
-        )?)
+        first(insert_sync(conn, vec![self.to_new_job()?])?)
     }
 }
 

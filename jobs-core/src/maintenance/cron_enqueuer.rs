@@ -20,6 +20,7 @@ pub use jobs_driver::Fired;
 use super::service_context::{ServiceContext, leader_loop};
 use crate::cron::{CronExpr, Periodic, job_for};
 use crate::error::{Error, Result};
+use crate::middleware::InsertChain;
 use crate::registry::MissedPolicy;
 use crate::settings;
 
@@ -117,10 +118,15 @@ impl CronEnqueuer {
         if slots > 1 || slot.is_none() {
             tracing::info!(schedule = %row.name, slots, fired = slot.is_some(), ?policy, "slots were missed");
         }
-        match slot {
-            Some(slot) => SlotDecision::Fire { slot, job: Box::new(job_for(row, Some(slot))), next },
-            None => SlotDecision::Advance { next },
+        let Some(slot) = slot else { return SlotDecision::Advance { next } };
+        let mut job = job_for(row, Some(slot));
+        // The insert middleware sees the slot's job as it sees every enqueue; a refusal
+        // leaves the slot due, to fire at a later pass.
+        if let Err(e) = InsertChain::current().before(std::iter::once(&mut job)) {
+            tracing::error!(schedule = %row.name, %slot, error = %e, "a cron slot's job was refused: the slot stays due");
+            return SlotDecision::Leave;
         }
+        SlotDecision::Fire { slot, job: Box::new(job), next }
     }
 
     /// One pass: syncs the declared schedules, then fires every due slot. Returns what

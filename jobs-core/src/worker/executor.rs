@@ -5,6 +5,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -20,14 +21,15 @@ use super::panic_capture;
 use super::running_jobs::{RunningJob, StopReason};
 use super::shared::{QueueRuntime, Shared};
 use crate::job_context::{ContextParts, JobContext};
+use crate::middleware::{JobRun, Next};
 use crate::outcome::{Failure, RunOutcome};
 use crate::registry::JobDescriptor;
 
 /// What ended the run, before it is turned into a state.
 enum Ended {
+    /// The handler (and the run middleware around it) ended with this outcome: a timeout
+    /// or a panic is a `Failed` one.
     Ran(RunOutcome),
-    TimedOut(Duration),
-    Panicked(Failure),
     Stopped(StopReason),
     UnknownKind,
 }
@@ -88,12 +90,7 @@ fn completion(
             c.result = result.map(storable_result);
             c.delete = queue.config.delete_on_completion;
         }
-        Ended::Ran(RunOutcome::Failed(f)) | Ended::Panicked(f) => failed(&mut c, &mut entry, f),
-        Ended::TimedOut(limit) => failed(
-            &mut c,
-            &mut entry,
-            failure("timeout", format!("the attempt exceeded its {limit:?} timeout")),
-        ),
+        Ended::Ran(RunOutcome::Failed(f)) => failed(&mut c, &mut entry, f),
         Ended::UnknownKind => {
             let unknown = failure(
                 "unknown_kind",
@@ -238,20 +235,14 @@ pub(crate) async fn execute(
     let ended = run(shared, queue, job, descriptor.as_ref(), running).await;
     // The buffer is sized from handlers' run times: a job stopped before it ran, or one
     // that never reached its handler, says nothing about them.
-    if matches!(ended, Ended::Ran(_) | Ended::TimedOut(_) | Ended::Panicked(_)) {
+    if matches!(ended, Ended::Ran(_)) {
         queue.run_time.record(started.elapsed());
     }
     let kind_label: &'static str = descriptor.map_or("unknown", |d| d.kind);
     ::metrics::histogram!(crate::metrics::DURATION, "queue" => queue.label, "kind" => kind_label)
         .record(started.elapsed().as_secs_f64());
     // Every attempt whose handler started counts for its kind (a cancelled one too).
-    let ran = matches!(
-        ended,
-        Ended::Ran(_)
-            | Ended::TimedOut(_)
-            | Ended::Panicked(_)
-            | Ended::Stopped(StopReason::Cancelled | StopReason::None)
-    );
+    let ran = matches!(ended, Ended::Ran(_) | Ended::Stopped(StopReason::Cancelled | StopReason::None));
     let mut completion = completion(shared, queue, job, descriptor.as_ref(), ended);
     if ran {
         completion.timing = Some(Timing {
@@ -329,33 +320,69 @@ async fn run(
             )));
         }
     };
+    let timeout = job.timeout_ms.and_then(|ms| u64::try_from(ms).ok()).map(Duration::from_millis);
+    let timed_out = AtomicBool::new(false);
+    // The run middleware sees the context the handler gets (a clone: one `Arc`).
+    let seen = (!shared.middleware.is_empty()).then(|| ctx.clone());
+    let handler = handle(descriptor, ctx, args, timeout, &timed_out);
+    let outcome = async {
+        let Some(context) = &seen else { return handler.await };
+        let view = JobRun { context, args };
+        let chain = Next::new(&shared.middleware, &view, Box::pin(handler)).run();
+        // A middleware's panic fails the attempt, as a handler's does.
+        match AssertUnwindSafe(panic_capture::Caught(Box::pin(chain))).catch_unwind().await {
+            Ok(outcome) => outcome,
+            Err(payload) => RunOutcome::Failed(panic_failure(payload.as_ref())),
+        }
+    };
+    tokio::select! {
+        biased;
+        _ = running.token.cancelled() => Ended::Stopped(running.reason()),
+        outcome = outcome => {
+            // Cancelled after the chain ended, not as the handler timed out: a middleware
+            // still running would read as stopped by a cancel.
+            if timed_out.load(Ordering::Relaxed) {
+                running.token.cancel();
+            }
+            Ended::Ran(outcome)
+        }
+    }
+}
+
+/// The handler: decodes the arguments and runs under the job's timeout; a panic or the
+/// timeout is the attempt's failure (`timed_out` says which was the timeout).
+async fn handle(
+    descriptor: &JobDescriptor,
+    ctx: JobContext,
+    args: &RawValue,
+    timeout: Option<Duration>,
+    timed_out: &AtomicBool,
+) -> RunOutcome {
     // The descriptor decodes the arguments before it returns the future; a panic there is
     // caught like one in the handler.
     let future = match std::panic::catch_unwind(AssertUnwindSafe(|| {
         panic_capture::caught(|| (descriptor.run)(ctx, args))
     })) {
         Ok(future) => future,
-        Err(payload) => return Ended::Panicked(panic_failure(payload.as_ref())),
+        Err(payload) => return RunOutcome::Failed(panic_failure(payload.as_ref())),
     };
     let guarded = AssertUnwindSafe(panic_capture::Caught(future)).catch_unwind();
-    let timeout = job.timeout_ms.and_then(|ms| u64::try_from(ms).ok()).map(Duration::from_millis);
-    let outcome = async {
-        match timeout {
-            Some(limit) => tokio::time::timeout(limit, guarded).await.ok(),
-            None => Some(guarded.await),
-        }
-    };
-    tokio::select! {
-        biased;
-        _ = running.token.cancelled() => Ended::Stopped(running.reason()),
-        result = outcome => match result {
-            Some(Ok(outcome)) => Ended::Ran(outcome),
-            Some(Err(payload)) => Ended::Panicked(panic_failure(payload.as_ref())),
-            None => {
-                running.token.cancel();
-                Ended::TimedOut(timeout.unwrap_or_default())
+    let result = match timeout {
+        Some(limit) => match tokio::time::timeout(limit, guarded).await {
+            Ok(result) => result,
+            Err(_) => {
+                timed_out.store(true, Ordering::Relaxed);
+                return RunOutcome::Failed(failure(
+                    "timeout",
+                    format!("the attempt exceeded its {limit:?} timeout"),
+                ));
             }
         },
+        None => guarded.await,
+    };
+    match result {
+        Ok(outcome) => outcome,
+        Err(payload) => RunOutcome::Failed(panic_failure(payload.as_ref())),
     }
 }
 

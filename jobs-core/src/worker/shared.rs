@@ -192,6 +192,8 @@ pub(crate) struct Shared {
     pub(crate) registry: Registry,
     /// The application's values for the jobs (`WorkerBuilder::data`).
     pub(crate) data: crate::data::AppData,
+    /// The run middleware, outermost first (`WorkerBuilder::middleware`).
+    pub(crate) middleware: crate::middleware::RunChain,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) node: Arc<str>,
     pub(crate) host: String,

@@ -91,6 +91,32 @@ impl NewJob {
             })
     }
 
+    /// The value of metadata key `key`, if the metadata is an object that holds it.
+    ///
+    /// ```
+    /// let mut job = jobs_driver::NewJob::new("k", "q", "{}");
+    /// job.set_meta("tenant", "acme").expect("metadata is an object");
+    /// assert_eq!(job.meta_value("tenant"), Some(serde_json::json!("acme")));
+    /// assert_eq!(job.meta_value("other"), None);
+    /// ```
+    pub fn meta_value(&self, key: &str) -> Option<serde_json::Value> {
+        let mut meta: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&self.meta).ok()?;
+        meta.remove(key)
+    }
+
+    /// Sets metadata key `key` to `value` (the metadata's text is encoded again). Fails,
+    /// changing nothing, when the metadata is not a JSON object.
+    pub fn set_meta(
+        &mut self,
+        key: impl Into<String>,
+        value: impl Into<serde_json::Value>,
+    ) -> Result<(), serde_json::Error> {
+        let mut meta: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&self.meta)?;
+        meta.insert(key.into(), value.into());
+        self.meta = Cow::Owned(serde_json::to_string(&meta)?);
+        Ok(())
+    }
+
     /// Checks the row against the rules of [`validation`]: names, tags, attempts,
     /// timeout, payloads, and a uniqueness key with at least one state.
     pub fn validate(&self) -> Result<(), InvalidJob> {

@@ -26,10 +26,12 @@ use crate::maintenance::{
     ArchiverConfig, CronConfig, CronEnqueuer, LeaderConfig, PrunerConfig, RescuerConfig, SchedulerConfig,
     SettlerConfig,
 };
+use crate::middleware::RunMiddleware;
 use crate::registry::Registry;
 mod checks;
 mod data;
 mod maintenance;
+mod middleware;
 
 impl Worker {
     /// Starts configuring a worker on `driver`: a [`Driver`](jobs_driver::Driver), or a
@@ -61,6 +63,7 @@ pub struct WorkerBuilder {
     allow_queues_without_jobs: bool,
     data: AppData,
     check_data: bool,
+    middleware: Vec<Arc<dyn RunMiddleware>>,
     clock: Arc<dyn Clock>,
     maintenance: bool,
     listen: bool,
@@ -105,6 +108,7 @@ impl WorkerBuilder {
             allow_queues_without_jobs: false,
             data: AppData::new(),
             check_data: true,
+            middleware: Vec::new(),
             clock: Arc::new(SystemClock),
             maintenance: true,
             listen: true,
@@ -327,6 +331,7 @@ impl WorkerBuilder {
             driver: self.driver,
             registry,
             data: self.data,
+            middleware: self.middleware.into(),
             clock: self.clock,
             node,
             host: gethostname::gethostname().to_string_lossy().into_owned(),

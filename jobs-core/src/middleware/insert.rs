@@ -1,0 +1,85 @@
+//! Insert middleware: the process's chain, and its application to the jobs of an insert.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use jobs_driver::{Inserted, NewJob};
+
+use crate::error::{BoxError, Error, Result};
+
+/// Code around every enqueue of the process (see the [module docs](super)).
+pub trait InsertMiddleware: Send + Sync + 'static {
+    /// Sees, and may change, `job` before it is written (its metadata with
+    /// [`NewJob::set_meta`], its tags, its priority, ...). An error refuses the whole insert:
+    /// nothing of it is written.
+    fn before_insert(&self, job: &mut NewJob) -> Result<(), BoxError>;
+
+    /// Sees what inserting `job` did, once the insert's statement returned: its id, or the
+    /// id of the job that already held its uniqueness key. In the caller's transaction,
+    /// this is before it commits. Does nothing unless overridden.
+    fn after_insert(&self, job: &NewJob, inserted: &Inserted) {
+        let _ = (job, inserted);
+    }
+
+    /// The name errors give (the type's name unless overridden).
+    fn name(&self) -> &str {
+        std::any::type_name::<Self>()
+    }
+}
+
+type Chain = Arc<[Arc<dyn InsertMiddleware>]>;
+
+/// The process's insert middleware, in registration order.
+static CHAIN: RwLock<Option<Chain>> = RwLock::new(None);
+/// Whether any is registered: an enqueue reads this and nothing else when none is.
+static ANY: AtomicBool = AtomicBool::new(false);
+
+/// Adds `middleware` to every enqueue of the process from now on, after those added
+/// before (its `before_insert` runs after theirs, its `after_insert` before theirs).
+pub fn add_insert_middleware(middleware: impl InsertMiddleware) {
+    let mut chain = CHAIN.write().unwrap_or_else(PoisonError::into_inner);
+    let mut all: Vec<Arc<dyn InsertMiddleware>> = chain.as_deref().map(<[_]>::to_vec).unwrap_or_default();
+    all.push(Arc::new(middleware));
+    *chain = Some(all.into());
+    ANY.store(true, Ordering::Release);
+}
+
+/// The chain an insert runs: the process's middleware when it starts.
+pub(crate) struct InsertChain(Option<Chain>);
+
+impl InsertChain {
+    /// The process's chain now (none: nothing to run).
+    pub(crate) fn current() -> InsertChain {
+        if !ANY.load(Ordering::Acquire) {
+            return InsertChain(None);
+        }
+        InsertChain(CHAIN.read().unwrap_or_else(PoisonError::into_inner).clone())
+    }
+
+    /// Runs every `before_insert` on each of `jobs`, then checks the jobs again (a
+    /// middleware may have made one invalid). Stops at the first refusal.
+    pub(crate) fn before<'j>(&self, jobs: impl IntoIterator<Item = &'j mut NewJob>) -> Result<()> {
+        let Some(chain) = &self.0 else { return Ok(()) };
+        for job in jobs {
+            for middleware in chain.iter() {
+                middleware.before_insert(job).map_err(|source| Error::InsertRefused {
+                    middleware: middleware.name().to_owned(),
+                    kind: job.kind.to_string(),
+                    source,
+                })?;
+            }
+            job.validate()?;
+        }
+        Ok(())
+    }
+
+    /// Runs every `after_insert`, in the reverse order, on each job with what its insert did.
+    pub(crate) fn after<'j>(&self, done: impl IntoIterator<Item = (&'j NewJob, &'j Inserted)>) {
+        let Some(chain) = &self.0 else { return };
+        for (job, inserted) in done {
+            for middleware in chain.iter().rev() {
+                middleware.after_insert(job, inserted);
+            }
+        }
+    }
+}
