@@ -4,13 +4,16 @@
 //! (timeouts and panics included) and can fail the attempt with or without running it.
 
 use std::sync::{Arc, Mutex, Once};
+use std::time::Duration;
 
 use jobs_core::driver::{Inserted, JobState, NewJob};
 use jobs_core::middleware::{BoxError, InsertMiddleware, JobRun, Next, RunMiddleware};
-use jobs_core::{Error, Failure, RunOutcome, enqueue_many};
+use jobs_core::testing::wait_for;
+use jobs_core::{Batch, Error, Failure, RunOutcome, Workflow, enqueue_many};
 use serde_json::{Value, json};
 
 use crate::TestDb;
+use crate::backend::DEADLINE;
 use crate::jobs::{Behaviour, Ledger, behave, record};
 
 /// What [`Stamp`]s' `after_insert` saw: (case marker, middleware, job id), in call order.
@@ -159,6 +162,27 @@ pub async fn insert_middleware_changes_or_refuses_jobs_in_the_applications_trans
     let mut ran: Vec<i64> = ledger.runs().iter().map(|r| r.n).collect();
     ran.sort_unstable();
     assert_eq!(ran, [1, 5, 7, 9]);
+
+    // A workflow's steps, and a batch's callback and members, go through it too; each
+    // `after_insert` gets its own job's id.
+    let marked_request = |n: i64| record::build(ledger.record(n)).meta("middleware_case", &case).meta("n", n);
+    let mut workflow = Workflow::new("middleware");
+    let step = workflow.add(marked_request(10));
+    workflow.add_after(marked_request(11), [&step]);
+    let steps = workflow.enqueue(&db.driver).await.expect("enqueue the workflow").jobs;
+    let mut batch = Batch::new("middleware", marked_request(12));
+    batch.add(marked_request(13));
+    let batch = batch.sealed().enqueue(&db.driver).await.expect("open the batch");
+    let stored_now = stored(&db, &case).await;
+    let added: Vec<&(i64, Value)> = stored_now.iter().filter(|(n, _)| *n >= 10).collect();
+    assert_eq!(
+        added,
+        [&(10, stamped.clone()), &(11, stamped.clone()), &(12, stamped.clone()), &(13, stamped.clone())]
+    );
+    let calls = after_calls(&case);
+    let ids: Vec<i64> = calls.iter().filter(|(name, _)| *name == "first").map(|(_, id)| *id).collect();
+    let expected = [steps[0].id, steps[1].id, batch.callback_id, batch.members[0].id];
+    assert_eq!(ids[ids.len() - 4..], expected, "after_insert with each job's own id: {calls:?}");
 }
 
 /// What a [`Trace`] saw, in order, as `"<job> <name> <event>"`.
@@ -208,6 +232,9 @@ impl RunMiddleware for Trace {
         }
         let outcome = next.run().await;
         self.note(job, &format!("after {}", outcome_name(&outcome)));
+        if self.says(job, "linger") {
+            std::future::pending::<()>().await;
+        }
         if self.says(job, "fail_after") && matches!(outcome, RunOutcome::Completed(_)) {
             return RunOutcome::Failed(Failure {
                 message: format!("{} rejected the result", self.name),
@@ -237,6 +264,7 @@ pub async fn run_middleware_nests_in_order_and_can_fail_the_attempt(db: TestDb) 
         .without_maintenance()
         .middleware(Trace { name: "outer", events: events.clone() })
         .middleware(Trace { name: "inner", events: events.clone() })
+        .shutdown_timeout(Duration::from_millis(300))
         .build()
         .expect("build")
         .start()
@@ -294,5 +322,15 @@ pub async fn run_middleware_nests_in_order_and_can_fail_the_attempt(db: TestDb) 
         of(hung),
         ["outer before", "inner before", "inner after failed:timeout", "outer after failed:timeout"]
     );
+
+    // A shutdown while a middleware lingers after its handler ended keeps the handler's
+    // outcome: handed back, the job would run again.
+    let lingering = succeeding(&db, "linger", "inner").await;
+    wait_for("the lingering job's handler to end", DEADLINE, || async {
+        of(lingering).contains(&"inner after completed".to_owned()).then_some(())
+    })
+    .await;
     handle.shutdown().await.expect("shutdown");
+    let row = db.job(lingering).await;
+    assert_eq!((row.state, row.result), (JobState::Completed, Some(json!("done"))));
 }

@@ -121,10 +121,10 @@ impl CronEnqueuer {
         let Some(slot) = slot else { return SlotDecision::Advance { next } };
         let mut job = job_for(row, Some(slot));
         // The insert middleware sees the slot's job as it sees every enqueue; a refusal
-        // leaves the slot due, to fire at a later pass.
+        // skips the slot (retried, it would be refused at every pass).
         if let Err(e) = InsertChain::current().before(std::iter::once(&mut job)) {
-            tracing::error!(schedule = %row.name, %slot, error = %e, "a cron slot's job was refused: the slot stays due");
-            return SlotDecision::Leave;
+            tracing::warn!(schedule = %row.name, %slot, error = %e, "a cron slot's job was refused by insert middleware: the slot is skipped");
+            return SlotDecision::Advance { next };
         }
         SlotDecision::Fire { slot, job: Box::new(job), next }
     }

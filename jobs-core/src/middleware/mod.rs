@@ -5,8 +5,12 @@
 //! - **Insert middleware** ([`InsertMiddleware`]) sees each job before it is written, and
 //!   may change it or refuse it, then sees what the insert did. It runs on every enqueue
 //!   of the process (typed or by kind, one or many, async or on a synchronous connection,
-//!   workflow steps, batch members and callbacks, cron slots), inside the caller's
-//!   transaction: a refusal writes nothing and leaves the transaction usable. Registered
+//!   workflow steps, batch members and callbacks, cron slots and "run now"; `after_insert`
+//!   not for cron slots, which the schedule's own statement inserts), inside the caller's
+//!   transaction: a refusal writes nothing and leaves the transaction usable. A refused
+//!   cron slot is skipped. The uniqueness key's hash and the partition key are derived
+//!   from the request before it runs: changing the arguments or the queue does not move
+//!   them. Registered
 //!   once for the process with [`add_insert_middleware`], as a metrics recorder or a
 //!   tracing subscriber is: enqueues are free functions on the caller's connection, so
 //!   there is no client object to hang it on.
@@ -25,7 +29,11 @@
 //! as a typed request is). A run middleware that returns a [`RunOutcome`] without calling
 //! [`Next::run`] ends the attempt with it (`RunOutcome::Failed` retries it as a handler's
 //! error would); a panic in one fails the attempt as a handler's panic does. The handler's
-//! timeout covers the handler only; a cancel or a shutdown stops the middleware too.
+//! timeout covers the handler only; a cancel or a shutdown stops the middleware too (a
+//! handler that had ended keeps its outcome). Middleware time counts towards the
+//! rescuer's deadline for a running job (its timeout plus the grace, 5 s by default): a
+//! middleware that takes longer gets the job run again elsewhere. Keep it quick; send
+//! reports from another task. `testing::inline` runs no run middleware.
 //!
 //! ```no_run
 //! use jobs_core::driver::{Inserted, NewJob};
@@ -39,10 +47,11 @@
 //!
 //! impl InsertMiddleware for StampTenant {
 //!     fn before_insert(&self, job: &mut NewJob) -> Result<(), BoxError> {
-//!         match TENANT.try_with(Clone::clone) {
-//!             Ok(tenant) => Ok(job.set_meta("tenant", tenant)?),
-//!             Err(_) => Err("enqueued outside a request: no tenant".into()),
+//!         // Jobs enqueued outside a request (cron slots, scripts) go as they are.
+//!         if let Ok(tenant) = TENANT.try_with(Clone::clone) {
+//!             job.set_meta("tenant", tenant)?;
 //!         }
+//!         Ok(())
 //!     }
 //! }
 //!

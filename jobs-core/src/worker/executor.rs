@@ -4,166 +4,25 @@
 //! run does, not when it was claimed.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use jobs_driver::stored_text::{MAX_BACKTRACE_BYTES, MAX_ERROR_MESSAGE_BYTES, clip, storable_result};
-use jobs_driver::{ClaimedJob, Completion, JobRow, JobState, Timing};
+use jobs_driver::{ClaimedJob, Completion, JobState, Timing};
 use serde_json::value::RawValue;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
 use super::buffer::Buffered;
-use super::config::UnknownKindPolicy;
 use super::panic_capture;
+use super::run_end::{Ended, completion, failure};
 use super::running_jobs::{RunningJob, StopReason};
 use super::shared::{QueueRuntime, Shared};
 use crate::job_context::{ContextParts, JobContext};
 use crate::middleware::{JobRun, Next};
 use crate::outcome::{Failure, RunOutcome};
 use crate::registry::JobDescriptor;
-
-/// What ended the run, before it is turned into a state.
-enum Ended {
-    /// The handler (and the run middleware around it) ended with this outcome: a timeout
-    /// or a panic is a `Failed` one.
-    Ran(RunOutcome),
-    Stopped(StopReason),
-    UnknownKind,
-}
-
-/// The `errors` entry of an attempt that did not complete (see `JobRow::errors`).
-fn error_entry(shared: &Shared, job: &ClaimedJob, failure: &Failure) -> Option<serde_json::Value> {
-    let entry = serde_json::json!({
-        "attempt": job.attempt,
-        "attempted_at": job.attempted_at,
-        "at": shared.clock.now(),
-        "node": &*shared.node,
-        "error_type": clip(&failure.error_type, 1024),
-        "message": clip(&failure.message, MAX_ERROR_MESSAGE_BYTES),
-        "backtrace": failure.backtrace.as_deref().map(|b| clip(b, MAX_BACKTRACE_BYTES)),
-    });
-    Some(entry)
-}
-
-fn failure(error_type: &str, message: String) -> Failure {
-    Failure { message, error_type: error_type.to_owned(), backtrace: None }
-}
-
-/// Turns the end of a run into the row's next state.
-fn completion(
-    shared: &Shared,
-    queue: &QueueRuntime,
-    job: &ClaimedJob,
-    descriptor: Option<&JobDescriptor>,
-    ended: Ended,
-) -> Completion {
-    let mut c = Completion {
-        id: job.id,
-        queue: queue.name.clone(),
-        workflow_id: job.workflow_id,
-        attempt: job.attempt,
-        state: JobState::Completed,
-        result: None,
-        error: None,
-        delay_ms: None,
-        give_back_attempt: false,
-        extra_attempt: false,
-        delete: false,
-        timing: None,
-    };
-    let mut entry = None;
-    let failed = |c: &mut Completion, entry: &mut Option<serde_json::Value>, f: Failure| {
-        *entry = error_entry(shared, job, &f);
-        if job.attempt >= job.max_attempts {
-            c.state = JobState::Discarded;
-        } else {
-            c.state = JobState::Retryable;
-            let backoff = descriptor.map(|d| (d.options)().backoff).unwrap_or_default();
-            c.delay_ms = Some(i64::try_from(backoff.delay(job.attempt).as_millis()).unwrap_or(i64::MAX));
-        }
-    };
-    match ended {
-        Ended::Ran(RunOutcome::Completed(result)) => {
-            c.result = result.map(storable_result);
-            c.delete = queue.config.delete_on_completion;
-        }
-        Ended::Ran(RunOutcome::Failed(f)) => failed(&mut c, &mut entry, f),
-        Ended::UnknownKind => {
-            let unknown = failure(
-                "unknown_kind",
-                format!("no job of kind `{}` is registered on node {}", job.kind, shared.node),
-            );
-            match shared.config.unknown_kinds {
-                UnknownKindPolicy::HandBack { retry_in, give_up_after }
-                    if shared.clock.now() - job.created_at
-                        < chrono::TimeDelta::from_std(give_up_after).unwrap_or(chrono::TimeDelta::MAX) =>
-                {
-                    c.state = JobState::Scheduled;
-                    c.delay_ms = Some(i64::try_from(retry_in.as_millis()).unwrap_or(i64::MAX));
-                    c.give_back_attempt = true;
-                }
-                UnknownKindPolicy::HandBack { .. } | UnknownKindPolicy::Fail => {
-                    failed(&mut c, &mut entry, unknown)
-                }
-                UnknownKindPolicy::Postpone(delay) => {
-                    c.state = JobState::Scheduled;
-                    c.delay_ms = Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
-                    c.give_back_attempt = true;
-                    entry = error_entry(shared, job, &unknown);
-                }
-            }
-        }
-        Ended::Ran(RunOutcome::Snoozed(delay)) => {
-            c.state = JobState::Scheduled;
-            c.delay_ms = Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
-            c.extra_attempt = true;
-            // Recorded (without a backtrace, about 200 bytes) so that the job's timeline
-            // shows the snooze.
-            let snoozed = failure(JobRow::SNOOZED, format!("snoozed for {}", humantime_ms(c.delay_ms)));
-            entry = error_entry(shared, job, &snoozed);
-        }
-        Ended::Ran(RunOutcome::Cancelled(reason)) => {
-            c.state = JobState::Cancelled;
-            entry = error_entry(shared, job, &failure("cancelled", reason));
-        }
-        Ended::Ran(RunOutcome::Discarded(f)) => {
-            c.state = JobState::Discarded;
-            entry = error_entry(shared, job, &f);
-        }
-        Ended::Stopped(StopReason::Cancelled) | Ended::Stopped(StopReason::None) => {
-            c.state = JobState::Cancelled;
-            entry = error_entry(shared, job, &failure("cancelled", "cancelled while running".into()));
-        }
-        Ended::Stopped(StopReason::Shutdown) => {
-            // Handed back without using up the attempt (its number stays: it ran); the
-            // scheduler makes it available.
-            c.state = JobState::Retryable;
-            c.delay_ms = Some(0);
-            c.extra_attempt = true;
-            entry = error_entry(
-                shared,
-                job,
-                &failure("shutdown", format!("node {} shut down before the job finished", shared.node)),
-            );
-        }
-    }
-    // An attempt that runs again says when, for the job's timeline.
-    if let (Some(entry), Some(delay_ms)) = (entry.as_mut(), c.delay_ms) {
-        let delay = chrono::TimeDelta::try_milliseconds(delay_ms).unwrap_or(chrono::TimeDelta::MAX);
-        entry["retry_at"] = serde_json::json!(shared.clock.now().checked_add_signed(delay));
-    }
-    c.error = entry.map(|e| e.to_string());
-    c
-}
-
-/// `1500` → `1.5s`: a delay as a snooze entry says it.
-fn humantime_ms(ms: Option<i64>) -> String {
-    let ms = ms.unwrap_or(0).max(0);
-    if ms % 1000 == 0 { format!("{}s", ms / 1000) } else { format!("{:.1}s", ms as f64 / 1000.0) }
-}
 
 /// Records a claimed job as held by this node (the orphan check leaves it alone) and
 /// gives it the handle a cancellation request reaches it by. Every claimed job goes
@@ -232,16 +91,17 @@ pub(crate) async fn execute(
     // One registry lookup per job, shared by the run, the backoff and the labels.
     let descriptor = shared.registry.get(&job.kind).copied();
     let started = Instant::now();
-    let ended = run(shared, queue, job, descriptor.as_ref(), running).await;
+    let (ended, handler_ran) = run(shared, queue, job, descriptor.as_ref(), running).await;
     // The buffer is sized from handlers' run times: a job stopped before it ran, or one
-    // that never reached its handler, says nothing about them.
-    if matches!(ended, Ended::Ran(_)) {
+    // that never reached its handler (a middleware refused it), says nothing about them.
+    if matches!(ended, Ended::Ran(_)) && handler_ran {
         queue.run_time.record(started.elapsed());
     }
     let kind_label: &'static str = descriptor.map_or("unknown", |d| d.kind);
     ::metrics::histogram!(crate::metrics::DURATION, "queue" => queue.label, "kind" => kind_label)
         .record(started.elapsed().as_secs_f64());
-    // Every attempt whose handler started counts for its kind (a cancelled one too).
+    // Every attempt that ended with an outcome counts for its kind (one a middleware
+    // refused too, and one cancelled while it ran).
     let ran = matches!(ended, Ended::Ran(_) | Ended::Stopped(StopReason::Cancelled | StopReason::None));
     let mut completion = completion(shared, queue, job, descriptor.as_ref(), ended);
     if ran {
@@ -285,15 +145,17 @@ pub(crate) async fn execute(
     completion
 }
 
+/// Runs `job` through the run middleware and its handler, or stops it when its token is
+/// cancelled; what ended it, and whether its handler started.
 async fn run(
     shared: &Shared,
     queue: &QueueRuntime,
     job: &ClaimedJob,
     descriptor: Option<&JobDescriptor>,
     running: &RunningJob,
-) -> Ended {
+) -> (Ended, bool) {
     let Some(descriptor) = descriptor else {
-        return Ended::UnknownKind;
+        return (Ended::UnknownKind, false);
     };
     let meta = RawValue::from_string(job.meta.clone()).unwrap_or_default();
     let ctx = JobContext::new(ContextParts {
@@ -314,17 +176,15 @@ async fn run(
     let args = match serde_json::from_str::<&RawValue>(&job.args) {
         Ok(args) => args,
         Err(e) => {
-            return Ended::Ran(RunOutcome::Discarded(failure(
-                "invalid_args",
-                format!("the stored arguments are not valid JSON: {e}"),
-            )));
+            let invalid = failure("invalid_args", format!("the stored arguments are not valid JSON: {e}"));
+            return (Ended::Ran(RunOutcome::Discarded(invalid)), false);
         }
     };
     let timeout = job.timeout_ms.and_then(|ms| u64::try_from(ms).ok()).map(Duration::from_millis);
-    let timed_out = AtomicBool::new(false);
     // The run middleware sees the context the handler gets (a clone: one `Arc`).
     let seen = (!shared.middleware.is_empty()).then(|| ctx.clone());
-    let handler = handle(descriptor, ctx, args, timeout, &timed_out);
+    let state = HandlerState { keep: seen.is_some(), ..HandlerState::default() };
+    let handler = handle(descriptor, ctx, args, timeout, &state);
     let outcome = async {
         let Some(context) = &seen else { return handler.await };
         let view = JobRun { context, args };
@@ -335,23 +195,58 @@ async fn run(
             Err(payload) => RunOutcome::Failed(panic_failure(payload.as_ref())),
         }
     };
-    tokio::select! {
+    let ended = tokio::select! {
         biased;
-        _ = running.token.cancelled() => Ended::Stopped(running.reason()),
+        // A handler that ended while a middleware still ran after it: its outcome stands
+        // (handed back, the job would run again).
+        _ = running.token.cancelled() => match state.ended.get() {
+            Some(outcome) => Ended::Ran(outcome.clone()),
+            None => Ended::Stopped(running.reason()),
+        },
         outcome = outcome => {
             // Cancelled after the chain ended, not as the handler timed out: a middleware
             // still running would read as stopped by a cancel.
-            if timed_out.load(Ordering::Relaxed) {
+            if state.timed_out.load(Ordering::Relaxed) {
                 running.token.cancel();
             }
             Ended::Ran(outcome)
         }
-    }
+    };
+    (ended, state.started.load(Ordering::Relaxed))
+}
+
+/// What the handler did, for the run around it.
+#[derive(Default)]
+struct HandlerState {
+    /// Keep the handler's outcome in `ended` (a middleware runs around it).
+    keep: bool,
+    /// The handler started.
+    started: AtomicBool,
+    /// It ran out of time.
+    timed_out: AtomicBool,
+    /// Its outcome, once it ended (when `keep`).
+    ended: OnceLock<RunOutcome>,
 }
 
 /// The handler: decodes the arguments and runs under the job's timeout; a panic or the
-/// timeout is the attempt's failure (`timed_out` says which was the timeout).
+/// timeout is the attempt's failure. Records what it did in `state`.
 async fn handle(
+    descriptor: &JobDescriptor,
+    ctx: JobContext,
+    args: &RawValue,
+    timeout: Option<Duration>,
+    state: &HandlerState,
+) -> RunOutcome {
+    state.started.store(true, Ordering::Relaxed);
+    let outcome = run_handler(descriptor, ctx, args, timeout, &state.timed_out).await;
+    if state.keep {
+        let _ = state.ended.set(outcome.clone());
+    }
+    outcome
+}
+
+/// Decodes the arguments (in the descriptor) and runs the handler under `timeout`.
+async fn run_handler(
     descriptor: &JobDescriptor,
     ctx: JobContext,
     args: &RawValue,

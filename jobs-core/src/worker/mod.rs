@@ -11,7 +11,7 @@
 //!
 //! Files: `builder` (settings; `builder/checks` holds what `build()` checks), `startup` (a built worker and its
 //! start-up), `handle` (a running worker and its shutdown), `config` (queues), `shared` (the state the tasks share), `producer`,
-//! `concurrency` (a queue's slots on this node, changeable while it runs), `buffer` (claimed jobs waiting for a slot), `prefetch` (how many to buffer), `executor`, `running_jobs` (a running job's handle), `completion_channel` (the channel),
+//! `concurrency` (a queue's slots on this node, changeable while it runs), `buffer` (claimed jobs waiting for a slot), `prefetch` (how many to buffer), `executor` (running a job), `run_end` (what ended a run, and the row's next state), `running_jobs` (a running job's handle), `completion_channel` (the channel),
 //! `completer`, `listener`, `heartbeat`, `liveness` (keeping the node's liveness lock),
 //! `drain` (running due jobs inline),
 //! `panic_capture`.
@@ -31,6 +31,7 @@ mod liveness;
 pub(crate) mod panic_capture;
 mod prefetch;
 mod producer;
+mod run_end;
 mod running_jobs;
 mod shared;
 mod startup;
