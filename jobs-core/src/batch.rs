@@ -86,7 +86,7 @@ impl Batch {
         }
         let mut callback = self.callback?;
         let mut members = self.members;
-        let chain = InsertChain::current();
+        let mut chain = InsertChain::current();
         chain.before(std::iter::once(&mut callback).chain(members.iter_mut()))?;
         let change = BatchChange {
             target: BatchTarget::New { name: self.name, callback: Box::new(callback) },
@@ -118,7 +118,7 @@ impl BatchId {
         members: impl IntoIterator<Item = EnqueueRequest<J>>,
     ) -> Result<Vec<Enqueued>> {
         let mut members = members.into_iter().map(|m| m.to_new_job()).collect::<Result<Vec<NewJob>>>()?;
-        let chain = InsertChain::current();
+        let mut chain = InsertChain::current();
         chain.before(members.iter_mut())?;
         let change = BatchChange { target: BatchTarget::Existing(self.0), members, seal: false };
         let added = target.change_batch(&change).await?.members;

@@ -148,7 +148,7 @@ impl Workflow {
     /// `target` is a connection inside one (roll back, and none of it existed).
     pub async fn enqueue<E: Enqueuer>(self, target: E) -> Result<EnqueuedWorkflow> {
         let mut workflow = self.into_new_workflow()?;
-        let chain = InsertChain::current();
+        let mut chain = InsertChain::current();
         chain.before(workflow.steps.iter_mut().map(|step| &mut step.job))?;
         // A middleware may have given a step a uniqueness key, which a waiting step may not hold.
         workflow.validate()?;

@@ -9,6 +9,7 @@ pub mod fault_jobs;
 pub mod faults;
 pub mod log_sink;
 pub mod processes;
+pub mod traced;
 
 /// The conformance suite (`jobs-conformance`), as the tests have always named it.
 pub use jobs_conformance as conformance;

@@ -158,7 +158,7 @@ pub async fn run_now(driver: &dyn Driver, name: &str) -> Result<Option<Enqueued>
         return Ok(None);
     };
     let mut job = job_for(&row, None);
-    let chain = InsertChain::current();
+    let mut chain = InsertChain::current();
     chain.before(std::iter::once(&mut job))?;
     let inserted =
         driver.job_insert_many(JobInsertManyParams { jobs: std::slice::from_ref(&job), now: None }).await?;

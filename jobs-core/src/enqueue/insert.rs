@@ -79,7 +79,7 @@ pub(crate) async fn enqueue_through<F: std::future::Future>(driver: Arc<dyn Driv
 /// Inserts `rows` through `target`, or through the task's [`enqueue_through`] driver,
 /// inside the process's insert middleware.
 pub(crate) async fn insert<E: Enqueuer>(target: E, mut rows: Vec<NewJob>) -> Result<Vec<Enqueued>> {
-    let chain = InsertChain::current();
+    let mut chain = InsertChain::current();
     chain.before(rows.iter_mut())?;
     let inserted = match ENQUEUE_DRIVER.try_with(Arc::clone) {
         Ok(driver) => driver.job_insert_many(JobInsertManyParams { jobs: &rows, now: None }).await?,
@@ -106,7 +106,7 @@ where
     C: diesel::connection::LoadConnection,
     C::Backend: JobsBackend,
 {
-    let chain = InsertChain::current();
+    let mut chain = InsertChain::current();
     chain.before(rows.iter_mut())?;
     let inserted = <<C::Backend as JobsBackend>::Driver as ConnectionDriver>::insert_sync(conn, &rows)?;
     chain.after(rows.iter().zip(&inserted));

@@ -44,22 +44,48 @@ pub fn add_insert_middleware(middleware: impl InsertMiddleware) {
     ANY.store(true, Ordering::Release);
 }
 
-/// The chain an insert runs: the process's middleware when it starts.
-pub(crate) struct InsertChain(Option<Chain>);
+/// The chain an insert runs: the process's middleware when it starts (and, with the
+/// `opentelemetry` feature, the insert's `jobs.enqueue` span, which ends with it).
+pub(crate) struct InsertChain {
+    chain: Option<Chain>,
+    #[cfg(feature = "opentelemetry")]
+    span: Option<tracing::Span>,
+}
 
 impl InsertChain {
     /// The process's chain now (none: nothing to run).
     pub(crate) fn current() -> InsertChain {
-        if !ANY.load(Ordering::Acquire) {
-            return InsertChain(None);
+        let chain = match ANY.load(Ordering::Acquire) {
+            true => CHAIN.read().unwrap_or_else(PoisonError::into_inner).clone(),
+            false => None,
+        };
+        InsertChain {
+            chain,
+            #[cfg(feature = "opentelemetry")]
+            span: None,
         }
-        InsertChain(CHAIN.read().unwrap_or_else(PoisonError::into_inner).clone())
     }
 
     /// Runs every `before_insert` on each of `jobs`, then checks the jobs again (a
-    /// middleware may have made one invalid). Stops at the first refusal.
-    pub(crate) fn before<'j>(&self, jobs: impl IntoIterator<Item = &'j mut NewJob>) -> Result<()> {
-        let Some(chain) = &self.0 else { return Ok(()) };
+    /// middleware may have made one invalid). Stops at the first refusal. With the
+    /// `opentelemetry` feature, first opens the insert's span and stores its trace
+    /// context in each job.
+    pub(crate) fn before<'j>(&mut self, jobs: impl IntoIterator<Item = &'j mut NewJob>) -> Result<()> {
+        #[cfg(feature = "opentelemetry")]
+        let jobs = {
+            let mut jobs: Vec<&mut NewJob> = jobs.into_iter().collect();
+            let span = crate::telemetry::enqueue_span(jobs.iter().map(|job| &**job));
+            for job in &mut jobs {
+                crate::telemetry::inject(&span, job).map_err(|e| Error::InsertRefused {
+                    middleware: "opentelemetry".to_owned(),
+                    kind: job.kind.to_string(),
+                    source: Box::new(e),
+                })?;
+            }
+            self.span = Some(span);
+            jobs
+        };
+        let Some(chain) = &self.chain else { return Ok(()) };
         for job in jobs {
             for middleware in chain.iter() {
                 middleware.before_insert(job).map_err(|source| Error::InsertRefused {
@@ -75,7 +101,7 @@ impl InsertChain {
 
     /// Runs every `after_insert`, in the reverse order, on each job with what its insert did.
     pub(crate) fn after<'j>(&self, done: impl IntoIterator<Item = (&'j NewJob, &'j Inserted)>) {
-        let Some(chain) = &self.0 else { return };
+        let Some(chain) = &self.chain else { return };
         for (job, inserted) in done {
             for middleware in chain.iter().rev() {
                 middleware.after_insert(job, inserted);

@@ -62,7 +62,10 @@ pub(crate) fn spawn(
                 next = queue.next_or_free(permit);
                 continue;
             }
+            #[cfg(not(feature = "opentelemetry"))]
             let span = tracing::info_span!("job", job.id = job.id, job.kind = %job.kind, job.attempt = job.attempt, job.queue = %job.queue);
+            #[cfg(feature = "opentelemetry")]
+            let span = crate::telemetry::job_span(&job);
             let completion = execute(&shared, &queue, &job, &running).instrument(span).await;
             shared.running.lock().unwrap_or_else(|e| e.into_inner()).remove((job.id, job.attempt));
             // A hand-back (a kind this node does not run) gives its attempt number back: the
