@@ -24,6 +24,12 @@
 //! Pages: overview (`/`), jobs (`/jobs` with filters, `/jobs/{id}`), queues (`/queues`),
 //! cron (`/cron`). Every POST carries a CSRF token; read-only users see no actions and
 //! have them refused.
+//!
+//! ## Features
+//!
+//! - `all-drivers` (default): the `jobs-dashboard` command opens the URLs of every driver.
+//!   Without it, the dashboard reads the databases of the drivers `jobs-core` has in your
+//!   build.
 
 mod access;
 mod actions;

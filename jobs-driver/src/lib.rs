@@ -26,6 +26,12 @@
 //! assert!(JobState::Completed.is_final());
 //! # Ok::<(), jobs_driver::validation::InvalidJob>(())
 //! ```
+//!
+//! ## Features
+//!
+//! - `postgres`: `JobState` in diesel queries on Postgres (`state_sql`); the Postgres driver
+//!   turns it on.
+//! - `testing`: `jobs_driver::test_server`, what the drivers' throwaway test servers share.
 
 pub mod cached;
 mod capability;

@@ -29,6 +29,11 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! ## Features
+//!
+//! - `testing`: `jobs_mysql::testing`, a throwaway MariaDB (or MySQL) server and a database
+//!   per test.
 
 mod cached;
 mod connection;

@@ -27,6 +27,11 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! ## Features
+//!
+//! - `testing`: `jobs_postgres::testing`, a throwaway Postgres cluster and a migrated
+//!   database per test.
 
 mod cached;
 pub mod connection;

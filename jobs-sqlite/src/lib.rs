@@ -31,6 +31,10 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! ## Features
+//!
+//! - `testing`: `jobs_sqlite::testing`, a migrated database file per test.
 
 mod cached;
 mod connection;

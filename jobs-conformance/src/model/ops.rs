@@ -136,7 +136,7 @@ pub enum Op {
         paused: bool,
     },
     /// Someone sets (or removes) a queue's global and per-key limits, and its rate per key
-    /// (so many a minute: [`KEY_RATE_PERIOD_SECS`]).
+    /// (so many a minute: `KEY_RATE_PERIOD_SECS`).
     Limit {
         /// Queue index.
         queue: usize,

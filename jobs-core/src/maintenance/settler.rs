@@ -61,7 +61,7 @@ impl Settler {
     }
 
     /// One pass: reads the unsettled edges page by page (a batch of dependencies each, at
-    /// most [`PAGES_PER_PASS`] pages) from where the last pass stopped, and settles the
+    /// most `PAGES_PER_PASS` pages) from where the last pass stopped, and settles the
     /// finished (or deleted) dependencies among them and the cascades they start. Returns
     /// what it did; its `next` is `None` when the pass reached the end of the unsettled
     /// edges (the next pass starts over).

@@ -26,7 +26,7 @@
 //!
 //! **Failures.** A `before_insert` error fails the enqueue with
 //! [`Error::InsertRefused`](crate::Error::InsertRefused) (a changed job is checked again,
-//! as a typed request is). A run middleware that returns a [`RunOutcome`] without calling
+//! as a typed request is). A run middleware that returns a [`RunOutcome`](crate::RunOutcome) without calling
 //! [`Next::run`] ends the attempt with it (`RunOutcome::Failed` retries it as a handler's
 //! error would); a panic in one fails the attempt as a handler's panic does. The handler's
 //! timeout covers the handler only; a cancel or a shutdown stops the middleware too (a

@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::job::ClaimedJob;
 
 /// What a backend does for a claim on a queue with a per-key limit, inside the claim's
-/// transaction (which holds the queue's row). [`claim_by_key`] calls these.
+/// transaction (which holds the queue's row). [`claim_by_key`](super::claim_by_key) calls these.
 pub trait KeyedClaimOps: Send {
     /// Up to `n` distinct keys of the queue's available keyed jobs, in key order: those
     /// after `after` (all when `None`), and not after `until` when given.
@@ -32,7 +32,7 @@ pub trait KeyedClaimOps: Send {
     /// `blocked_until` is after it). Asked only under a per-key rate.
     fn rate_blocked(&mut self, now: DateTime<Utc>) -> impl Future<Output = Result<i64>> + Send;
 
-    /// The stored rate usage of these keys (texts as [`rate_key`] makes them; keys
+    /// The stored rate usage of these keys (texts as [`rate_key`](super::rate_key) makes them; keys
     /// without a row are left out). Asked only under a per-key rate.
     fn key_rates(&mut self, keys: &[String]) -> impl Future<Output = Result<Vec<KeyRate>>> + Send;
 

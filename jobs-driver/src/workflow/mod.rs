@@ -1,11 +1,11 @@
 //! Workflows: jobs that wait for other jobs (`docs/design/workflows.md`).
 //!
-//! A [`NewWorkflow`] is a list of steps, each a [`NewJob`] with the steps or existing jobs
+//! A [`NewWorkflow`] is a list of steps, each a [`NewJob`](crate::NewJob) with the steps or existing jobs
 //! it depends on. Inserting it (`Driver::job_insert_workflow`,
 //! `ConnectionDriver::insert_workflow`) writes the workflow's row, the steps through the
 //! driver's ordinary insert, one `job_dependencies` row (an *edge*) per dependency, and
 //! leaves every step with unfinished dependencies `pending`. When a dependency finishes,
-//! *settling* ([`settle`]) records its final state on its edges, counts it on each
+//! *settling* (`settle`) records its final state on its edges, counts it on each
 //! dependent (`waiting_on`, `failed_on`), and releases the dependents whose every
 //! dependency finished as they need, or cancels them when their workflow cancels on
 //! failure. A retried dependency *re-opens* its edges ([`reopen`]).

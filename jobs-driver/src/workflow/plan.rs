@@ -18,7 +18,7 @@ use crate::state::JobState;
 /// it is `pending` too (`Hold`) or `cancelled` (`Cancel`, and its dependents in the
 /// workflow in turn). An existing job named as a dependency must exist
 /// ([`WorkflowError::UnknownDependency`], found before anything is written). Each is
-/// locked and read again ([`hold_dependencies`]): a completion of an unfinished one waits
+/// locked and read again (`hold_dependencies`): a completion of an unfinished one waits
 /// for the caller's transaction, and a success on a delete-on-completion queue then keeps
 /// it, so that the step reads that it completed (gone, it would read as cancelled); a
 /// retry of a finished one waits for this to commit and re-opens the edge settled here.

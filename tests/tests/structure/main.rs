@@ -6,7 +6,9 @@
 //! - outside the driver crates, no file of a published crate names a driver but jobs-core's
 //!   `drivers.rs` and manifest; the workspace's diesel dependencies turn on no backend, and
 //!   jobs-core on SQLite alone builds no other database's client;
-//! - `worker/mod.rs` and every file of every driver crate stay under 350 lines.
+//! - `worker/mod.rs` and every file of every driver crate stay under 350 lines;
+//! - every published crate fills the fields crates.io shows, has a readme, and lists its
+//!   features on its crate page.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -14,6 +16,7 @@ use std::path::{Path, PathBuf};
 use sources::{Graph, expand_use, find_cycle, graph, name, resolve, rust_files};
 
 mod backends;
+mod publishing;
 mod sources;
 
 /// The workspace's members, from its `Cargo.toml`.
