@@ -23,6 +23,7 @@ mod jobs;
 mod latency;
 mod measure;
 mod memory;
+mod otel;
 mod sustained;
 mod target;
 mod worker_process;
@@ -183,6 +184,8 @@ enum Mode {
 #[tokio::main]
 async fn main() -> BenchResult {
     let args = Args::parse();
+    // Kept until the end: dropped, it exports what is left and stops.
+    let _otel = otel::install()?;
     if let Some(Mode::WorkerProcess(worker)) = args.mode {
         return worker_process::run(worker).await;
     }

@@ -93,7 +93,8 @@ impl Batch {
             members,
             seal: self.seal,
         };
-        let BatchChanged { batch_id, callback_id, members, released } = target.change_batch(&change).await?;
+        let BatchChanged { batch_id, callback_id, members, released } =
+            chain.around(target.change_batch(&change)).await?;
         if let BatchTarget::New { callback, .. } = &change.target {
             let callback_inserted = Inserted { id: callback_id, existing: false };
             chain.after(
@@ -121,7 +122,7 @@ impl BatchId {
         let mut chain = InsertChain::current();
         chain.before(members.iter_mut())?;
         let change = BatchChange { target: BatchTarget::Existing(self.0), members, seal: false };
-        let added = target.change_batch(&change).await?.members;
+        let added = chain.around(target.change_batch(&change)).await?.members;
         chain.after(change.members.iter().zip(&added));
         Ok(added)
     }

@@ -56,7 +56,7 @@
 //! - `sqlite`: the SQLite driver (SQLite compiled in), as `jobs_core::sqlite`.
 //! - `mysql`: the MariaDB / MySQL driver (pure Rust), as `jobs_core::mysql`.
 //! - `all-drivers`: the three above.
-//! - `testing`: [`testing`](crate::testing), helpers for your own tests (with `postgres`, a
+//! - `testing`: [`testing`], helpers for your own tests (with `postgres`, a
 //!   throwaway Postgres and a database per test).
 //! - `opentelemetry`: each enqueue stores its W3C trace context in the job, and the run
 //!   continues that trace on whichever node runs it (`jobs_core::telemetry`).

@@ -152,7 +152,7 @@ impl Workflow {
         chain.before(workflow.steps.iter_mut().map(|step| &mut step.job))?;
         // A middleware may have given a step a uniqueness key, which a waiting step may not hold.
         workflow.validate()?;
-        let InsertedWorkflow { id, jobs } = target.insert_workflow(&workflow).await?;
+        let InsertedWorkflow { id, jobs } = chain.around(target.insert_workflow(&workflow)).await?;
         chain.after(workflow.steps.iter().map(|step| &step.job).zip(&jobs));
         Ok(EnqueuedWorkflow { id, jobs })
     }

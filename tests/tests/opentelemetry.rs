@@ -7,6 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use actix_web::{App, HttpResponse, HttpServer, web};
+use jobs_core::Workflow;
 use jobs_core::driver::{Driver, JobGetParams};
 use jobs_tests::traced::{Hello, SpanRecord, Spans, traced_hello};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -121,5 +122,33 @@ async fn one_trace_runs_from_a_request_through_the_enqueue_to_the_run_in_another
     assert_eq!(attribute(run, "messaging.destination.name"), "traced");
     assert_eq!(attribute(run, "messaging.message.id"), id.to_string());
     assert_eq!(attribute(run, "job.kind"), "traced.hello");
+
+    // A workflow's steps carry the trace of the code that enqueued them, through one
+    // enqueue span of their own.
+    let import = tracing::info_span!("nightly import");
+    let steps = async {
+        let mut workflow = Workflow::new("traced");
+        let first = workflow.add(traced_hello::build(Hello { name: "Grace".into() }));
+        workflow.add_after(traced_hello::build(Hello { name: "Edsger".into() }), [&first]);
+        workflow.enqueue(&driver).await
+    }
+    .instrument(import)
+    .await
+    .expect("enqueue the workflow")
+    .jobs;
+    let ours = spans.finished();
+    let import = one(&ours, "nightly import");
+    let enqueues: Vec<&SpanRecord> =
+        ours.iter().filter(|s| s.name == "send traced" && s.trace_id == import.trace_id).collect();
+    assert_eq!(enqueues.len(), 1, "{ours:#?}");
+    assert_eq!(
+        (&enqueues[0].parent_span_id, attribute(enqueues[0], "messaging.batch.message_count").as_str()),
+        (&import.span_id, "2")
+    );
+    for step in steps {
+        let row = driver.job_get(JobGetParams { id: step.id }).await.expect("get").expect("the step");
+        let expected = format!("00-{}-{}-01", import.trace_id, enqueues[0].span_id);
+        assert_eq!(row.meta["traceparent"], expected.as_str());
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

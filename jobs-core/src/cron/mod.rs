@@ -160,8 +160,9 @@ pub async fn run_now(driver: &dyn Driver, name: &str) -> Result<Option<Enqueued>
     let mut job = job_for(&row, None);
     let mut chain = InsertChain::current();
     chain.before(std::iter::once(&mut job))?;
-    let inserted =
-        driver.job_insert_many(JobInsertManyParams { jobs: std::slice::from_ref(&job), now: None }).await?;
+    let inserted = chain
+        .around(driver.job_insert_many(JobInsertManyParams { jobs: std::slice::from_ref(&job), now: None }))
+        .await?;
     chain.after(std::iter::once(&job).zip(&inserted));
     if let Some(enqueued) = inserted.first() {
         driver.schedule_record_run(ScheduleRecordRunParams { name, job_id: enqueued.id, now: None }).await?;

@@ -81,10 +81,16 @@ pub(crate) async fn enqueue_through<F: std::future::Future>(driver: Arc<dyn Driv
 pub(crate) async fn insert<E: Enqueuer>(target: E, mut rows: Vec<NewJob>) -> Result<Vec<Enqueued>> {
     let mut chain = InsertChain::current();
     chain.before(rows.iter_mut())?;
-    let inserted = match ENQUEUE_DRIVER.try_with(Arc::clone) {
-        Ok(driver) => driver.job_insert_many(JobInsertManyParams { jobs: &rows, now: None }).await?,
-        Err(_) => target.insert(&rows).await?,
-    };
+    let inserted = chain
+        .around(async {
+            match ENQUEUE_DRIVER.try_with(Arc::clone) {
+                Ok(driver) => {
+                    Ok(driver.job_insert_many(JobInsertManyParams { jobs: &rows, now: None }).await?)
+                }
+                Err(_) => target.insert(&rows).await,
+            }
+        })
+        .await?;
     chain.after(rows.iter().zip(&inserted));
     Ok(inserted)
 }
@@ -108,7 +114,9 @@ where
 {
     let mut chain = InsertChain::current();
     chain.before(rows.iter_mut())?;
-    let inserted = <<C::Backend as JobsBackend>::Driver as ConnectionDriver>::insert_sync(conn, &rows)?;
+    let inserted = chain.around_sync(|| {
+        <<C::Backend as JobsBackend>::Driver as ConnectionDriver>::insert_sync(conn, &rows)
+    })?;
     chain.after(rows.iter().zip(&inserted));
     Ok(inserted)
 }

@@ -1,5 +1,6 @@
 //! Insert middleware: the process's chain, and its application to the jobs of an insert.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -71,23 +72,29 @@ impl InsertChain {
     /// `opentelemetry` feature, first opens the insert's span and stores its trace
     /// context in each job.
     pub(crate) fn before<'j>(&mut self, jobs: impl IntoIterator<Item = &'j mut NewJob>) -> Result<()> {
+        #[allow(unused_mut)]
+        let mut changed = false;
         #[cfg(feature = "opentelemetry")]
         let jobs = {
             let mut jobs: Vec<&mut NewJob> = jobs.into_iter().collect();
-            let span = crate::telemetry::enqueue_span(jobs.iter().map(|job| &**job));
-            for job in &mut jobs {
-                crate::telemetry::inject(&span, job).map_err(|e| Error::InsertRefused {
-                    middleware: "opentelemetry".to_owned(),
-                    kind: job.kind.to_string(),
-                    source: Box::new(e),
-                })?;
+            if !jobs.is_empty() {
+                let span = crate::telemetry::enqueue_span(&jobs);
+                if let Some(headers) = crate::telemetry::headers(&span) {
+                    for job in &mut jobs {
+                        crate::telemetry::inject(&headers, job);
+                    }
+                    changed = true;
+                }
+                self.span = Some(span);
             }
-            self.span = Some(span);
             jobs
         };
-        let Some(chain) = &self.chain else { return Ok(()) };
+        let chain = self.chain.as_deref().unwrap_or_default();
+        if chain.is_empty() && !changed {
+            return Ok(());
+        }
         for job in jobs {
-            for middleware in chain.iter() {
+            for middleware in chain {
                 middleware.before_insert(job).map_err(|source| Error::InsertRefused {
                     middleware: middleware.name().to_owned(),
                     kind: job.kind.to_string(),
@@ -97,6 +104,33 @@ impl InsertChain {
             job.validate()?;
         }
         Ok(())
+    }
+
+    /// Runs `insert` (the insert's statements) inside the insert's span, which it marks
+    /// failed when the insert fails (with the `opentelemetry` feature; otherwise as it is).
+    pub(crate) async fn around<T, E>(&self, insert: impl Future<Output = Result<T, E>>) -> Result<T, E> {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(span) = &self.span {
+            let result = tracing::Instrument::instrument(insert, span.clone()).await;
+            if result.is_err() {
+                crate::telemetry::failed(span);
+            }
+            return result;
+        }
+        insert.await
+    }
+
+    /// [`around`](Self::around) for a synchronous insert.
+    pub(crate) fn around_sync<T, E>(&self, insert: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(span) = &self.span {
+            let result = span.in_scope(insert);
+            if result.is_err() {
+                crate::telemetry::failed(span);
+            }
+            return result;
+        }
+        insert()
     }
 
     /// Runs every `after_insert`, in the reverse order, on each job with what its insert did.
