@@ -76,12 +76,12 @@ pub(crate) fn headers(span: &Span) -> Option<(String, Option<String>)> {
 /// Stores `headers` in `job`'s metadata, unless the job carries a `traceparent` already or
 /// its metadata is not an object (left as it is, for the insert's own check).
 pub(crate) fn inject(headers: &(String, Option<String>), job: &mut NewJob) {
-    if job.meta.contains(TRACEPARENT) && job.meta_value(TRACEPARENT).is_some() {
-        return;
-    }
     let Ok(mut meta) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&job.meta) else {
         return;
     };
+    if meta.contains_key(TRACEPARENT) {
+        return;
+    }
     meta.insert(TRACEPARENT.to_owned(), headers.0.clone().into());
     if let Some(state) = &headers.1 {
         meta.insert(TRACESTATE.to_owned(), state.clone().into());
